@@ -1,0 +1,109 @@
+"""Houlsby bottleneck adapters (Houlsby et al., ICML 2019) as Keras 3 layers."""
+
+import dataclasses
+import json
+
+import keras
+import tensorflow as tf
+
+_ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterConfig:
+  """Validated adapter hyperparameters, saved with every model.
+
+  Attributes:
+    size: bottleneck width m; 0 means no adapters (plain BERT).
+    init_scale: stddev of the truncated-normal init of both projections
+      (1e-3 in the paper, so a fresh adapter is near the identity).
+    activation: non-linearity of the bottleneck; the original uses BERT's
+      tanh-approximated GELU.
+  """
+  size: int = 64
+  init_scale: float = 1e-3
+  activation: str = "gelu"
+
+  def __post_init__(self):
+    if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
+      raise ValueError(f"adapter size must be an integer >= 0, got {self.size!r}")
+    if not self.init_scale > 0:
+      raise ValueError(f"adapter init_scale must be > 0, got {self.init_scale!r}")
+    if self.activation not in _ACTIVATIONS:
+      raise ValueError(f"adapter activation must be one of {_ACTIVATIONS}, "
+                       f"got {self.activation!r}")
+
+  @property
+  def enabled(self) -> bool:
+    return self.size > 0
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "AdapterConfig":
+    unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+      raise ValueError(f"unknown adapter config keys: {sorted(unknown)}")
+    return cls(**d)
+
+  def to_json_string(self) -> str:
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def gelu(x):
+  """BERT's GELU: the tanh approximation, as in google-research/bert."""
+  return keras.activations.gelu(x, approximate=True)
+
+
+def get_activation(name: str):
+  return gelu if name == "gelu" else keras.activations.get(name)
+
+
+@keras.saving.register_keras_serializable(package="adapter_bert")
+class Adapter(keras.layers.Layer):
+  """`x + W2 · act(W1 · x + b1) + b2`: the bottleneck adapter of Houlsby et al.
+
+  No dropout and no normalization inside, as in google-research/adapter-bert.
+  Weight names follow the original checkpoints
+  (`.../adapters/{weights1,biases1,weights2,biases2}`).
+
+  Call arguments:
+    inputs: float Tensor of shape [batch_size, seq_length, hidden_size].
+  Returns:
+    float Tensor of the same shape.
+  """
+
+  def __init__(self, size: int = 64, init_scale: float = 1e-3,
+               activation: str = "gelu", **kwargs):
+    kwargs.setdefault("name", "adapters")
+    super().__init__(**kwargs)
+    AdapterConfig(size, init_scale, activation)  # Validates the arguments.
+    if size == 0:
+      raise ValueError("an Adapter layer needs size > 0; size 0 means no adapter layer")
+    self.size = size
+    self.init_scale = init_scale
+    self.activation = activation
+    self._activation_fn = get_activation(activation)
+
+  def build(self, input_shape):
+    hidden_size = input_shape[-1]
+    init = keras.initializers.TruncatedNormal(stddev=self.init_scale)
+    self.weights1 = self.add_weight(
+        name="weights1", shape=(hidden_size, self.size), initializer=init)
+    self.biases1 = self.add_weight(
+        name="biases1", shape=(1, self.size), initializer="zeros")
+    self.weights2 = self.add_weight(
+        name="weights2", shape=(self.size, hidden_size), initializer=init)
+    self.biases2 = self.add_weight(
+        name="biases2", shape=(1, hidden_size), initializer="zeros")
+
+  def call(self, inputs):
+    h = self._activation_fn(tf.matmul(inputs, self.weights1) + self.biases1)
+    return inputs + tf.matmul(h, self.weights2) + self.biases2
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(size=self.size, init_scale=self.init_scale,
+                  activation=self.activation)
+    return config

@@ -1,0 +1,142 @@
+"""Checkpoints in: Google's BERT releases, original adapter-bert runs, this project's runs.
+
+Google's and adapter-bert's TF1 checkpoints are name-based (`bert/encoder/...`);
+`model.tf1_variable_map()` is the one table from those names to Keras variables.
+This project's training checkpoints are object-based (`tf.train.Checkpoint`,
+managed by `tf.train.CheckpointManager`) with the model's variables under "model",
+keyed by those same original names (`trackable_variables`).
+"""
+
+import re
+from typing import Dict, Mapping, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from trainable import variable_role
+
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+# Checkpoint entries that fine-tuning never uses: pre-training heads, Adam slots
+# of the original optimizer, the TF1 step counter.
+_SKIPPED = re.compile(r"^cls/(predictions|seq_relationship)/|/adam_[mv]$|^global_step$")
+
+
+def write_tf1_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> None:
+  """Writes `tensors` as a name-based checkpoint, the format of Google's BERT releases.
+
+  Object-based `tf.train.Checkpoint` files key variables by object-graph paths;
+  Google's checkpoints key them by TF1 variable name (`bert/embeddings/...`), and
+  only the raw `SaveV2` op writes that layout in TF2.
+
+  Args:
+    prefix: checkpoint prefix (e.g. `dir/bert_model.ckpt`), any tf.io.gfile path.
+    tensors: TF1 variable name -> array.
+  """
+  names = sorted(tensors)
+  tf.io.gfile.makedirs(prefix.rsplit("/", 1)[0] if "/" in prefix else ".")
+  tf.raw_ops.SaveV2(
+      prefix=prefix,
+      tensor_names=names,
+      shape_and_slices=[""] * len(names),
+      tensors=[tf.convert_to_tensor(tensors[n]) for n in names])
+
+
+def trackable_variables(model: keras.Model) -> tf.train.Checkpoint:
+  """The model's variables keyed by their original names, for tf.train.Checkpoint.
+
+  Keras 3 lists of layers are invisible to tf.train.Checkpoint, and keying by
+  the original names keeps checkpoints independent of the Keras object layout.
+  """
+  return tf.train.Checkpoint(**model.tf1_variable_map())
+
+
+def resolve_checkpoint(path: str) -> str:
+  """A checkpoint prefix from a prefix or a directory holding a `checkpoint` file."""
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None:
+      raise ValueError(f"no checkpoint found in directory {path}")
+    return latest
+  if not tf.io.gfile.exists(path + ".index"):
+    raise ValueError(f"checkpoint not found: {path} (no {path}.index)")
+  return path
+
+
+def is_object_based(path: str) -> bool:
+  return OBJECT_GRAPH_KEY in tf.train.load_checkpoint(path).get_variable_to_shape_map()
+
+
+def _log_variables(names: Dict[str, keras.Variable], initialized) -> None:
+  # The original's log lines, so that `grep INIT_FROM_CKPT` still works.
+  logging.info("**** Trainable Variables ****")
+  for name, variable in names.items():
+    if variable.trainable:
+      init = ", *INIT_FROM_CKPT*" if name in initialized else ""
+      logging.info("  name = %s:0, shape = %s%s", name, tuple(variable.shape), init)
+
+
+def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
+  """Loads a Google, adapter-bert or project checkpoint into `model`.
+
+  Name-based checkpoints must hold every encoder variable (an error names the
+  missing ones); adapters and the task head are loaded when present and keep
+  their fresh initial values otherwise. Pre-training heads and Adam slots are
+  skipped.
+
+  Args:
+    model: a model of modeling.py (encoder or task model).
+    path: checkpoint prefix or a directory with a `checkpoint` state file.
+  Returns:
+    The variables that were loaded, by TF1 name.
+  Raises:
+    ValueError: for a missing checkpoint, a missing encoder variable or a shape
+      mismatch; the message names the checkpoint, the variable and both shapes.
+  """
+  path = resolve_checkpoint(path)
+  names = model.tf1_variable_map()
+  if is_object_based(path):
+    loaded = _load_object_based(model, path, names)
+  else:
+    loaded = _load_name_based(path, names)
+  _log_variables(names, loaded)
+  return loaded
+
+
+def _load_name_based(path: str, names: Dict[str, keras.Variable]):
+  reader = tf.train.load_checkpoint(path)
+  shapes = reader.get_variable_to_shape_map()
+  missing = [n for n in names
+             if n not in shapes and variable_role(n) not in ("adapter", "head")]
+  if missing:
+    raise ValueError(f"checkpoint {path} lacks {len(missing)} encoder variable(s) of the "
+                     f"model: {', '.join(missing[:10])}")
+  for name, variable in names.items():
+    if name in shapes and tuple(shapes[name]) != tuple(variable.shape):
+      raise ValueError(
+          f"checkpoint {path}: variable {name} has shape {tuple(shapes[name])} in the "
+          f"checkpoint but {tuple(variable.shape)} in the model (does bert_config.json "
+          f"match the checkpoint?)")
+  loaded = {}
+  for name, variable in names.items():
+    if name in shapes:
+      variable.assign(reader.get_tensor(name))
+      loaded[name] = variable
+    else:
+      logging.info("Not in checkpoint, keeps its initial value: %s", name)
+  unused = sorted(n for n in shapes if n not in names and not _SKIPPED.search(n))
+  if unused:
+    logging.warning("Checkpoint variables not used by the model: %s", ", ".join(unused))
+  return loaded
+
+
+def _load_object_based(model, path, names):
+  try:
+    status = tf.train.Checkpoint(model=trackable_variables(model)).read(path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+  except (ValueError, AssertionError, tf.errors.InvalidArgumentError) as e:
+    raise ValueError(f"checkpoint {path} does not fit the model: {e}") from e
+  return dict(names)

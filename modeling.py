@@ -1,0 +1,373 @@
+"""BERT with Houlsby adapters in Keras 3: config, Transformer block, encoder, task models.
+
+Numerics follow google-research/bert: tanh-approximated GELU, LayerNorm epsilon
+1e-12, -10000 added to masked attention scores, truncated-normal initialisers,
+dropout only when `training=True`. Adapters sit where google-research/adapter-bert
+put them: after each sub-layer's output projection and dropout, before the
+residual add and LayerNorm.
+
+Every variable has a name in Google's TF1 checkpoints; `tf1_variable_map()` on
+each model is the one table from Keras variables to those names, used for
+checkpoint loading, adapter-only files and for deciding what trains.
+"""
+
+import dataclasses
+import json
+import math
+from typing import Dict, Optional
+
+import keras
+import tensorflow as tf
+
+from adapter_layers import Adapter, AdapterConfig, gelu
+
+NO_ADAPTERS = AdapterConfig(size=0)
+
+
+@dataclasses.dataclass
+class BertConfig:
+  """The original `bert_config.json`, read and written unchanged.
+
+  Keys the original does not know (e.g. `directionality` in multilingual
+  releases) are kept in `extra` and written back.
+  """
+  vocab_size: int
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 16
+  initializer_range: float = 0.02
+  extra: dict = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(
+          f"hidden_size ({self.hidden_size}) is not a multiple of "
+          f"num_attention_heads ({self.num_attention_heads})")
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "BertConfig":
+    known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    return cls(**{k: v for k, v in d.items() if k in known},
+               extra={k: v for k, v in d.items() if k not in known})
+
+  @classmethod
+  def from_json_file(cls, path: str) -> "BertConfig":
+    with tf.io.gfile.GFile(path, "r") as f:
+      text = f.read()
+    try:
+      return cls.from_dict(json.loads(text))
+    except (json.JSONDecodeError, TypeError) as e:
+      raise ValueError(f"{path}: not a BERT config file: {e}") from e
+
+  def to_dict(self) -> dict:
+    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+         if f.name != "extra"}
+    d.update(self.extra)
+    return d
+
+  def to_json_string(self) -> str:
+    """As the original: indent 2, sorted keys, trailing newline."""
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+  def to_json_file(self, path: str) -> None:
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(self.to_json_string())
+
+
+def get_activation(name: str):
+  """Maps `hidden_act` of bert_config.json to a function; "gelu" is BERT's tanh GELU."""
+  activations = {"gelu": gelu, "relu": keras.activations.relu,
+                 "tanh": keras.activations.tanh, "linear": keras.activations.linear}
+  if name not in activations:
+    raise ValueError(f"unsupported hidden_act {name!r}; known: {sorted(activations)}")
+  return activations[name]
+
+
+def _initializer(config: BertConfig):
+  # TF1's truncated_normal_initializer and Keras' TruncatedNormal both cut at 2 stddev.
+  return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def _layer_norm(name: str):
+  return keras.layers.LayerNormalization(epsilon=1e-12, name=name)
+
+
+class BertEmbeddings(keras.layers.Layer):
+  """Word + position + token-type embeddings, LayerNorm, dropout.
+
+  Call arguments:
+    input_ids: int32 Tensor of shape [batch_size, seq_length].
+    segment_ids: int32 Tensor of shape [batch_size, seq_length].
+  Returns:
+    float32 Tensor of shape [batch_size, seq_length, hidden_size].
+  """
+
+  def __init__(self, config: BertConfig, **kwargs):
+    super().__init__(name="embeddings", **kwargs)
+    self.config = config
+    self.layer_norm = _layer_norm("LayerNorm")
+    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+  def build(self, input_shape):
+    c, init = self.config, _initializer(self.config)
+    self.word_embeddings = self.add_weight(
+        name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init)
+    self.token_type_embeddings = self.add_weight(
+        name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size),
+        initializer=init)
+    self.position_embeddings = self.add_weight(
+        name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
+        initializer=init)
+    self.layer_norm.build((None, None, c.hidden_size))
+
+  def call(self, input_ids, segment_ids, training=None):
+    seq_length = tf.shape(input_ids)[1]
+    x = tf.gather(self.word_embeddings, input_ids)
+    x += tf.gather(self.token_type_embeddings, segment_ids)
+    x += self.position_embeddings[tf.newaxis, :seq_length, :]
+    return self.dropout(self.layer_norm(x), training=training)
+
+
+class TransformerBlock(keras.layers.Layer):
+  """One post-LayerNorm Transformer layer of BERT, with two optional adapters.
+
+  attention: dense -> dropout -> adapter -> LayerNorm(. + layer_input)
+  feed-forward: dense -> dropout -> adapter -> LayerNorm(. + attention_output)
+
+  Call arguments:
+    x: float32 Tensor of shape [batch_size, seq_length, hidden_size].
+    attention_bias: float32 Tensor of shape [batch_size, 1, 1, seq_length],
+      0 for real tokens and -10000 for padding.
+  Returns:
+    float32 Tensor of shape [batch_size, seq_length, hidden_size].
+  """
+
+  def __init__(self, config: BertConfig, adapter_config: AdapterConfig, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.adapter_config = adapter_config
+    h, init = config.hidden_size, _initializer(config)
+    self.num_heads = config.num_attention_heads
+    self.head_size = h // self.num_heads
+    dense = lambda units, name, **kw: keras.layers.Dense(
+        units, kernel_initializer=init, name=name, **kw)
+    self.query = dense(h, "query")
+    self.key = dense(h, "key")
+    self.value = dense(h, "value")
+    self.attention_output = dense(h, "attention_output")
+    self.attention_layer_norm = _layer_norm("attention_LayerNorm")
+    self.intermediate = dense(config.intermediate_size, "intermediate",
+                              activation=get_activation(config.hidden_act))
+    self.output_dense = dense(h, "output")
+    self.output_layer_norm = _layer_norm("output_LayerNorm")
+    self.attention_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+    self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    if adapter_config.enabled:
+      a = adapter_config
+      self.attention_adapters = Adapter(a.size, a.init_scale, a.activation,
+                                        name="attention_adapters")
+      self.output_adapters = Adapter(a.size, a.init_scale, a.activation,
+                                     name="output_adapters")
+    else:
+      self.attention_adapters = self.output_adapters = None
+
+  def _split_heads(self, x):
+    b, s = tf.shape(x)[0], tf.shape(x)[1]
+    return tf.reshape(x, [b, s, self.num_heads, self.head_size])
+
+  def call(self, x, attention_bias, training=None):
+    q = self._split_heads(self.query(x))
+    k = self._split_heads(self.key(x))
+    v = self._split_heads(self.value(x))
+    scores = tf.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(self.head_size))
+    probs = tf.nn.softmax(scores + attention_bias, axis=-1)
+    probs = self.attention_dropout(probs, training=training)
+    context = tf.einsum("bnqk,bknd->bqnd", probs, v)
+    context = tf.reshape(context, tf.shape(x))
+    h = self.hidden_dropout(self.attention_output(context), training=training)
+    if self.attention_adapters is not None:
+      h = self.attention_adapters(h)
+    attention_output = self.attention_layer_norm(h + x)
+
+    h = self.output_dense(self.intermediate(attention_output))
+    h = self.hidden_dropout(h, training=training)
+    if self.output_adapters is not None:
+      h = self.output_adapters(h)
+    return self.output_layer_norm(h + attention_output)
+
+  def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:
+    """Keras variables of this layer by their TF1 names under `prefix`."""
+    sublayers = {
+        "attention/self/query": self.query,
+        "attention/self/key": self.key,
+        "attention/self/value": self.value,
+        "attention/output/dense": self.attention_output,
+        "attention/output/adapters": self.attention_adapters,
+        "attention/output/LayerNorm": self.attention_layer_norm,
+        "intermediate/dense": self.intermediate,
+        "output/dense": self.output_dense,
+        "output/adapters": self.output_adapters,
+        "output/LayerNorm": self.output_layer_norm,
+    }
+    return {f"{prefix}/{scope}/{v.name}": v
+            for scope, layer in sublayers.items() if layer is not None
+            for v in layer.weights}
+
+
+def dummy_inputs(batch_size: int = 1, seq_length: int = 2) -> Dict[str, tf.Tensor]:
+  """Inputs that build a model's weights on first call."""
+  ones = tf.ones([batch_size, seq_length], tf.int32)
+  return {"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}
+
+
+class BertEncoder(keras.Model):
+  """BERT encoder: embeddings, `num_hidden_layers` Transformer blocks, tanh pooler.
+
+  Call arguments:
+    inputs: dict of int32 Tensors of shape [batch_size, seq_length]:
+      "input_ids", "input_mask" (1 real, 0 padding), "segment_ids".
+  Returns:
+    dict with "sequence_output" float32 [batch_size, seq_length, hidden_size],
+    "pooled_output" float32 [batch_size, hidden_size] and "encoder_outputs",
+    a list of every layer's [batch_size, seq_length, hidden_size] output.
+  """
+
+  def __init__(self, config: BertConfig, adapter_config: AdapterConfig = NO_ADAPTERS,
+               **kwargs):
+    kwargs.setdefault("name", "bert")
+    super().__init__(**kwargs)
+    self.config = config
+    self.adapter_config = adapter_config
+    self.embeddings = BertEmbeddings(config)
+    self.transformer_layers = [
+        TransformerBlock(config, adapter_config, name=f"layer_{i}")
+        for i in range(config.num_hidden_layers)]
+    self.pooler = keras.layers.Dense(
+        config.hidden_size, activation="tanh", kernel_initializer=_initializer(config),
+        name="pooler")
+
+  def call(self, inputs, training=None):
+    input_mask = tf.cast(inputs["input_mask"], tf.float32)
+    attention_bias = (1.0 - input_mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
+    x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
+    encoder_outputs = []
+    for layer in self.transformer_layers:
+      x = layer(x, attention_bias, training=training)
+      encoder_outputs.append(x)
+    return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]),
+            "encoder_outputs": encoder_outputs}
+
+  def ensure_built(self) -> None:
+    if not self.built or not self.weights:
+      self(dummy_inputs())
+
+  def tf1_variable_map(self) -> Dict[str, keras.Variable]:
+    """Every variable by its name in Google's (and adapter-bert's) checkpoints."""
+    self.ensure_built()
+    e = self.embeddings
+    names = {
+        "bert/embeddings/word_embeddings": e.word_embeddings,
+        "bert/embeddings/token_type_embeddings": e.token_type_embeddings,
+        "bert/embeddings/position_embeddings": e.position_embeddings,
+        "bert/embeddings/LayerNorm/gamma": e.layer_norm.gamma,
+        "bert/embeddings/LayerNorm/beta": e.layer_norm.beta,
+    }
+    for i, layer in enumerate(self.transformer_layers):
+      names.update(layer.tf1_variable_map(f"bert/encoder/layer_{i}"))
+    names["bert/pooler/dense/kernel"] = self.pooler.kernel
+    names["bert/pooler/dense/bias"] = self.pooler.bias
+    return names
+
+
+class _TaskModel(keras.Model):
+  """A BERT encoder with a task head whose variables carry the original names."""
+
+  def __init__(self, config: BertConfig, adapter_config: AdapterConfig, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.adapter_config = adapter_config
+    self.bert = BertEncoder(config, adapter_config)
+
+  def ensure_built(self) -> None:
+    if not self.built or not self.weights:
+      self(dummy_inputs())
+
+  def head_variable_map(self) -> Dict[str, keras.Variable]:
+    raise NotImplementedError
+
+  def tf1_variable_map(self) -> Dict[str, keras.Variable]:
+    self.ensure_built()
+    names = self.bert.tf1_variable_map()
+    names.update(self.head_variable_map())
+    return names
+
+
+class BertClassifier(_TaskModel):
+  """Sequence classifier of run_classifier.py: pooled output -> dropout -> logits.
+
+  Call arguments:
+    inputs: dict of int32 Tensors [batch_size, seq_length] as for BertEncoder.
+  Returns:
+    float32 logits of shape [batch_size, num_labels] (num_labels 1: regression).
+  """
+
+  def __init__(self, config: BertConfig, num_labels: int,
+               adapter_config: AdapterConfig = NO_ADAPTERS, **kwargs):
+    kwargs.setdefault("name", "bert_classifier")
+    super().__init__(config, adapter_config, **kwargs)
+    self.num_labels = num_labels
+    self.dropout = keras.layers.Dropout(0.1)
+
+  def build(self, input_shape=None):
+    # Shapes as the original: output_weights [num_labels, hidden_size].
+    self.output_weights = self.add_weight(
+        name="output_weights", shape=(self.num_labels, self.config.hidden_size),
+        initializer=keras.initializers.TruncatedNormal(stddev=0.02))
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(self.num_labels,), initializer="zeros")
+
+  def call(self, inputs, training=None):
+    pooled = self.bert(inputs, training=training)["pooled_output"]
+    pooled = self.dropout(pooled, training=training)
+    return tf.matmul(pooled, self.output_weights, transpose_b=True) + self.output_bias
+
+  def head_variable_map(self):
+    return {"output_weights": self.output_weights, "output_bias": self.output_bias}
+
+
+class BertSpanLabeler(_TaskModel):
+  """SQuAD span head of run_squad.py: one linear layer over every token.
+
+  Call arguments:
+    inputs: dict of int32 Tensors [batch_size, seq_length] as for BertEncoder.
+  Returns:
+    dict with "start_logits" and "end_logits", float32 [batch_size, seq_length].
+  """
+
+  def __init__(self, config: BertConfig, adapter_config: AdapterConfig = NO_ADAPTERS,
+               **kwargs):
+    kwargs.setdefault("name", "bert_span_labeler")
+    super().__init__(config, adapter_config, **kwargs)
+
+  def build(self, input_shape=None):
+    self.output_weights = self.add_weight(
+        name="output_weights", shape=(2, self.config.hidden_size),
+        initializer=keras.initializers.TruncatedNormal(stddev=0.02))
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(2,), initializer="zeros")
+
+  def call(self, inputs, training=None):
+    sequence = self.bert(inputs, training=training)["sequence_output"]
+    logits = tf.einsum("bsh,nh->nbs", sequence, self.output_weights)
+    logits += self.output_bias[:, tf.newaxis, tf.newaxis]
+    return {"start_logits": logits[0], "end_logits": logits[1]}
+
+  def head_variable_map(self):
+    return {"cls/squad/output_weights": self.output_weights,
+            "cls/squad/output_bias": self.output_bias}

@@ -1,0 +1,187 @@
+"""The Keras BERT against Model Garden's BertEncoder and an independent NumPy pass."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import checkpoints
+import modeling
+import numpy_bert
+import tiny_bert
+from adapter_layers import Adapter, AdapterConfig
+
+NUM_HEADS = tiny_bert.TINY_CONFIG["num_attention_heads"]
+
+
+def _inputs(seed=1, batch=3, seq=11, vocab=99):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(0, vocab, size=(batch, seq)).astype(np.int32)
+  mask = np.ones((batch, seq), np.int32)
+  mask[1, 7:] = 0  # Padding must be masked out of attention.
+  mask[2, 4:] = 0
+  segments = np.zeros((batch, seq), np.int32)
+  segments[:, 5:] = 1
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+@pytest.fixture(scope="module")
+def google_dir(tmp_path_factory):
+  return tiny_bert.write_google_dir(str(tmp_path_factory.mktemp("google")))
+
+
+def _encoder(config_path, ckpt, adapter_config=modeling.NO_ADAPTERS):
+  encoder = modeling.BertEncoder(modeling.BertConfig.from_json_file(config_path),
+                                 adapter_config)
+  checkpoints.load_checkpoint(encoder, ckpt)
+  return encoder
+
+
+def _model_garden_outputs(config_path, ckpt, inputs, tmp_path):
+  """Model Garden's BertEncoder loaded through its own TF1 converter."""
+  from official.legacy.bert import configs
+  from official.nlp.tools import tf2_bert_encoder_checkpoint_converter as converter
+  import tf_keras
+
+  mg_config = configs.BertConfig.from_json_file(config_path)
+  out = os.path.join(str(tmp_path), "mg", "ckpt")
+  converter.convert_checkpoint(mg_config, out, ckpt, checkpoint_model_name="encoder")
+  encoder = converter._create_bert_model(mg_config)
+  saved = tf.train.latest_checkpoint(os.path.dirname(out))  # save() appended "-1".
+  tf.train.Checkpoint(encoder=encoder).read(saved).assert_existing_objects_matched()
+  outputs = encoder({"input_word_ids": inputs["input_ids"],
+                     "input_mask": inputs["input_mask"],
+                     "input_type_ids": inputs["segment_ids"]}, training=False)
+  if isinstance(outputs, dict):
+    outputs = outputs["sequence_output"], outputs["pooled_output"]
+  return outputs[0].numpy(), outputs[1].numpy()
+
+
+def test_matches_model_garden_bert_encoder(google_dir, tmp_path):
+  config_path, _, ckpt, _ = google_dir
+  inputs = _inputs()
+  ours = _encoder(config_path, ckpt)(inputs, training=False)
+  mg_seq, mg_pooled = _model_garden_outputs(config_path, ckpt, inputs, tmp_path)
+  np.testing.assert_allclose(ours["sequence_output"].numpy(), mg_seq, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(ours["pooled_output"].numpy(), mg_pooled, atol=1e-5, rtol=0)
+  assert len(ours["encoder_outputs"]) == 2
+  np.testing.assert_array_equal(ours["encoder_outputs"][-1], ours["sequence_output"])
+
+
+def test_matches_numpy_forward_with_adapters(tmp_path):
+  """Adapter placement against an independent calculation of REFERENCE §1."""
+  config_path, _, ckpt, weights = tiny_bert.write_google_dir(
+      str(tmp_path), adapter_size=5, seed=3)
+  # Large adapter weights (random_weights uses stddev 0.2) so misplacement shows.
+  encoder = _encoder(config_path, ckpt, AdapterConfig(size=5))
+  inputs = _inputs()
+  ours = encoder(inputs, training=False)
+  seq, pooled = numpy_bert.bert_forward(weights, NUM_HEADS, **inputs)
+  np.testing.assert_allclose(ours["sequence_output"].numpy(), seq, atol=2e-5)
+  np.testing.assert_allclose(ours["pooled_output"].numpy(), pooled, atol=2e-5)
+  plain, _ = numpy_bert.bert_forward(
+      {k: v for k, v in weights.items() if "adapters" not in k}, NUM_HEADS, **inputs)
+  assert np.abs(seq - plain).max() > 0.1  # The adapters do change the result.
+
+
+def test_fresh_adapters_are_near_identity_and_zeroed_up_projection_is_identity(google_dir):
+  config_path, _, ckpt, _ = google_dir
+  inputs = _inputs()
+  plain = _encoder(config_path, ckpt)(inputs, training=False)["sequence_output"].numpy()
+  keras.utils.set_random_seed(0)
+  with_adapters = _encoder(config_path, ckpt, AdapterConfig(size=8))
+  fresh = with_adapters(inputs, training=False)["sequence_output"].numpy()
+  diff = np.abs(fresh - plain).max()
+  assert 0 < diff < 1e-3, diff
+  for layer in with_adapters.transformer_layers:
+    for adapter in (layer.attention_adapters, layer.output_adapters):
+      adapter.weights2.assign(tf.zeros_like(adapter.weights2))
+  zeroed = with_adapters(inputs, training=False)["sequence_output"].numpy()
+  np.testing.assert_array_equal(zeroed, plain)
+
+
+def test_adapter_layer_formula_and_serialization():
+  keras.utils.set_random_seed(0)
+  layer = Adapter(size=3, init_scale=0.5)
+  x = np.random.default_rng(0).normal(size=(2, 4, 6)).astype(np.float32)
+  y = layer(x).numpy()
+  w = {"a/" + v.name: v.numpy() for v in layer.weights}
+  np.testing.assert_allclose(y, numpy_bert.adapter(x.astype(np.float64), w, "a/"), atol=1e-5)
+  clone = Adapter.from_config(layer.get_config())
+  assert clone.get_config() == layer.get_config()
+  # The paper's init: truncated normal with stddev = init_scale, zero biases.
+  big = Adapter(size=64, init_scale=1e-3)
+  big.build((None, 768))
+  w1 = big.weights1.numpy()
+  assert np.abs(w1).max() <= 2e-3 and 0.7e-3 < w1.std() < 1e-3
+  assert not big.biases1.numpy().any() and not big.biases2.numpy().any()
+
+
+def test_adapter_config_validation():
+  assert AdapterConfig().to_dict() == {"size": 64, "init_scale": 1e-3, "activation": "gelu"}
+  assert AdapterConfig.from_dict({"size": 8}).size == 8
+  for bad in ({"size": -1}, {"size": 2.5}, {"init_scale": 0.0}, {"activation": "nope"},
+              {"unknown": 1}):
+    with pytest.raises(ValueError):
+      AdapterConfig.from_dict(bad)
+
+
+def test_dropout_only_in_training(google_dir):
+  config_path, _, ckpt, _ = google_dir
+  encoder = _encoder(config_path, ckpt)
+  inputs = _inputs()
+  a = encoder(inputs, training=False)["sequence_output"].numpy()
+  b = encoder(inputs, training=False)["sequence_output"].numpy()
+  c = encoder(inputs, training=True)["sequence_output"].numpy()
+  np.testing.assert_array_equal(a, b)
+  assert np.abs(a - c).max() > 1e-3
+
+
+def test_bert_config_round_trip(tmp_path):
+  original = dict(tiny_bert.TINY_CONFIG, directionality="bidi")
+  path = str(tmp_path / "bert_config.json")
+  with open(path, "w") as f:
+    f.write(json.dumps(original, indent=2, sort_keys=True) + "\n")
+  config = modeling.BertConfig.from_json_file(path)
+  assert config.hidden_size == 32 and config.extra == {"directionality": "bidi"}
+  with open(path) as f:
+    assert config.to_json_string() == f.read()
+  with pytest.raises(ValueError, match="not a BERT config"):
+    (tmp_path / "bad.json").write_text("{ nope")
+    modeling.BertConfig.from_json_file(str(tmp_path / "bad.json"))
+
+
+def test_task_heads_have_original_shapes_and_formulas(google_dir):
+  config_path, _, ckpt, _ = google_dir
+  config = modeling.BertConfig.from_json_file(config_path)
+  inputs = _inputs()
+  classifier = modeling.BertClassifier(config, num_labels=3)
+  checkpoints.load_checkpoint(classifier, ckpt)
+  names = classifier.tf1_variable_map()
+  assert names["output_weights"].shape == (3, 32) and names["output_bias"].shape == (3,)
+  pooled = classifier.bert(inputs)["pooled_output"].numpy()
+  expected = pooled @ names["output_weights"].numpy().T + names["output_bias"].numpy()
+  np.testing.assert_allclose(classifier(inputs).numpy(), expected, atol=1e-5)
+
+  span = modeling.BertSpanLabeler(config)
+  checkpoints.load_checkpoint(span, ckpt)
+  names = span.tf1_variable_map()
+  assert names["cls/squad/output_weights"].shape == (2, 32)
+  seq = span.bert(inputs)["sequence_output"].numpy()
+  logits = seq @ names["cls/squad/output_weights"].numpy().T + names["cls/squad/output_bias"].numpy()
+  out = span(inputs)
+  np.testing.assert_allclose(out["start_logits"].numpy(), logits[..., 0], atol=1e-5)
+  np.testing.assert_allclose(out["end_logits"].numpy(), logits[..., 1], atol=1e-5)
+
+
+def test_variable_names_are_the_original_checkpoint_names():
+  config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+  model = modeling.BertClassifier(config, 2, AdapterConfig(size=4))
+  expected = tiny_bert.google_variable_shapes(tiny_bert.TINY_CONFIG, adapter_size=4)
+  expected.update({"output_weights": (2, 32), "output_bias": (2,)})
+  got = {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()}
+  assert got == expected
+  assert len(model.weights) == len(got)  # The table covers every variable.

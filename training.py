@@ -1,0 +1,162 @@
+"""Training, evaluation and prediction loops under any tf.distribute strategy.
+
+What the original got from TPUEstimator: compiled steps, `iterations_per_loop`
+steps per host call, checkpoints every `save_checkpoints_steps` (last 5 kept,
+named `model.ckpt-STEP`), resumption from the latest checkpoint in output_dir,
+TensorBoard summaries and progress lines.
+"""
+
+import dataclasses
+import time
+from typing import Callable, Dict, Iterator, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+import checkpoints
+import optimization
+
+# (labels, model outputs) -> float32 per-example loss [batch_size].
+LossFn = Callable[[object, object], tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+  output_dir: str
+  train_batch_size: int
+  num_train_steps: int
+  num_warmup_steps: int
+  learning_rate: float
+  weight_decay_rate: float = 0.01
+  adapter_weight_decay_rate: float = 0.01
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  keep_checkpoint_max: int = 5
+  jit_compile: bool = False
+
+
+def checkpoint_manager(model: keras.Model, output_dir: str, optimizer=None,
+                       max_to_keep: int = 5) -> tf.train.CheckpointManager:
+  """Checkpoints `model.ckpt-STEP` in output_dir, as the original names them."""
+  items = {"model": checkpoints.trackable_variables(model)}
+  if optimizer is not None:
+    items["optimizer"] = optimizer
+  return tf.train.CheckpointManager(tf.train.Checkpoint(**items), output_dir,
+                                    max_to_keep=max_to_keep,
+                                    checkpoint_name="model.ckpt")
+
+
+def latest_step(output_dir: str) -> int:
+  """The global step of the latest checkpoint in output_dir, 0 if none."""
+  latest = tf.train.latest_checkpoint(output_dir)
+  return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
+def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
+          dataset: tf.data.Dataset, settings: TrainSettings) -> Dict[str, float]:
+  """Trains `model.trainable_variables` to `settings.num_train_steps`.
+
+  The model is created under `strategy.scope()`, with its initial checkpoint
+  loaded and `trainable.set_trainable` applied. If output_dir holds a
+  checkpoint of this run, training resumes from it (weights, optimizer slots
+  and step), so re-running an interrupted command finishes the same run.
+
+  Args:
+    dataset: repeated, shuffled, batched to `train_batch_size` with
+      `drop_remainder=True` (static shapes), yielding (features, labels).
+  Returns:
+    {"loss": mean loss of the last loop, "global_step": final step}.
+  """
+  with strategy.scope():
+    optimizer = optimization.create_optimizer(
+        settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+        settings.weight_decay_rate, settings.adapter_weight_decay_rate)
+    variables = model.trainable_variables
+    optimizer.build(variables)  # Slots exist before a restore can fill them.
+  manager = checkpoint_manager(model, settings.output_dir, optimizer,
+                               settings.keep_checkpoint_max)
+  if manager.latest_checkpoint:
+    manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    logging.info("Resuming from %s", manager.latest_checkpoint)
+  step = int(optimizer.iterations.numpy())
+
+  def replica_step(features, labels):
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      per_example = loss_fn(labels, outputs)
+      loss = tf.nn.compute_average_loss(per_example,
+                                        global_batch_size=settings.train_batch_size)
+    grads = tape.gradient(loss, variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  compiled_step = tf.function(replica_step, jit_compile=settings.jit_compile)
+
+  @tf.function
+  def train_loop(iterator, num_steps):
+    # Several steps per host call, as TPUEstimator's iterations_per_loop.
+    total = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      features, labels = next(iterator)
+      per_replica = strategy.run(compiled_step, args=(features, labels))
+      total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    return total / tf.cast(num_steps, tf.float32)
+
+  iterator = iter(strategy.experimental_distribute_dataset(dataset))
+  writer = tf.summary.create_file_writer(settings.output_dir)
+  logging.info("***** Running training from step %d to %d *****", step,
+               settings.num_train_steps)
+  start, start_step, loss = time.time(), step, float("nan")
+  while step < settings.num_train_steps:
+    to_checkpoint = settings.save_checkpoints_steps - step % settings.save_checkpoints_steps
+    n = min(settings.iterations_per_loop, settings.num_train_steps - step, to_checkpoint)
+    loss = float(train_loop(iterator, tf.constant(n)))
+    step += n
+    elapsed = time.time() - start
+    rate = (step - start_step) / max(elapsed, 1e-9)
+    logging.info("global_step = %d, loss = %.6f, steps/sec = %.2f, time left = %.0f s",
+                 step, loss, rate, (settings.num_train_steps - step) / max(rate, 1e-9))
+    with writer.as_default(step=step):
+      tf.summary.scalar("loss", loss)
+      tf.summary.scalar("learning_rate", optimizer.learning_rate)
+      tf.summary.scalar("global_step/sec", rate)
+    if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
+      manager.save(checkpoint_number=step)
+      logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)
+  writer.flush()
+  return {"loss": loss, "global_step": step}
+
+
+def predict(strategy: tf.distribute.Strategy, model: keras.Model,
+            dataset: tf.data.Dataset, jit_compile: bool = False) -> Dict[str, np.ndarray]:
+  """Runs the model over `dataset` (finite, yielding (features, labels)).
+
+  Returns:
+    NumPy arrays concatenated over batches, in dataset order: the model's
+    outputs ("logits" for a tensor output, else its dict keys), "labels" and
+    every feature (e.g. "is_real_example", "unique_ids").
+  """
+  def replica_step(features, labels):
+    outputs = model(features, training=False)
+    if not isinstance(outputs, dict):
+      outputs = {"logits": outputs}
+    return dict(outputs, labels=labels, **features)
+
+  step = tf.function(replica_step, jit_compile=jit_compile)
+
+  @tf.function
+  def distributed_step(features, labels):
+    return strategy.run(step, args=(features, labels))
+
+  batches = []
+  for features, labels in strategy.experimental_distribute_dataset(dataset):
+    per_replica = distributed_step(features, labels)
+    # Replica results in replica order restore the batch order.
+    batches.append({k: np.concatenate([t.numpy() for t in
+                                       strategy.experimental_local_results(v)])
+                    for k, v in per_replica.items()})
+  if not batches:
+    return {}
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
