@@ -1,0 +1,319 @@
+"""Tests for optimization.py against hand-computed / NumPy references."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import optimization
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _scoped_variable(path, value):
+  """keras.Variable whose `.path` is `path` ("a/b/c"), like our model's."""
+  *scopes, name = path.split("/")
+  if not scopes:
+    return keras.Variable(np.asarray(value, np.float32), name=name)
+  with keras.name_scope(scopes[0]):
+    return _scoped_variable("/".join(scopes[1:] + [name]), value)
+
+
+def _bert_adam_np(p, g, m, v, lr, rate, b1=0.9, b2=0.999, eps=1e-6):
+  """The original AdamWeightDecayOptimizer.apply_gradients for one variable."""
+  m = b1 * m + (1.0 - b1) * g
+  v = b2 * v + (1.0 - b2) * g * g
+  return p - lr * (m / (np.sqrt(v) + eps) + rate * p), m, v
+
+
+def _slots(opt, var):
+  i = opt._get_variable_index(var)
+  return opt._adam_m[i].numpy(), opt._adam_v[i].numpy()
+
+
+def test_original_bert_optimizer_test():
+  # google-research/bert optimization_test.py: class defaults there are
+  # weight_decay_rate=0.0 and no clipping (apply_gradients is called directly).
+  w = _scoped_variable("w", [0.1, -0.2, -0.1])
+  x = tf.constant([0.4, 0.2, -0.5])
+  opt = optimization.AdamWeightDecay(
+      learning_rate=0.2, weight_decay_rate=0.0, global_clipnorm=None)
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean(tf.square(x - w))
+    opt.apply_gradients([(tape.gradient(loss, w), w)])
+
+  for _ in range(100):
+    step()
+  np.testing.assert_allclose(w.numpy(), [0.4, 0.2, -0.5], rtol=1e-2, atol=1e-2)
+
+
+def test_two_steps_match_numpy_with_per_variable_decay():
+  rng = np.random.default_rng(0)
+  # path -> decay rate the original would use (adapter rate 0.05, else 0.01).
+  cases = {
+      "bert/encoder/layer_0/output/dense/kernel": 0.01,
+      "bert/encoder/layer_0/output/dense/bias": 0.0,
+      "bert/encoder/layer_0/output/LayerNorm/gamma": 0.0,
+      "bert/encoder/layer_0/output/adapters/weights1": 0.05,
+      "bert/encoder/layer_0/output/adapters/biases1": 0.0,  # "bias" matches
+      "output_weights": 0.01,
+  }
+  values = {k: rng.normal(size=(3, 2)).astype(np.float32) for k in cases}
+  variables = {k: _scoped_variable(k, values[k]) for k in cases}
+  opt = optimization.AdamWeightDecay(
+      learning_rate=0.1, weight_decay_rate=0.01,
+      adapter_weight_decay_rate=0.05, global_clipnorm=None)
+  ref = {k: (values[k], 0.0, 0.0) for k in cases}
+  # Small gradients so that epsilon and the decay term both matter.
+  history = [{k: rng.normal(scale=1e-3, size=(3, 2)).astype(np.float32)
+              for k in cases} for _ in range(2)]
+  for grads in history:
+    opt.apply_gradients([(grads[k], variables[k]) for k in cases])
+    ref = {k: _bert_adam_np(*ref[k][:1], grads[k], *ref[k][1:], 0.1, cases[k])
+           for k in cases}
+  for k, rate in cases.items():
+    assert opt.decay_rate_for(variables[k].path) == rate, k
+    np.testing.assert_allclose(variables[k].numpy(), ref[k][0], rtol=1e-6,
+                               atol=1e-7, err_msg=k)
+    m, v = _slots(opt, variables[k])
+    np.testing.assert_allclose(m, ref[k][1], rtol=1e-6, err_msg=k)
+    np.testing.assert_allclose(v, ref[k][2], rtol=1e-6, err_msg=k)
+
+  # Keras' AdamW bias-corrects: a different trajectory (the test can fail).
+  kernel = "bert/encoder/layer_0/output/dense/kernel"
+  w = _scoped_variable("kernel", values[kernel])
+  adamw = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01,
+                                 epsilon=1e-6)
+  for grads in history:
+    adamw.apply_gradients([(grads[kernel], w)])
+  assert np.abs(w.numpy() - ref[kernel][0]).max() > 1e-3
+
+
+def test_global_norm_clipping():
+  a = _scoped_variable("a/kernel", np.zeros((2, 2)))
+  b = _scoped_variable("b/kernel", np.zeros((3,)))
+  ga = np.array([[3.0, 0.0], [0.0, 4.0]], np.float32)
+  gb = np.array([0.0, 12.0, 0.0], np.float32)  # global norm 13
+  opt = optimization.AdamWeightDecay(learning_rate=0.1)  # clip 1.0 default
+  opt.apply_gradients([(ga, a), (gb, b)])
+  # m = 0.1 * clipped gradient, v = 0.001 * clipped^2.
+  for var, g in ((a, ga / 13.0), (b, gb / 13.0)):
+    m, v = _slots(opt, var)
+    np.testing.assert_allclose(m, 0.1 * g, rtol=1e-6)
+    np.testing.assert_allclose(v, 0.001 * g * g, rtol=1e-5)
+  # Below the threshold nothing is scaled.
+  opt = optimization.AdamWeightDecay(learning_rate=0.1)
+  opt.apply_gradients([(ga / 10.0, a), (gb / 100.0, b)])
+  np.testing.assert_allclose(_slots(opt, a)[0], 0.01 * ga, rtol=1e-6)
+
+
+@pytest.mark.parametrize("step, expected", [
+    (0, 0.0),                 # warmup starts at 0
+    (4, 0.1 * 4 / 10),        # mid-warmup
+    (9, 0.1 * 9 / 10),        # last warmup step
+    (10, 0.1 * (1 - 10 / 100)),  # decay on the global step, not restarted
+    (55, 0.1 * (1 - 55 / 100)),
+    (100, 0.0),
+    (150, 0.0),               # min(step, T): clipped at 0, never negative
+])
+def test_schedule_values(step, expected):
+  schedule = optimization.WarmupLinearDecay(0.1, 100, 10)
+  np.testing.assert_allclose(float(schedule(step)), expected, rtol=1e-6,
+                             atol=1e-9)
+
+
+def test_schedule_without_warmup_starts_at_init_lr():
+  schedule = optimization.WarmupLinearDecay(0.1, 100, 0)
+  np.testing.assert_allclose(float(schedule(0)), 0.1)
+  np.testing.assert_allclose(float(schedule(25)), 0.075)
+
+
+def test_schedule_is_read_before_iterations_increment():
+  # As the original (lr from global_step, then global_step += 1): the first
+  # update uses lr(0) = 0, leaving weights unchanged; the second uses lr(1).
+  w = _scoped_variable("w", [1.0, -2.0])
+  g = np.array([0.3, 0.4], np.float32)
+  opt = optimization.create_optimizer(0.1, num_train_steps=100,
+                                      num_warmup_steps=10)
+  opt.apply_gradients([(g, w)])
+  np.testing.assert_array_equal(w.numpy(), [1.0, -2.0])
+  assert int(opt.iterations.numpy()) == 1
+  ref, m, v = _bert_adam_np(np.array([1.0, -2.0]), g, 0.0, 0.0, 0.0, 0.01)
+  opt.apply_gradients([(g, w)])
+  ref, _, _ = _bert_adam_np(ref, g, m, v, 0.1 * 1 / 10, 0.01)
+  np.testing.assert_allclose(w.numpy(), ref, rtol=1e-6)
+
+
+def test_slots_only_for_built_variables():
+  trained = [_scoped_variable("adapters/weights1", np.ones((2, 2))),
+             _scoped_variable("LayerNorm/gamma", np.ones((2,)))]
+  _scoped_variable("dense/kernel", np.ones((2, 2)))  # frozen: never passed
+  opt = optimization.create_optimizer(1e-3, 10, 1)
+  opt.build(trained)
+  names = sorted(v.name for v in opt.variables)
+  assert names == ["LayerNorm_gamma_adam_m", "LayerNorm_gamma_adam_v",
+                   "adapters_weights1_adam_m", "adapters_weights1_adam_v",
+                   "iteration"]
+
+
+def test_config_round_trip():
+  opt = optimization.create_optimizer(3e-4, 500, 50, weight_decay_rate=0.02,
+                                      adapter_weight_decay_rate=0.03)
+  config = opt.get_config()
+  json.dumps(config)  # serializable
+  # from_config replaces the schedule's dict in place: give it a copy.
+  clone = optimization.AdamWeightDecay.from_config(copy.deepcopy(config))
+  assert clone.get_config() == config
+  assert config["adapter_weight_decay_rate"] == 0.03
+  assert config["global_clipnorm"] == 1.0
+  restored = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
+  assert isinstance(restored, optimization.AdamWeightDecay)
+  assert isinstance(restored.learning_rate, tf.Tensor)  # schedule evaluated
+  np.testing.assert_allclose(float(restored.learning_rate), 0.0)  # step 0
+  assert restored._learning_rate.get_config() == {
+      "init_lr": 3e-4, "num_train_steps": 500, "num_warmup_steps": 50}
+
+
+def test_rejects_keras_clipping_and_decay():
+  with pytest.raises(ValueError, match="clipnorm"):
+    optimization.AdamWeightDecay(0.1, clipnorm=1.0)
+
+
+def _train_step_fn(opt, variables, x, y, global_batch):
+  """Squared error summed over outputs, averaged over the global batch."""
+  kernel, bias, adapter = variables
+  with tf.GradientTape() as tape:
+    pred = tf.matmul(x, kernel * adapter) + bias
+    per_example = tf.reduce_sum(tf.square(pred - y), axis=-1)
+    loss = tf.reduce_sum(per_example) / global_batch
+  opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+
+
+def _make_variables():
+  rng = np.random.default_rng(1)
+  return [_scoped_variable("dense/kernel", rng.normal(size=(4, 3))),
+          _scoped_variable("dense/bias", rng.normal(size=(3,))),
+          _scoped_variable("output/adapters/weights1", rng.normal(size=(4, 3)))]
+
+
+def _batch():
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=(8, 4)).astype(np.float32)
+  y = (10.0 * rng.normal(size=(8, 3))).astype(np.float32)  # norm >> 1: clips
+  return x, y
+
+
+def test_jit_compiled_step_matches_eager():
+  x, y = _batch()
+  results = []
+  for jit in (None, True):
+    variables = _make_variables()
+    opt = optimization.create_optimizer(0.1, num_train_steps=10,
+                                        num_warmup_steps=1)
+    opt.build(variables)
+    step = lambda: _train_step_fn(opt, variables, x, y, 8.0)
+    if jit:
+      step = tf.function(step, jit_compile=True)
+    for _ in range(3):
+      step()
+    results.append([v.numpy() for v in variables])
+  for eager, jitted in zip(*results):
+    np.testing.assert_allclose(jitted, eager, rtol=1e-5, atol=1e-6)
+
+
+# Runs in a fresh interpreter: logical devices must be set before TF starts.
+_DISTRIBUTED_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import optimization
+    from tests import test_optimization as t
+
+    class PerReplicaClip(optimization.AdamWeightDecay):
+      # Keras' own global_clipnorm placement: clip, then sum over replicas.
+      def _clip_gradients(self, grads):
+        return tf.clip_by_global_norm(grads, self.global_clipnorm)[0]
+      def _all_reduce_sum_gradients(self, grads_and_vars):
+        return super(optimization.AdamWeightDecay,
+                     self)._all_reduce_sum_gradients(grads_and_vars)
+
+    x, y = t._batch()
+
+    def run(strategy, opt_cls):
+      with strategy.scope():
+        variables = t._make_variables()
+        opt = opt_cls(learning_rate=optimization.WarmupLinearDecay(0.1, 10, 1))
+        opt.build(variables)
+      n = strategy.num_replicas_in_sync
+      def shard(a):
+        return strategy.experimental_distribute_values_from_function(
+            lambda ctx: a[ctx.replica_id_in_sync_group::n])
+      xs, ys = shard(x), shard(y)
+      @tf.function
+      def step():
+        strategy.run(t._train_step_fn, args=(opt, variables, xs, ys, 8.0))
+      for _ in range(3):
+        step()
+      out = [v.numpy() for v in variables]
+      out += [s.numpy() for s in opt._adam_m + opt._adam_v]
+      return [a.tolist() for a in out]
+
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert mirrored.num_replicas_in_sync == 2
+    json.dump({
+        "single": run(tf.distribute.get_strategy(),
+                      optimization.AdamWeightDecay),
+        "mirrored": run(mirrored, optimization.AdamWeightDecay),
+        "per_replica_clip": run(mirrored, PerReplicaClip),
+    }, sys.stdout)
+""")
+
+
+def test_mirrored_strategy_matches_single_device_with_clipping():
+  env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3",
+             CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.run([sys.executable, "-c", _DISTRIBUTED_SCRIPT], cwd=_ROOT,
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  for single, mirrored in zip(result["single"], result["mirrored"]):
+    np.testing.assert_allclose(mirrored, single, rtol=1e-6, atol=1e-6)
+  # Clipping each replica's half-batch gradient gives another result, so the
+  # comparison above does see where the clip happens.
+  diffs = [np.abs(np.subtract(a, b)).max()
+           for a, b in zip(result["single"], result["per_replica_clip"])]
+  assert max(diffs) > 1e-3
+
+
+def test_decay_rates_on_the_real_model_follow_the_original_names():
+  """Keras paths must carry the names the decay rules look for."""
+  import modeling
+  import tiny_bert
+  from adapter_layers import AdapterConfig
+
+  model = modeling.BertClassifier(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG), 2,
+                                  AdapterConfig(size=4))
+  optimizer = optimization.create_optimizer(1e-3, 10, 1, weight_decay_rate=0.01,
+                                            adapter_weight_decay_rate=0.02)
+  for tf1_name, variable in model.tf1_variable_map().items():
+    # The original decides on its TF1 names; ours on Keras paths.
+    if "LayerNorm" in tf1_name or "bias" in tf1_name:
+      expected = 0.0
+    elif "/adapters/" in tf1_name:
+      expected = 0.02
+    else:
+      expected = 0.01
+    assert optimizer.decay_rate_for(variable.path) == expected, (tf1_name, variable.path)
