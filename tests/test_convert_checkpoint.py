@@ -1,0 +1,407 @@
+"""Tests for convert_checkpoint.py: HF safetensors and TF2 BertEncoder -> Google format."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+import tensorflow as tf
+
+import checkpoints
+import convert_checkpoint
+
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=37, max_position_embeddings=40, type_vocab_size=2,
+            hidden_act="gelu", hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1, initializer_range=0.02)
+
+# What the original BertConfig.to_json_string writes for TINY.
+TINY_JSON = """{
+  "attention_probs_dropout_prob": 0.1,
+  "hidden_act": "gelu",
+  "hidden_dropout_prob": 0.1,
+  "hidden_size": 32,
+  "initializer_range": 0.02,
+  "intermediate_size": 37,
+  "max_position_embeddings": 40,
+  "num_attention_heads": 4,
+  "num_hidden_layers": 2,
+  "type_vocab_size": 2,
+  "vocab_size": 99
+}
+"""
+
+# HF module -> Google scope for layer 0, written out by hand as the reference.
+LAYER0 = {
+    "encoder.layer.0.attention.self.query": "bert/encoder/layer_0/attention/self/query",
+    "encoder.layer.0.attention.self.key": "bert/encoder/layer_0/attention/self/key",
+    "encoder.layer.0.attention.self.value": "bert/encoder/layer_0/attention/self/value",
+    "encoder.layer.0.attention.output.dense": "bert/encoder/layer_0/attention/output/dense",
+    "encoder.layer.0.intermediate.dense": "bert/encoder/layer_0/intermediate/dense",
+    "encoder.layer.0.output.dense": "bert/encoder/layer_0/output/dense",
+    "pooler.dense": "bert/pooler/dense",
+}
+LAYER0_NORMS = {
+    "embeddings.LayerNorm": "bert/embeddings/LayerNorm",
+    "encoder.layer.0.attention.output.LayerNorm":
+        "bert/encoder/layer_0/attention/output/LayerNorm",
+    "encoder.layer.0.output.LayerNorm": "bert/encoder/layer_0/output/LayerNorm",
+}
+
+
+def _hf_state(prefix="", pooler=True, seed=0):
+  """A random HF BertModel state dict for TINY (torch layouts: Linear [out, in])."""
+  rng = np.random.default_rng(seed)
+  h, i = 32, 37
+  r = lambda *s: rng.standard_normal(s).astype(np.float32)
+  state = {
+      "embeddings.word_embeddings.weight": r(99, h),
+      "embeddings.position_embeddings.weight": r(40, h),
+      "embeddings.token_type_embeddings.weight": r(2, h),
+      "embeddings.LayerNorm.weight": r(h), "embeddings.LayerNorm.bias": r(h),
+      "embeddings.position_ids": np.arange(40, dtype=np.int64)[None],
+  }
+  for n in range(2):
+    p = "encoder.layer.%d." % n
+    for name, (n_out, n_in) in [("attention.self.query", (h, h)),
+                                ("attention.self.key", (h, h)),
+                                ("attention.self.value", (h, h)),
+                                ("attention.output.dense", (h, h)),
+                                ("intermediate.dense", (i, h)),
+                                ("output.dense", (h, i))]:
+      state[p + name + ".weight"] = r(n_out, n_in)
+      state[p + name + ".bias"] = r(n_out)
+    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+      state[p + name + ".weight"] = r(h)
+      state[p + name + ".bias"] = r(h)
+  if pooler:
+    state["pooler.dense.weight"] = r(h, h)
+    state["pooler.dense.bias"] = r(h)
+  return {prefix + k: v for k, v in state.items()}
+
+
+def _write_hf_dir(path, state, **config_overrides):
+  os.makedirs(path, exist_ok=True)
+  config = {k: v for k, v in TINY.items()}
+  config.update(model_type="bert", layer_norm_eps=1e-12, architectures=["BertModel"])
+  config.update(config_overrides)
+  with open(os.path.join(path, "config.json"), "w") as f:
+    json.dump(config, f)
+  with open(os.path.join(path, "vocab.txt"), "w") as f:
+    f.write("".join("tok%d\n" % n for n in range(99)))
+  save_file(state, os.path.join(path, "model.safetensors"))
+  return str(path)
+
+
+def _read_google(out_dir):
+  reader = tf.train.load_checkpoint(os.path.join(out_dir, "bert_model.ckpt"))
+  return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+
+
+@pytest.mark.parametrize("prefix", ["", "bert."])
+def test_hf_converts_with_transposed_kernels(tmp_path, prefix):
+  state = _hf_state(prefix)
+  state[prefix.replace("bert.", "") + "cls.predictions.bias"] = np.zeros(99, np.float32)
+  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  out = str(tmp_path / "google")
+  convert_checkpoint.hf_bert_to_google(hf_dir, out)
+
+  assert sorted(os.listdir(out)) == [
+      "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+      "bert_model.ckpt.index", "vocab.txt"]
+  with open(os.path.join(out, "bert_config.json")) as f:
+    assert f.read() == TINY_JSON
+  google = _read_google(out)
+  # 5 embedding tensors + 16 per layer + 2 pooler.
+  assert len(google) == 5 + 16 * 2 + 2
+  assert all(v.dtype == np.float32 for v in google.values())
+  for kind in ("word", "position", "token_type"):
+    np.testing.assert_array_equal(google["bert/embeddings/%s_embeddings" % kind],
+                                  state[prefix + "embeddings.%s_embeddings.weight" % kind])
+  for hf, g in LAYER0.items():
+    np.testing.assert_array_equal(google[g + "/kernel"], state[prefix + hf + ".weight"].T)
+    np.testing.assert_array_equal(google[g + "/bias"], state[prefix + hf + ".bias"])
+  for hf, g in LAYER0_NORMS.items():
+    np.testing.assert_array_equal(google[g + "/gamma"], state[prefix + hf + ".weight"])
+    np.testing.assert_array_equal(google[g + "/beta"], state[prefix + hf + ".bias"])
+  assert google["bert/encoder/layer_1/intermediate/dense/kernel"].shape == (32, 37)
+  assert google["bert/encoder/layer_1/output/dense/kernel"].shape == (37, 32)
+  np.testing.assert_array_equal(
+      google["bert/encoder/layer_1/output/dense/kernel"],
+      state[prefix + "encoder.layer.1.output.dense.weight"].T)
+
+
+def test_hf_unknown_tensor_is_an_error_and_leaves_nothing(tmp_path):
+  state = _hf_state()
+  state["classifier.weight"] = np.zeros((2, 32), np.float32)
+  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  with pytest.raises(ValueError, match=r"not part of a BERT encoder.*classifier\.weight"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
+  assert sorted(os.listdir(tmp_path)) == ["hf"]
+
+
+def test_hf_extra_layer_is_an_error(tmp_path):
+  state = _hf_state()
+  state["encoder.layer.2.output.dense.bias"] = np.zeros(32, np.float32)
+  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  with pytest.raises(ValueError, match=r"beyond its config.*layer_2/output/dense/bias"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
+
+
+def test_hf_wrong_shape_is_an_error(tmp_path):
+  state = _hf_state()
+  state["encoder.layer.0.intermediate.dense.weight"] = np.zeros((36, 32), np.float32)
+  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  with pytest.raises(ValueError, match=r"shapes .* differ .*layer_0/intermediate/dense/kernel"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
+
+
+def test_hf_converts_on_ram_filesystem(tmp_path):
+  """All I/O goes through tf.io.gfile (ram:// here, gs:// in use)."""
+  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
+  for name in os.listdir(hf_dir):
+    tf.io.gfile.makedirs("ram://convert_test/hf")
+    tf.io.gfile.copy(os.path.join(hf_dir, name), "ram://convert_test/hf/" + name)
+  convert_checkpoint.hf_bert_to_google("ram://convert_test/hf", "ram://convert_test/out/g")
+  assert tf.io.gfile.listdir("ram://convert_test/out") == ["g"]
+  assert sorted(tf.io.gfile.listdir("ram://convert_test/out/g")) == [
+      "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+      "vocab.txt"]
+  # tf.train.load_checkpoint cannot open ram:// paths; the restore op can.
+  kernel, = tf.raw_ops.RestoreV2(
+      prefix="ram://convert_test/out/g/bert_model.ckpt",
+      tensor_names=["bert/encoder/layer_1/attention/self/query/kernel"],
+      shape_and_slices=[""], dtypes=[tf.float32])
+  np.testing.assert_array_equal(kernel,
+                                _hf_state()["encoder.layer.1.attention.self.query.weight"].T)
+  tf.io.gfile.rmtree("ram://convert_test")
+
+
+def test_hf_non_bert_config_and_missing_tensors(tmp_path):
+  hf_dir = _write_hf_dir(tmp_path / "roberta", _hf_state(), model_type="roberta")
+  with pytest.raises(ValueError, match="not a BERT checkpoint: .*roberta"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
+
+  state = _hf_state()
+  del state["encoder.layer.1.attention.self.key.weight"]
+  hf_dir = _write_hf_dir(tmp_path / "partial", state)
+  with pytest.raises(ValueError, match=r"not a BERT checkpoint: .*lacks 1 .*"
+                     r"layer_1/attention/self/key/kernel"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
+
+  hf_dir = _write_hf_dir(tmp_path / "other", {"foo.bar": np.zeros(3, np.float32)})
+  with pytest.raises(ValueError, match=r"not part of a BERT encoder.*foo\.bar"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_hf_missing_pooler_choices(tmp_path):
+  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state(pooler=False))
+  with pytest.raises(ValueError, match="no pooler"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "e"), missing_pooler="error")
+
+  convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "i"), missing_pooler="identity")
+  google = _read_google(str(tmp_path / "i"))
+  np.testing.assert_array_equal(google["bert/pooler/dense/kernel"], np.eye(32))
+  np.testing.assert_array_equal(google["bert/pooler/dense/bias"], np.zeros(32))
+
+  convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "r1"))
+  convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "r2"))
+  k1 = _read_google(str(tmp_path / "r1"))["bert/pooler/dense/kernel"]
+  k2 = _read_google(str(tmp_path / "r2"))["bert/pooler/dense/kernel"]
+  np.testing.assert_array_equal(k1, k2)  # Fixed seed: reproducible.
+  assert np.abs(k1).max() <= 2 * 0.02  # Truncated at 2 stddev.
+  assert 0.012 < k1.std() < 0.02  # Truncated normal(0.02) has std 0.0176.
+
+
+def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
+  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
+
+  def broken(prefix, tensors):
+    with open(prefix + ".index", "w") as f:
+      f.write("half")
+    raise OSError("disk full")
+
+  monkeypatch.setattr(checkpoints, "write_tf1_checkpoint", broken)
+  with pytest.raises(OSError, match="disk full"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
+  assert sorted(os.listdir(tmp_path)) == ["hf"]
+
+
+def test_existing_output_dir_needs_overwrite(tmp_path):
+  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
+  (tmp_path / "google").mkdir()
+  with pytest.raises(FileExistsError):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
+  convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"), overwrite=True)
+  assert len(_read_google(str(tmp_path / "google"))) == 39
+
+
+def test_minilm_package_converts(tmp_path):
+  """The real sentence-transformers/all-MiniLM-L6-v2 encoder (22.7M parameters)."""
+  hf_dir = convert_checkpoint.minilm_package_dir()
+  out = str(tmp_path / "minilm")
+  config = convert_checkpoint.hf_bert_to_google(hf_dir, out)
+  assert (config["hidden_size"], config["num_hidden_layers"],
+          config["num_attention_heads"], config["intermediate_size"],
+          config["vocab_size"]) == (384, 6, 12, 1536, 30522)
+  hf = load_file(os.path.join(hf_dir, "model.safetensors"))
+  google = _read_google(out)
+  # Every HF tensor but the position_ids buffer maps to exactly one Google tensor.
+  assert len(google) == len(hf) - 1 == 5 + 16 * 6 + 2
+  assert sum(v.size for v in google.values()) == 22_713_216
+  np.testing.assert_array_equal(google["bert/embeddings/word_embeddings"],
+                                hf["embeddings.word_embeddings.weight"])
+  np.testing.assert_array_equal(google["bert/encoder/layer_5/attention/self/value/kernel"],
+                                hf["encoder.layer.5.attention.self.value.weight"].T)
+  np.testing.assert_array_equal(google["bert/pooler/dense/kernel"],
+                                hf["pooler.dense.weight"].T)
+  with open(os.path.join(out, "vocab.txt")) as f:
+    vocab = f.read().split("\n")
+  assert vocab[:1] == ["[PAD]"] and "[CLS]" in vocab and "hello" in vocab
+
+
+# --- TF2 Model Garden BertEncoder (tf_keras, allowed in tests as the reference).
+
+
+def _model_garden_encoder(seed=0):
+  """A tiny Model Garden BertEncoder with every weight set to seeded random values."""
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from official.modeling import tf_utils  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import networks  # pylint: disable=g-import-not-at-top
+
+  encoder = networks.BertEncoder(
+      vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4,
+      intermediate_size=37, max_sequence_length=40, type_vocab_size=2,
+      activation=tf_utils.get_activation("gelu"), dict_outputs=True,
+      initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02, seed=seed))
+  rng = np.random.default_rng(seed)
+  # Random values everywhere (incl. LayerNorm and biases) so that a swapped or
+  # mis-reshaped tensor changes the output.
+  encoder.set_weights([
+      (1.0 if w.name.endswith("gamma:0") else 0.0) +
+      0.2 * rng.standard_normal(w.shape).astype(np.float32) for w in encoder.weights])
+  return encoder
+
+
+def _layer_norm(x, gamma, beta):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + 1e-12) * gamma + beta
+
+
+def _numpy_bert(g, ids, mask, types, heads):
+  """Google BERT's forward pass on Google-named weights (eval mode, tanh GELU)."""
+  gelu = lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+  b, s = ids.shape
+  x = (g["bert/embeddings/word_embeddings"][ids] + g["bert/embeddings/position_embeddings"][:s]
+       + g["bert/embeddings/token_type_embeddings"][types])
+  x = _layer_norm(x, g["bert/embeddings/LayerNorm/gamma"], g["bert/embeddings/LayerNorm/beta"])
+  h = x.shape[-1]
+  for n in range(2):
+    p = "bert/encoder/layer_%d/" % n
+    dense = lambda t, name: t @ g[p + name + "/kernel"] + g[p + name + "/bias"]
+    split = lambda t: t.reshape(b, s, heads, h // heads).transpose(0, 2, 1, 3)
+    q, k, v = (split(dense(x, "attention/self/" + m)) for m in ("query", "key", "value"))
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(h // heads)
+    scores = scores + (1.0 - mask[:, None, None, :]) * -10000.0
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    context = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, h)
+    x = _layer_norm(dense(context, "attention/output/dense") + x,
+                    g[p + "attention/output/LayerNorm/gamma"],
+                    g[p + "attention/output/LayerNorm/beta"])
+    y = dense(gelu(dense(x, "intermediate/dense")), "output/dense")
+    x = _layer_norm(y + x, g[p + "output/LayerNorm/gamma"], g[p + "output/LayerNorm/beta"])
+  pooled = np.tanh(x[:, 0] @ g["bert/pooler/dense/kernel"] + g["bert/pooler/dense/bias"])
+  return x, pooled
+
+
+def _assert_matches_model_garden(encoder, google):
+  ids = np.array([[2, 5, 98, 7, 0, 0], [3, 4, 5, 6, 7, 8]], np.int32)
+  mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+  types = np.array([[0, 0, 1, 1, 0, 0], [0, 1, 1, 1, 1, 1]], np.int32)
+  outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types),
+                    training=False)
+  sequence, pooled = _numpy_bert(google, ids, mask.astype(np.float32), types, heads=4)
+  real = mask.astype(bool)
+  np.testing.assert_allclose(outputs["sequence_output"].numpy()[real], sequence[real],
+                             atol=1e-4)
+  np.testing.assert_allclose(outputs["pooled_output"].numpy(), pooled, atol=1e-4)
+
+
+def test_tf2_checkpoint_converts(tmp_path):
+  encoder = _model_garden_encoder()
+  prefix = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "tf2" / "ckpt"))
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(TINY_JSON)
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("".join("tok%d\n" % n for n in range(99)))
+  out = str(tmp_path / "google")
+  convert_checkpoint.tf2_bert_encoder_to_google(
+      out, checkpoint=prefix, bert_config_file=str(config_file), vocab_file=str(vocab))
+  google = _read_google(out)
+  assert len(google) == 39
+  mg = {w.name[:-2]: w.numpy() for w in encoder.weights}
+  # Hand-written correspondences, including the einsum-kernel layouts.
+  np.testing.assert_array_equal(google["bert/embeddings/position_embeddings"],
+                                mg["position_embedding/embeddings"])
+  np.testing.assert_array_equal(google["bert/embeddings/LayerNorm/gamma"],
+                                mg["embeddings/layer_norm/gamma"])
+  x = np.random.default_rng(1).standard_normal((3, 32)).astype(np.float32)
+  np.testing.assert_allclose(  # [H, heads, head_dim] einsum == [H, H] matmul.
+      (x @ google["bert/encoder/layer_1/attention/self/key/kernel"]).reshape(3, 4, 8),
+      np.einsum("bh,hnd->bnd", x, mg["transformer/layer_1/self_attention/key/kernel"]),
+      rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(google["bert/encoder/layer_1/attention/self/key/bias"],
+                                mg["transformer/layer_1/self_attention/key/bias"].reshape(32))
+  np.testing.assert_allclose(  # [heads, head_dim, H] einsum == [H, H] matmul.
+      x @ google["bert/encoder/layer_0/attention/output/dense/kernel"],
+      np.einsum("bnd,ndh->bh", x.reshape(3, 4, 8),
+                mg["transformer/layer_0/self_attention/attention_output/kernel"]),
+      rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(google["bert/encoder/layer_0/output/dense/kernel"],
+                                mg["transformer/layer_0/output/kernel"])
+  np.testing.assert_array_equal(google["bert/encoder/layer_1/output/LayerNorm/beta"],
+                                mg["transformer/layer_1/output_layer_norm/beta"])
+  np.testing.assert_array_equal(google["bert/pooler/dense/kernel"], mg["pooler_transform/kernel"])
+  # And every weight in its place: Google's forward pass reproduces Model Garden's.
+  _assert_matches_model_garden(encoder, google)
+
+  with pytest.raises(ValueError, match="no object 'model'.*top-level objects: .*encoder"):
+    convert_checkpoint.tf2_bert_encoder_to_google(
+        str(tmp_path / "g2"), checkpoint=prefix, bert_config_file=str(config_file),
+        vocab_file=str(vocab), checkpoint_model_name="model")
+  config_file.write_text(TINY_JSON.replace('"num_hidden_layers": 2', '"num_hidden_layers": 3'))
+  with pytest.raises(ValueError, match="not a BERT checkpoint matching bert_config_file"):
+    convert_checkpoint.tf2_bert_encoder_to_google(
+        str(tmp_path / "g3"), checkpoint=prefix, bert_config_file=str(config_file),
+        vocab_file=str(vocab))
+  assert not os.path.exists(tmp_path / "g2") and not os.path.exists(tmp_path / "g3")
+
+
+def test_tf2_saved_model_converts_with_inferred_config(tmp_path):
+  encoder = _model_garden_encoder(seed=3)
+  saved = str(tmp_path / "saved_model")
+  tf.saved_model.save(encoder, saved)
+  tf.io.gfile.makedirs(os.path.join(saved, "assets"))
+  with open(os.path.join(saved, "assets", "vocab.txt"), "w") as f:
+    f.write("".join("tok%d\n" % n for n in range(99)))
+  out = str(tmp_path / "google")
+  config = convert_checkpoint.tf2_bert_encoder_to_google(out, saved_model_dir=saved)
+  with open(os.path.join(out, "bert_config.json")) as f:
+    assert f.read() == TINY_JSON  # TINY uses the defaults that are assumed.
+  assert config["num_attention_heads"] == 4 and config["intermediate_size"] == 37
+  _assert_matches_model_garden(encoder, _read_google(out))
+
+
+def test_tf2_wrong_config_is_an_error(tmp_path):
+  encoder = _model_garden_encoder()
+  variables = {w.name: w.numpy() for w in encoder.weights}
+  config = dict(TINY, num_hidden_layers=1)
+  with pytest.raises(ValueError, match="not part of a BERT encoder.*transformer/layer_1/"):
+    convert_checkpoint.tf2_variables_to_google(variables, config)
+  del variables["pooler_transform/bias:0"]
+  with pytest.raises(ValueError, match="not a BERT checkpoint: .*lacks.*pooler/dense/bias"):
+    convert_checkpoint.tf2_variables_to_google(variables, TINY)
