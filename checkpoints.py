@@ -53,20 +53,29 @@ def trackable_variables(model: keras.Model) -> tf.train.Checkpoint:
   return tf.train.Checkpoint(**model.tf1_variable_map())
 
 
+def checkpoint_reader(path: str):
+  """A reader of the checkpoint with prefix `path`.
+
+  Not `tf.train.load_checkpoint`: it asks `isdir` first, which is true for any
+  prefix of a file on `ram://` (and would be on some object stores).
+  """
+  return tf.compat.v1.train.NewCheckpointReader(path)
+
+
 def resolve_checkpoint(path: str) -> str:
   """A checkpoint prefix from a prefix or a directory holding a `checkpoint` file."""
+  if tf.io.gfile.exists(path + ".index"):
+    return path
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise ValueError(f"no checkpoint found in directory {path}")
     return latest
-  if not tf.io.gfile.exists(path + ".index"):
-    raise ValueError(f"checkpoint not found: {path} (no {path}.index)")
-  return path
+  raise ValueError(f"checkpoint not found: {path} (no {path}.index)")
 
 
 def is_object_based(path: str) -> bool:
-  return OBJECT_GRAPH_KEY in tf.train.load_checkpoint(path).get_variable_to_shape_map()
+  return OBJECT_GRAPH_KEY in checkpoint_reader(path).get_variable_to_shape_map()
 
 
 def _log_variables(names: Dict[str, keras.Variable], initialized) -> None:
@@ -106,7 +115,7 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
 
 
 def _load_name_based(path: str, names: Dict[str, keras.Variable]):
-  reader = tf.train.load_checkpoint(path)
+  reader = checkpoint_reader(path)
   shapes = reader.get_variable_to_shape_map()
   missing = [n for n in names
              if n not in shapes and variable_role(n) not in ("adapter", "head")]

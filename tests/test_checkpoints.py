@@ -225,3 +225,14 @@ def test_adapter_weights_on_ram_filesystem(tmp_path):
   adapter_checkpoint.load_adapter_weights(fresh, "ram://adapters/task")
   inputs = _inputs()
   np.testing.assert_array_equal(fresh(inputs).numpy(), model(inputs).numpy())
+
+
+def test_google_checkpoint_on_ram_filesystem(tmp_path):
+  """ram:// stands in for gs://: prefixes there also look like directories."""
+  _, _, ckpt, weights = tiny_bert.write_google_dir(str(tmp_path))
+  checkpoints.write_tf1_checkpoint("ram://google/bert_model.ckpt", weights)
+  model = modeling.BertEncoder(CONFIG)
+  checkpoints.load_checkpoint(model, "ram://google/bert_model.ckpt")
+  np.testing.assert_array_equal(
+      model.tf1_variable_map()["bert/pooler/dense/kernel"].numpy(),
+      weights["bert/pooler/dense/kernel"])
