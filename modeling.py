@@ -288,6 +288,9 @@ class BertEncoder(keras.Model):
 class _TaskModel(keras.Model):
   """A BERT encoder with a task head whose variables carry the original names."""
 
+  # Variables the task's output does not depend on (no gradient ever reaches them).
+  unused_variable_prefixes = ()
+
   def __init__(self, config: BertConfig, adapter_config: AdapterConfig, **kwargs):
     super().__init__(**kwargs)
     self.config = config
@@ -349,6 +352,9 @@ class BertSpanLabeler(_TaskModel):
   Returns:
     dict with "start_logits" and "end_logits", float32 [batch_size, seq_length].
   """
+
+  # The span head reads the sequence output; the pooler never gets a gradient.
+  unused_variable_prefixes = ("bert/pooler/",)
 
   def __init__(self, config: BertConfig, adapter_config: AdapterConfig = NO_ADAPTERS,
                **kwargs):

@@ -98,8 +98,9 @@ def set_trainable(model: keras.Model, mode: TrainMode) -> List[keras.Variable]:
     raise ValueError("train mode 'adapters' needs adapter_size > 0")
   if mode.name == "top_layers" and mode.top_layers > num_layers:
     raise ValueError(f"train mode {mode}: the model has only {num_layers} layers")
+  unused = getattr(model, "unused_variable_prefixes", ())
   for name, variable in names.items():
-    variable.trainable = mode.trains(name, num_layers)
+    variable.trainable = mode.trains(name, num_layers) and not name.startswith(unused)
   return list(model.trainable_variables)
 
 

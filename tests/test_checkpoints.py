@@ -236,3 +236,10 @@ def test_google_checkpoint_on_ram_filesystem(tmp_path):
   np.testing.assert_array_equal(
       model.tf1_variable_map()["bert/pooler/dense/kernel"].numpy(),
       weights["bert/pooler/dense/kernel"])
+
+
+def test_span_labeler_never_trains_the_pooler_it_does_not_use():
+  model = modeling.BertSpanLabeler(CONFIG)
+  trainable.set_trainable(model, trainable.TrainMode("full"))
+  frozen = [n for n, v in model.tf1_variable_map().items() if not v.trainable]
+  assert frozen == ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
