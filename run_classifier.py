@@ -1,0 +1,343 @@
+r"""BERT with adapters for sequence (pair) classification: GLUE tasks and your own TSV data.
+
+The command line of google-research/bert `run_classifier.py` (same flags, same
+defaults, same output files and log lines), plus adapter-bert's settings:
+
+  python run_classifier.py --task_name=MRPC --do_train --do_eval \
+    --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt \
+    --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+    --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 \
+    --train_batch_size=32 --learning_rate=3e-4 --num_train_epochs=5 \
+    --adapter_size=64 --output_dir=/tmp/mrpc_output/
+
+Files in output_dir: run_config.json (bert, adapter and run settings),
+{train,eval,predict}.tf_record (+ .meta.json), model.ckpt-STEP.*, checkpoint,
+events for TensorBoard (training in output_dir, eval in output_dir/eval),
+adapter_model/ (the task's adapter-only weights, after training),
+eval_results.txt and test_results.tsv.
+"""
+
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+import keras
+import tensorflow as tf
+
+import adapter_checkpoint
+import checkpoints
+import classifier_data
+import classifier_metrics
+import classifier_task
+import distribution
+import modeling
+import tokenization
+import trainable
+import training
+from adapter_layers import AdapterConfig
+
+ADAPTER_DIR = "adapter_model"
+WEIGHT_DECAY_RATE = 0.01  # Fixed in the original; adapters have their own flag.
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the flags; called by `__main__` (and by tests on their own FlagValues)
+  rather than at import, so other scripts' same-named flags never clash."""
+  fv = dict(flag_values=flag_values)
+  # Required parameters.
+  flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files "
+                      "(or other data files) for the task.", **fv)
+  flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the "
+                      "pre-trained BERT model. This specifies the model architecture. "
+                      "Optional with --bert_hub_module_handle.", **fv)
+  flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, "
+                      "sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, xnli, ax, or tsv.", **fv)
+  flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
+                      "trained on. Optional with --bert_hub_module_handle.", **fv)
+  flags.DEFINE_string("output_dir", None, "The output directory where the model "
+                      "checkpoints will be written.", **fv)
+  # Other parameters.
+  flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a "
+                      "pre-trained BERT model).", **fv)
+  flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be "
+                    "True for uncased models and False for cased models.", **fv)
+  flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after "
+                       "WordPiece tokenization. Sequences longer than this will be truncated, "
+                       "and sequences shorter than this will be padded.", **fv)
+  flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
+  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", **fv)
+  flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the "
+                    "test set.", **fv)
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **fv)
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **fv)
+  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **fv)
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.", **fv)
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.",
+                     **fv)
+  flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
+                     "learning rate warmup for. E.g., 0.1 = 10% of training.", **fv)
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
+                       "checkpoint.", **fv)
+  flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each "
+                       "compiled loop call.", **fv)
+  flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.", **fv)
+  flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training. This should be "
+                      "either the name used when creating the Cloud TPU, or a "
+                      "grpc://ip.address.of.tpu:8470 url.", **fv)
+  flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located "
+                      "in.", **fv)
+  flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud "
+                      "TPU-enabled project.", **fv)
+  flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.", **fv)
+  flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of "
+                       "TPU cores to use (the TPU system reports its own count; a "
+                       "different one is logged).", **fv)
+  # Adapters and what trains.
+  flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of the adapters; 0 = no adapters "
+                       "(full fine-tuning).", **fv)
+  flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights.",
+                     **fv)
+  flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
+                     "variables (other weights: 0.01, as the original).", **fv)
+  flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
+                      "| top_layers:K. Default: adapters if --adapter_size > 0, else full.",
+                      **fv)
+  flags.DEFINE_string("adapter_checkpoint", None, "Adapter-only weights (a run's "
+                      "output_dir/adapter_model) loaded on top of the base weights.", **fv)
+  flags.DEFINE_string("bert_hub_module_handle", None, "Start from this TF Hub BERT encoder "
+                      "(TF2 SavedModel: URL, local or gs:// dir) instead of "
+                      "--init_checkpoint.", **fv)
+  flags.DEFINE_integer("seed", None, "Random seed of initialization, dropout and shuffling.",
+                       **fv)
+  flags.DEFINE_bool("use_xla", False, "Compile the train/eval/predict steps with XLA "
+                    "(jit_compile).", **fv)
+  # --task_name=tsv (your own data).
+  flags.DEFINE_string("text_a_column", "sentence", "tsv task: header name of the first text.",
+                      **fv)
+  flags.DEFINE_string("text_b_column", None, "tsv task: header name of the second text, if "
+                      "any.", **fv)
+  flags.DEFINE_string("label_column", "label", "tsv task: header name of the label.", **fv)
+  flags.DEFINE_list("labels", None, "tsv task: the labels in id order (comma list); default: "
+                    "the sorted labels of train.tsv.", **fv)
+  for name in ("data_dir", "task_name", "output_dir"):
+    flags.mark_flag_as_required(name, flag_values=flag_values)
+
+
+_TSV_FLAGS = ("text_a_column", "text_b_column", "label_column", "labels")
+
+
+def make_processor(task_name, data_dir, tsv_options):
+  """The task's processor; `tsv_options` are the tsv task's flags that were given."""
+  name = classifier_data.canonical_task_name(task_name)
+  if name == "tsv":
+    return classifier_data.get_processor(name, data_dir=data_dir, **tsv_options)
+  if tsv_options:
+    raise ValueError(f"--{', --'.join(sorted(tsv_options))} apply to --task_name=tsv only")
+  return classifier_data.get_processor(task_name)
+
+
+def read_examples(processor, data_dir, do_train, do_eval, do_predict):
+  """Reads every split the run needs up front, so bad data fails before any output."""
+  if not tf.io.gfile.isdir(data_dir):
+    raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
+  return {
+      "train": processor.get_train_examples(data_dir) if do_train else None,
+      "eval": processor.get_dev_examples(data_dir) if do_eval else None,
+      "predict": processor.get_test_examples(data_dir) if do_predict else None,
+  }
+
+
+def load_weights(model, output_dir, for_training, init_checkpoint=None, hub_encoder=None,
+                 adapter_path=None, label_list=None):
+  """Fills `model` and returns the global step of its weights.
+
+  Training starts from --init_checkpoint (or the hub encoder; `training.train`
+  then resumes from output_dir if it holds a checkpoint). Eval/predict-only
+  runs take output_dir's latest checkpoint if there is one, else the initial
+  checkpoint, as the original's Estimator did. --adapter_checkpoint goes on top.
+  """
+  step = 0
+  latest = None if for_training else tf.train.latest_checkpoint(output_dir)
+  if latest:
+    logging.info("Evaluating the latest checkpoint in output_dir: %s", latest)
+    checkpoints.load_checkpoint(model, latest)
+    step = training.latest_step(output_dir)
+  elif hub_encoder is not None:
+    classifier_task.assign_encoder(model, hub_encoder)
+  elif init_checkpoint:
+    checkpoints.load_checkpoint(model, init_checkpoint)
+  else:
+    logging.warning("No --init_checkpoint: the model starts from random weights")
+  if adapter_path:
+    header = adapter_checkpoint.read_adapter_header(adapter_path)
+    saved_labels = header["metadata"].get("labels", label_list)
+    if saved_labels != label_list:
+      raise ValueError(f"--adapter_checkpoint {adapter_path} was trained with labels "
+                       f"{saved_labels}, this task has {label_list}")
+    adapter_checkpoint.load_adapter_weights(model, adapter_path)
+    # Eval results then name the step the adapters were trained to.
+    step = header["metadata"].get("global_step", step)
+  return step
+
+
+def run_model(strategy, model, record_file, seq_length, batch_size, drop_remainder,
+              is_regression, jit_compile):
+  dataset = classifier_data.make_dataset(record_file, seq_length, batch_size,
+                                         is_training=False, drop_remainder=drop_remainder,
+                                         is_regression=is_regression)
+  return training.predict(strategy, model, dataset, jit_compile=jit_compile)
+
+
+def main(argv, flag_values=None):
+  del argv
+  F = flag_values or flags.FLAGS
+  logging.set_verbosity(logging.INFO)
+  if F.seed is not None:
+    keras.utils.set_random_seed(F.seed)
+
+  # Start-up checks: each fails before anything is written.
+  tokenization.validate_case_matches_checkpoint(F.do_lower_case, F.init_checkpoint)
+  if not F.do_train and not F.do_eval and not F.do_predict:
+    raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+  hub_encoder, vocab_file = None, F.vocab_file
+  if F.bert_hub_module_handle:
+    if F.init_checkpoint:
+      raise ValueError("Give --init_checkpoint or --bert_hub_module_handle, not both")
+    hub_encoder = classifier_task.read_hub_encoder(F.bert_hub_module_handle,
+                                                   F.bert_config_file, F.vocab_file)
+    if hub_encoder.do_lower_case not in (None, F.do_lower_case):
+      raise ValueError(f"--bert_hub_module_handle {F.bert_hub_module_handle} states "
+                       f"do_lower_case={hub_encoder.do_lower_case}: pass "
+                       f"--do_lower_case={hub_encoder.do_lower_case}")
+    bert_config = modeling.BertConfig.from_dict(hub_encoder.config)
+    vocab_file = hub_encoder.vocab_file
+  else:
+    for name in ("bert_config_file", "vocab_file"):
+      if not F[name].value:
+        raise app.UsageError(f"Flag --{name} must have a value other than None.")
+    bert_config = modeling.BertConfig.from_json_file(F.bert_config_file)
+  if F.max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "Cannot use sequence length %d because the BERT model "
+        "was only trained up to sequence length %d" %
+        (F.max_seq_length, bert_config.max_position_embeddings))
+
+  processor = make_processor(F.task_name, F.data_dir,
+                             {k: F[k].value for k in _TSV_FLAGS if F[k].present})
+  is_regression = processor.is_regression
+  label_list = processor.get_labels()
+  examples = read_examples(processor, F.data_dir, F.do_train, F.do_eval, F.do_predict)
+  tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=F.do_lower_case)
+  adapter_config = AdapterConfig(size=F.adapter_size, init_scale=F.adapter_init_scale)
+  mode = (trainable.TrainMode.parse(F.train_mode) if F.train_mode
+          else trainable.default_train_mode(F.adapter_size))
+
+  num_train_steps = num_warmup_steps = None
+  if F.do_train:
+    num_train_steps = int(len(examples["train"]) / F.train_batch_size * F.num_train_epochs)
+    num_warmup_steps = int(num_train_steps * F.warmup_proportion)
+    if num_train_steps < 1:
+      raise ValueError(f"num_train_steps = int({len(examples['train'])} examples / "
+                       f"{F.train_batch_size} * {F.num_train_epochs} epochs) = 0: lower "
+                       f"--train_batch_size or raise --num_train_epochs")
+  output_dir = F.output_dir
+  config = classifier_task.run_config(
+      task_name=classifier_data.canonical_task_name(F.task_name),
+      num_labels=processor.num_labels(), label_list=label_list,
+      is_regression=is_regression, bert_config=bert_config, adapter_config=adapter_config,
+      train_mode=str(mode), max_seq_length=F.max_seq_length, do_lower_case=F.do_lower_case,
+      vocab_file=vocab_file, init_checkpoint=F.init_checkpoint,
+      bert_hub_module_handle=F.bert_hub_module_handle, train_batch_size=F.train_batch_size,
+      learning_rate=F.learning_rate, num_train_epochs=F.num_train_epochs,
+      warmup_proportion=F.warmup_proportion, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, weight_decay_rate=WEIGHT_DECAY_RATE,
+      adapter_weight_decay_rate=F.adapter_weight_decay_rate, seed=F.seed,
+      save_checkpoints_steps=F.save_checkpoints_steps, use_tpu=F.use_tpu, use_xla=F.use_xla)
+  classifier_task.check_run_config(output_dir, config,
+                                   also=("train_mode",) if F.do_train else ())
+
+  strategy = distribution.create_strategy(F.use_tpu, F.tpu_name, F.tpu_zone, F.gcp_project,
+                                          F.master)
+  if F.use_tpu and strategy.num_replicas_in_sync != F.num_tpu_cores:
+    logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d", F.num_tpu_cores,
+                    strategy.num_replicas_in_sync, strategy.num_replicas_in_sync)
+  with strategy.scope():
+    model = modeling.BertClassifier(bert_config, processor.num_labels(), adapter_config)
+    model.ensure_built()
+  # Before loading, so that the loader's "Trainable Variables" list is what trains.
+  trainable.set_trainable(model, mode)
+  global_step = load_weights(model, output_dir, F.do_train, F.init_checkpoint, hub_encoder,
+                             F.adapter_checkpoint, label_list)
+  trainable.log_parameter_counts(model)
+
+  # From here on files are written.
+  tf.io.gfile.makedirs(output_dir)
+  if F.do_train or not tf.io.gfile.exists(os.path.join(output_dir,
+                                                       classifier_task.RUN_CONFIG_FILE)):
+    classifier_task.write_run_config(output_dir, config)
+
+  if F.do_train:
+    train_file = os.path.join(output_dir, "train.tf_record")
+    classifier_data.ensure_feature_record(examples["train"], label_list, F.max_seq_length,
+                                          tokenizer, train_file)
+    logging.info("***** Running training *****")
+    logging.info("  Num examples = %d", len(examples["train"]))
+    logging.info("  Batch size = %d", F.train_batch_size)
+    logging.info("  Num steps = %d", num_train_steps)
+    dataset = classifier_data.make_dataset(
+        train_file, F.max_seq_length, F.train_batch_size, is_training=True,
+        drop_remainder=True, is_regression=is_regression, seed=F.seed)
+    settings = training.TrainSettings(
+        output_dir=output_dir, train_batch_size=F.train_batch_size,
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        learning_rate=F.learning_rate, weight_decay_rate=WEIGHT_DECAY_RATE,
+        adapter_weight_decay_rate=F.adapter_weight_decay_rate,
+        save_checkpoints_steps=F.save_checkpoints_steps,
+        iterations_per_loop=F.iterations_per_loop, jit_compile=F.use_xla)
+    global_step = training.train(strategy, model, classifier_task.loss_fn(is_regression),
+                                 dataset, settings)["global_step"]
+    if mode.name != "full":  # A full fine-tuning's checkpoint is the whole model.
+      adapter_checkpoint.save_adapter_weights(
+          model, os.path.join(output_dir, ADAPTER_DIR),
+          metadata=dict(task=config["task_name"], labels=label_list,
+                        max_seq_length=F.max_seq_length, do_lower_case=F.do_lower_case,
+                        train_mode=str(mode), global_step=global_step))
+
+  def features(split, batch_size):
+    """Writes the split's feature record (padded on TPU) and returns its path."""
+    padded = classifier_data.pad_examples_for_tpu(examples[split],
+                                                  batch_size if F.use_tpu else 1)
+    logging.info("  Batch size = %d", batch_size)
+    record = os.path.join(output_dir, f"{split}.tf_record")
+    classifier_data.ensure_feature_record(padded, label_list, F.max_seq_length, tokenizer,
+                                          record)
+    return record
+
+  if F.do_eval:
+    logging.info("***** Running evaluation *****")
+    record = features("eval", F.eval_batch_size)
+    outputs = run_model(strategy, model, record, F.max_seq_length, F.eval_batch_size,
+                        F.use_tpu, is_regression, F.use_xla)
+    results = classifier_task.eval_results(F.task_name, outputs, F.eval_batch_size,
+                                           global_step, is_regression)
+    classifier_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
+                                          results)
+    classifier_task.write_eval_summaries(os.path.join(output_dir, "eval"), results,
+                                         global_step)
+
+  if F.do_predict:
+    logging.info("***** Running prediction*****")
+    record = features("predict", F.predict_batch_size)
+    outputs = run_model(strategy, model, record, F.max_seq_length, F.predict_batch_size,
+                        F.use_tpu, is_regression, F.use_xla)
+    written = classifier_metrics.write_test_results(
+        os.path.join(output_dir, "test_results.tsv"),
+        classifier_task.probabilities(outputs["logits"], is_regression),
+        outputs["is_real_example"])
+    assert written == len(examples["predict"]), (written, len(examples["predict"]))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,287 @@
+r"""BERT with adapters on SQuAD v1.1 / v2.0: train, predict, score.
+
+The flags and output files of google-research/bert `run_squad.py`, plus the
+adapter flags of run_classifier.py (task_setup.py). E.g.
+
+  python run_squad.py --vocab_file=$BERT/vocab.txt \
+    --bert_config_file=$BERT/bert_config.json --init_checkpoint=$BERT/bert_model.ckpt \
+    --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json \
+    --learning_rate=1e-4 --num_train_epochs=2 --adapter_size=64 --output_dir=/tmp/squad
+
+Writes to output_dir: train.tf_record / eval.tf_record (features), model.ckpt-N
+(the last 5), adapter_model/ (adapter-only weights, after training),
+predictions.json, nbest_predictions.json, null_odds.json (v2) and, when
+--predict_file has answers, eval_results.json (the official metrics).
+"""
+
+import posixpath
+import random
+from typing import Dict, List
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import distribution
+import modeling
+import squad_data
+import squad_metrics
+import squad_postprocess
+import task_setup
+import tokenization
+import training
+
+# The original seeds its pre-conversion shuffle of the training examples with this.
+_TRAIN_SHUFFLE_SEED = 12345
+# Unique id of the features that pad the last prediction batch (real ids are >= 1e9).
+_PADDING_UNIQUE_ID = -1
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """The original run_squad.py flags (same names and defaults) + task_setup's."""
+  fv = dict(flag_values=flag_values)
+  s, i, f, b = (flags.DEFINE_string, flags.DEFINE_integer, flags.DEFINE_float,
+                flags.DEFINE_bool)
+  s("bert_config_file", None, "The config json file of the pre-trained BERT model.", **fv)
+  s("vocab_file", None, "The vocabulary file that the BERT model was trained on.", **fv)
+  s("output_dir", None, "Where checkpoints, records and predictions are written.", **fv)
+  s("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.", **fv)
+  s("predict_file", None, "SQuAD json for predictions, e.g. dev-v1.1.json; scored "
+    "(eval_results.json) when it has answers.", **fv)
+  s("init_checkpoint", None, "Initial checkpoint (usually a pre-trained BERT model, or "
+    "a fine-tuned one for prediction only).", **fv)
+  b("do_lower_case", True, "Lower case the input text (uncased models).", **fv)
+  i("max_seq_length", 384, "Maximum total input length after WordPiece tokenization.",
+    **fv)
+  i("doc_stride", 128, "How far apart consecutive document chunks start.", **fv)
+  i("max_query_length", 64, "Questions are truncated to this many tokens.", **fv)
+  b("do_train", False, "Whether to run training.", **fv)
+  b("do_predict", False, "Whether to run prediction on --predict_file.", **fv)
+  i("train_batch_size", 32, "Total batch size for training.", **fv)
+  i("predict_batch_size", 8, "Total batch size for predictions.", **fv)
+  f("learning_rate", 5e-5, "The initial learning rate for Adam.", **fv)
+  f("num_train_epochs", 3.0, "Total number of training epochs to perform.", **fv)
+  f("warmup_proportion", 0.1, "Proportion of training for linear learning rate warmup.",
+    **fv)
+  i("save_checkpoints_steps", 1000, "How often to save the model checkpoint.", **fv)
+  i("iterations_per_loop", 1000, "Training steps per host call (compiled loop).", **fv)
+  i("n_best_size", 20, "Candidates per question in nbest_predictions.json.", **fv)
+  i("max_answer_length", 30, "Longest answer that can be predicted, in tokens.", **fv)
+  b("use_tpu", False, "Whether to use TPU or GPU/CPU.", **fv)
+  s("tpu_name", None, "The Cloud TPU to use for training.", **fv)
+  s("tpu_zone", None, "GCE zone of the Cloud TPU (else auto-detected).", **fv)
+  s("gcp_project", None, "GCP project of the Cloud TPU (else auto-detected).", **fv)
+  s("master", None, "TPU address, if --tpu_name is not given.", **fv)
+  i("num_tpu_cores", 8, "Kept for compatibility: TPUStrategy uses every core.", **fv)
+  b("verbose_logging", False, "Log warnings about answer text alignment.", **fv)
+  b("version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.", **fv)
+  f("null_score_diff_threshold", 0.0, "v2: predict no answer if null score - best "
+    "non-null score > this.", **fv)
+  task_setup.define_flags(flag_values)
+  for name in ("bert_config_file", "vocab_file", "output_dir"):
+    flags.mark_flag_as_required(name, **fv)
+
+
+def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf.Tensor:
+  """Per-example (start + end) / 2 softmax cross-entropy, as the original; [B] float32."""
+  def cross_entropy(logits, positions):
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot = tf.one_hot(positions, depth=tf.shape(logits)[-1], dtype=log_probs.dtype)
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)
+  return (cross_entropy(outputs["start_logits"], labels["start_positions"]) +
+          cross_entropy(outputs["end_logits"], labels["end_positions"])) / 2.0
+
+
+def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
+             max_query_length, doc_stride, do_lower_case, init_checkpoint,
+             bert_config: modeling.BertConfig) -> None:
+  """The original's validate_flags_or_throw."""
+  tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  if not do_train and not do_predict:
+    raise ValueError("At least one of `do_train` or `do_predict` must be True.")
+  if do_train and not train_file:
+    raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+  if do_predict and not predict_file:
+    raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "Cannot use sequence length %d because the BERT model was only trained up to "
+        "sequence length %d" % (max_seq_length, bert_config.max_position_embeddings))
+  squad_data.validate_lengths(max_seq_length, max_query_length, doc_stride)
+
+
+def write_features(examples, tokenizer, path, is_training, max_seq_length, doc_stride,
+                   max_query_length) -> squad_data.FeatureWriter:
+  """Converts examples into a record file (atomic: no partial file on error)."""
+  with squad_data.FeatureWriter(path, is_training=is_training,
+                                keep_features=not is_training) as writer:
+    squad_data.convert_examples_to_features(
+        examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+        is_training=is_training, output_fn=writer.process_feature)
+  return writer
+
+
+def train_dataset(path, max_seq_length, batch_size, seed) -> tf.data.Dataset:
+  labels = ("start_positions", "end_positions")
+  d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=True,
+                              drop_remainder=True, seed=seed)
+  return d.map(lambda x: ({k: v for k, v in x.items() if k not in labels},
+                          {k: x[k] for k in labels}))
+
+
+def predict_dataset(path, max_seq_length, batch_size, num_features,
+                    pad_last_batch: bool) -> tf.data.Dataset:
+  """(features, unique_ids) batches in record order.
+
+  With `pad_last_batch` (TPU, XLA: static shapes), all-zero features with
+  unique id -1 fill the last batch; their results are dropped before
+  post-processing, as the original classifier's is_real_example=0 examples.
+  """
+  d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
+                              drop_remainder=False)
+  if pad_last_batch and num_features % batch_size:
+    num_padding = batch_size - num_features % batch_size
+    zeros = tf.zeros([max_seq_length], tf.int32)
+    padding = {"unique_ids": tf.constant(_PADDING_UNIQUE_ID, tf.int32),
+               "input_ids": zeros, "input_mask": zeros, "segment_ids": zeros}
+    d = (d.unbatch()
+         .concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
+         .batch(batch_size, drop_remainder=True))
+    logging.info("  Num split examples = %d (%d actual, %d padding)",
+                 num_features + num_padding, num_features, num_padding)
+  return d.map(lambda x: (x, x["unique_ids"]))
+
+
+def raw_results(outputs, features) -> List[squad_postprocess.RawResult]:
+  """Model outputs of the real features (padding dropped), as RawResults."""
+  real = {f.unique_id for f in features}
+  return [squad_postprocess.RawResult(int(uid), start, end)
+          for uid, start, end in zip(outputs["unique_ids"], outputs["start_logits"],
+                                     outputs["end_logits"]) if int(uid) in real]
+
+
+def has_answers(predict_file: str, version_2_with_negative: bool) -> bool:
+  """Whether every question of the file carries gold answers (so it can be scored)."""
+  questions = [qa for article in squad_data.load_squad_json(predict_file)["data"]
+               for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+  # v2.0 marks unanswerable questions by an empty answer list.
+  return bool(questions) and all(
+      "answers" in qa and (version_2_with_negative or qa["answers"]) for qa in questions)
+
+
+def write_eval_results(path, predict_file, predictions, null_odds,
+                       version_2_with_negative) -> Dict[str, float]:
+  """Scores predictions with the official metrics; writes and logs them."""
+  results = squad_metrics.evaluate_predictions(
+      predict_file, predictions, version_2_with_negative,
+      null_odds if version_2_with_negative else None)
+  version = "2.0" if version_2_with_negative else "1.1"
+  squad_data.atomic_write_text(
+      path, squad_metrics.format_results(results, version, for_file=True) + "\n")
+  logging.info("***** Eval results *****")
+  for key, value in results.items():
+    logging.info("  %s = %s", key, value)
+  return results
+
+
+def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Runs what the flags ask for (returns None: app.run exits with main's result)."""
+  del argv
+  fv = flag_values
+  logging.set_verbosity(logging.INFO)
+  output_dir = fv.output_dir
+  version_2 = fv.version_2_with_negative
+  bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
+  validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
+           fv.max_seq_length, fv.max_query_length, fv.doc_stride, fv.do_lower_case,
+           fv.init_checkpoint, bert_config)
+  options = task_setup.ModelOptions.from_flags(fv)
+  options.validate()  # Bad adapter/mode flags fail before any file is written.
+  tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
+  task_setup.set_seed(fv.seed)
+
+  # Every input file is read before anything is written, so that a bad file
+  # fails fast and leaves output_dir as it was.
+  train_examples = eval_examples = None
+  if fv.do_train:
+    train_examples = squad_data.read_squad_examples(fv.train_file, True, version_2)
+    random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
+    num_train_steps = int(len(train_examples) / fv.train_batch_size * fv.num_train_epochs)
+    if num_train_steps <= 0:
+      raise ValueError("%d training examples / --train_batch_size=%d * --num_train_epochs="
+                       "%s gives no training steps" % (len(train_examples),
+                                                       fv.train_batch_size,
+                                                       fv.num_train_epochs))
+  if fv.do_predict:
+    eval_examples = squad_data.read_squad_examples(fv.predict_file, False, version_2)
+    score = has_answers(fv.predict_file, version_2)
+
+  tf.io.gfile.makedirs(output_dir)
+  convert = dict(tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
+                 doc_stride=fv.doc_stride, max_query_length=fv.max_query_length)
+  if fv.do_train:
+    train_record = posixpath.join(output_dir, "train.tf_record")
+    train_writer = write_features(train_examples, path=train_record, is_training=True,
+                                  **convert)
+  if fv.do_predict:
+    eval_writer = write_features(eval_examples, path=posixpath.join(
+        output_dir, "eval.tf_record"), is_training=False, **convert)
+
+  strategy = distribution.create_strategy(fv.use_tpu, fv.tpu_name, fv.tpu_zone,
+                                          fv.gcp_project, fv.master)
+  model = task_setup.create_model(
+      strategy, lambda adapters: modeling.BertSpanLabeler(bert_config, adapters),
+      options, output_dir, fv.bert_config_file, fv.vocab_file)
+
+  if fv.do_train:
+    logging.info("***** Running training *****")
+    logging.info("  Num orig examples = %d", len(train_examples))
+    logging.info("  Num split examples = %d", train_writer.num_features)
+    logging.info("  Batch size = %d", fv.train_batch_size)
+    logging.info("  Num steps = %d", num_train_steps)
+    settings = training.TrainSettings(
+        output_dir=output_dir, train_batch_size=fv.train_batch_size,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=int(num_train_steps * fv.warmup_proportion),
+        learning_rate=fv.learning_rate,
+        adapter_weight_decay_rate=fv.adapter_weight_decay_rate,
+        save_checkpoints_steps=fv.save_checkpoints_steps,
+        iterations_per_loop=fv.iterations_per_loop, jit_compile=fv.use_xla)
+    training.train(strategy, model, span_loss,
+                   train_dataset(train_record, fv.max_seq_length, fv.train_batch_size,
+                                 fv.seed), settings)
+    task_setup.save_adapter_model(model, output_dir, metadata={
+        "task": "squad", "version_2_with_negative": version_2,
+        "max_seq_length": fv.max_seq_length, "do_lower_case": fv.do_lower_case})
+
+  if not fv.do_predict:
+    return
+  features = eval_writer.features
+  logging.info("***** Running predictions *****")
+  logging.info("  Num orig examples = %d", len(eval_examples))
+  logging.info("  Num split examples = %d", len(features))
+  logging.info("  Batch size = %d", fv.predict_batch_size)
+  dataset = predict_dataset(eval_writer.filename, fv.max_seq_length,
+                            fv.predict_batch_size, len(features),
+                            pad_last_batch=fv.use_tpu or fv.use_xla)
+  outputs = training.predict(strategy, model, dataset, jit_compile=fv.use_xla)
+  predictions, _, null_odds = squad_postprocess.write_predictions(
+      eval_examples, features, raw_results(outputs, features), fv.n_best_size,
+      fv.max_answer_length, fv.do_lower_case,
+      posixpath.join(output_dir, "predictions.json"),
+      posixpath.join(output_dir, "nbest_predictions.json"),
+      posixpath.join(output_dir, "null_odds.json"),
+      version_2_with_negative=version_2,
+      null_score_diff_threshold=fv.null_score_diff_threshold,
+      verbose_logging=fv.verbose_logging)
+  if not score:
+    logging.info("%s has no gold answers: not scored.", fv.predict_file)
+    return
+  write_eval_results(posixpath.join(output_dir, "eval_results.json"), fv.predict_file,
+                     predictions, null_odds, version_2)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
