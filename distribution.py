@@ -2,10 +2,18 @@
 
 import json
 import os
+import socket
+import threading
 from typing import Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
+
+# TPUClusterResolver and the TPU connection wait without a time limit on an
+# address that does not answer (a grpc:// address, the GCE metadata server that
+# resolves TPU names), so --use_tpu looks the TPU up under these limits.
+_CONNECT_TIMEOUT_S = 10.0
+_RESOLVE_TIMEOUT_S = 60.0
 
 
 def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
@@ -34,14 +42,77 @@ def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
 
 
 def _tpu_strategy(tpu, zone, project) -> tf.distribute.TPUStrategy:
+  where = f"tpu_name={tpu!r}, tpu_zone={zone!r}, gcp_project={project!r}"
   try:
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-        tpu=tpu, zone=zone, project=project)
+    resolver = _with_timeout(lambda: _resolve_tpu(tpu, zone, project),
+                             _RESOLVE_TIMEOUT_S)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
-  except (ValueError, tf.errors.OpError, RuntimeError) as e:
+  # Broad on purpose: the resolver fails with ValueError, URLError, HttpError,
+  # ImportError, OpError..., and each needs the flags in the message.
+  except Exception as e:  # pylint: disable=broad-except
     raise ValueError(
-        f"--use_tpu: could not reach the TPU (tpu_name={tpu!r}, tpu_zone={zone!r}, "
-        f"gcp_project={project!r}): {e}") from e
+        f"--use_tpu: could not reach the TPU ({where}): {e}") from e
   logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
   return tf.distribute.TPUStrategy(resolver)
+
+
+def _resolve_tpu(tpu, zone, project):
+  """TPUClusterResolver whose TPU address answers; fails fast where it can."""
+  name = tpu or os.environ.get("TPU_NAME")
+  if (name and name != "local" and not name.startswith("grpc://")
+      and not (zone and project)):
+    # A TPU name (not an address) needs zone and project from the metadata server.
+    host = _metadata_host()
+    if not _answers(host):
+      raise ValueError(
+          f"TPU name {name!r} is looked up through the GCE metadata server "
+          f"{host}, which does not answer (not on Google Cloud?); give the "
+          "TPU's address instead, --tpu_name=grpc://HOST:8470")
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+      tpu=tpu, zone=zone, project=project)
+  master = resolver.master()  # A TPU name is looked up here.
+  if master.startswith("grpc://") and not _answers(master[len("grpc://"):]):
+    raise ValueError(f"nothing answers at {master}")
+  return resolver
+
+
+def _metadata_host() -> str:
+  # As the Cloud TPU client finds it.
+  return (os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_IP")
+          or "metadata.google.internal")
+
+
+def _answers(address: str, default_port: int = 80) -> bool:
+  """Whether a TCP connection to "host[:port]" opens within _CONNECT_TIMEOUT_S."""
+  host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
+  try:
+    with socket.create_connection((host.strip("[]"), int(port or default_port)),
+                                  timeout=_CONNECT_TIMEOUT_S):
+      return True
+  except (OSError, ValueError):
+    return False
+
+
+def _with_timeout(fn, timeout_s):
+  """fn() in a daemon thread; TimeoutError if it has not returned after timeout_s.
+
+  A daemon thread, because a network call without a timeout cannot be
+  interrupted and must not keep the process alive.
+  """
+  result = {}
+
+  def target():
+    try:
+      result["value"] = fn()
+    except BaseException as e:  # pylint: disable=broad-except
+      result["error"] = e
+
+  thread = threading.Thread(target=target, daemon=True, name="resolve_tpu")
+  thread.start()
+  thread.join(timeout_s)
+  if thread.is_alive():
+    raise TimeoutError(f"no answer within {timeout_s:.0f} s")
+  if "error" in result:
+    raise result["error"]
+  return result["value"]

@@ -7,6 +7,7 @@ TensorBoard summaries and progress lines.
 """
 
 import dataclasses
+import tempfile
 import time
 from typing import Callable, Dict, Iterator, Optional
 
@@ -75,11 +76,18 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
         settings.weight_decay_rate, settings.adapter_weight_decay_rate)
     variables = model.trainable_variables
     optimizer.build(variables)  # Slots exist before a restore can fill them.
-  manager = checkpoint_manager(model, settings.output_dir, optimizer,
+  # Only the chief writes to output_dir. The other workers of a multi-worker
+  # strategy still save (a save may run collective ops that every worker must
+  # join), into a local temporary directory removed at the end: TF's
+  # multi-worker pattern. Every worker resumes from output_dir.
+  is_chief = strategy.extended.should_checkpoint
+  write_dir = settings.output_dir if is_chief else tempfile.mkdtemp(prefix="workertemp_")
+  manager = checkpoint_manager(model, write_dir, optimizer,
                                settings.keep_checkpoint_max)
-  if manager.latest_checkpoint:
-    manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-    logging.info("Resuming from %s", manager.latest_checkpoint)
+  latest = tf.train.latest_checkpoint(settings.output_dir)
+  if latest:
+    manager.checkpoint.restore(latest).assert_existing_objects_matched()
+    logging.info("Resuming from %s", latest)
   step = int(optimizer.iterations.numpy())
 
   def replica_step(features, labels):
@@ -104,29 +112,54 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
       total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
     return total / tf.cast(num_steps, tf.float32)
 
+  # Under AUTO a file-based dataset is sharded by file: each worker batches its
+  # own files, and a global batch holds other examples than on one device.
+  # Under DATA every worker reads the same stream (ordered, or shuffled with
+  # the same seed), splits each global batch into per-replica batches and
+  # keeps its own: the global batch is the one-device batch.
+  dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.DATA)
   iterator = iter(strategy.experimental_distribute_dataset(dataset))
-  writer = tf.summary.create_file_writer(settings.output_dir)
+  writer = tf.summary.create_file_writer(write_dir)
   logging.info("***** Running training from step %d to %d *****", step,
                settings.num_train_steps)
-  start, start_step, loss = time.time(), step, float("nan")
-  while step < settings.num_train_steps:
-    to_checkpoint = settings.save_checkpoints_steps - step % settings.save_checkpoints_steps
-    n = min(settings.iterations_per_loop, settings.num_train_steps - step, to_checkpoint)
-    loss = float(train_loop(iterator, tf.constant(n)))
-    step += n
-    elapsed = time.time() - start
-    rate = (step - start_step) / max(elapsed, 1e-9)
-    logging.info("global_step = %d, loss = %.6f, steps/sec = %.2f, time left = %.0f s",
-                 step, loss, rate, (settings.num_train_steps - step) / max(rate, 1e-9))
-    with writer.as_default(step=step):
-      tf.summary.scalar("loss", loss)
-      tf.summary.scalar("learning_rate", optimizer.learning_rate)
-      tf.summary.scalar("global_step/sec", rate)
-    if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
-      manager.save(checkpoint_number=step)
-      logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)
-  writer.flush()
+  try:
+    start, start_step, loss = time.time(), step, float("nan")
+    while step < settings.num_train_steps:
+      to_checkpoint = (settings.save_checkpoints_steps
+                       - step % settings.save_checkpoints_steps)
+      n = min(settings.iterations_per_loop, settings.num_train_steps - step, to_checkpoint)
+      loss = float(train_loop(iterator, tf.constant(n)))
+      step += n
+      elapsed = time.time() - start
+      rate = (step - start_step) / max(elapsed, 1e-9)
+      logging.info("global_step = %d, loss = %.6f, steps/sec = %.2f, time left = %.0f s",
+                   step, loss, rate, (settings.num_train_steps - step) / max(rate, 1e-9))
+      with writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", optimizer.learning_rate)
+        tf.summary.scalar("global_step/sec", rate)
+      if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
+        manager.save(checkpoint_number=step)
+        logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)
+  finally:
+    writer.close()
+    if not is_chief:
+      tf.io.gfile.rmtree(write_dir)
   return {"loss": loss, "global_step": step}
+
+
+def _with_shard_policy(dataset: tf.data.Dataset, policy) -> tf.data.Dataset:
+  """`dataset` with auto-shard `policy`, unless the caller chose one (not AUTO).
+
+  The policy decides what each worker of a multi-worker strategy reads; it
+  does nothing on one machine.
+  """
+  options = dataset.options().experimental_distribute
+  if options.auto_shard_policy != tf.data.experimental.AutoShardPolicy.AUTO:
+    return dataset
+  options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = policy
+  return dataset.with_options(options)
 
 
 def predict(strategy: tf.distribute.Strategy, model: keras.Model,
@@ -150,6 +183,10 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   def distributed_step(features, labels):
     return strategy.run(step, args=(features, labels))
 
+  # Results are not gathered across workers, so every worker of a multi-worker
+  # strategy predicts every example, in order (OFF); under AUTO each would get
+  # only its own files' examples, less what does not fill a batch.
+  dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.OFF)
   batches = []
   for features, labels in strategy.experimental_distribute_dataset(dataset):
     per_replica = distributed_step(features, labels)
