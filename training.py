@@ -74,8 +74,7 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
     optimizer = optimization.create_optimizer(
         settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
         settings.weight_decay_rate, settings.adapter_weight_decay_rate)
-    variables = model.trainable_variables
-    optimizer.build(variables)  # Slots exist before a restore can fill them.
+    optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
   # Only the chief writes to output_dir. The other workers of a multi-worker
   # strategy still save (a save may run collective ops that every worker must
   # join), into a local temporary directory removed at the end: TF's
@@ -90,27 +89,8 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
     logging.info("Resuming from %s", latest)
   step = int(optimizer.iterations.numpy())
 
-  def replica_step(features, labels):
-    with tf.GradientTape() as tape:
-      outputs = model(features, training=True)
-      per_example = loss_fn(labels, outputs)
-      loss = tf.nn.compute_average_loss(per_example,
-                                        global_batch_size=settings.train_batch_size)
-    grads = tape.gradient(loss, variables)
-    optimizer.apply_gradients(zip(grads, variables))
-    return loss
-
-  compiled_step = tf.function(replica_step, jit_compile=settings.jit_compile)
-
-  @tf.function
-  def train_loop(iterator, num_steps):
-    # Several steps per host call, as TPUEstimator's iterations_per_loop.
-    total = tf.constant(0.0)
-    for _ in tf.range(num_steps):
-      features, labels = next(iterator)
-      per_replica = strategy.run(compiled_step, args=(features, labels))
-      total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-    return total / tf.cast(num_steps, tf.float32)
+  train_loop = make_train_loop(strategy, model, loss_fn, optimizer,
+                               settings.train_batch_size, settings.jit_compile)
 
   # Under AUTO a file-based dataset is sharded by file: each worker batches its
   # own files, and a global batch holds other examples than on one device.
@@ -146,6 +126,40 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
     if not is_chief:
       tf.io.gfile.rmtree(write_dir)
   return {"loss": loss, "global_step": step}
+
+
+def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
+                    loss_fn: LossFn, optimizer: keras.optimizers.Optimizer,
+                    global_batch_size: int, jit_compile: bool = False):
+  """The compiled training loop: `train_loop(iterator, num_steps) -> mean loss`.
+
+  Each step computes gradients for `model.trainable_variables` only (frozen
+  weights get none) and applies them; `num_steps` steps run per host call, as
+  TPUEstimator's iterations_per_loop. The optimizer is built beforehand.
+  """
+  variables = model.trainable_variables
+
+  def replica_step(features, labels):
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      per_example = loss_fn(labels, outputs)
+      loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+    grads = tape.gradient(loss, variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  compiled_step = tf.function(replica_step, jit_compile=jit_compile)
+
+  @tf.function
+  def train_loop(iterator, num_steps):
+    total = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      features, labels = next(iterator)
+      per_replica = strategy.run(compiled_step, args=(features, labels))
+      total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    return total / tf.cast(num_steps, tf.float32)
+
+  return train_loop
 
 
 def _with_shard_policy(dataset: tf.data.Dataset, policy) -> tf.data.Dataset:
