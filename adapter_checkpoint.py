@@ -20,6 +20,8 @@ import safetensors.numpy
 import tensorflow as tf
 from absl import logging
 
+import file_io
+
 WEIGHTS_FILE = "adapter_weights.safetensors"
 CONFIG_FILE = "adapter_config.json"
 
@@ -32,13 +34,6 @@ def base_fingerprint(names: Dict[str, keras.Variable], excluded) -> str:
     digest.update(f"{name}:{value.shape}:{value.dtype};".encode())
     digest.update(value.tobytes())
   return digest.hexdigest()
-
-
-def _atomic_write(path: str, data, mode: str) -> None:
-  tmp = path + ".tmp"
-  with tf.io.gfile.GFile(tmp, mode) as f:
-    f.write(data)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def save_adapter_weights(model: keras.Model, output_dir: str,
@@ -62,14 +57,13 @@ def save_adapter_weights(model: keras.Model, output_dir: str,
       "metadata": metadata or {},
   }
   arrays = {n: keras.ops.convert_to_numpy(v) for n, v in trained.items()}
-  tf.io.gfile.makedirs(output_dir)
   weights_path = posixpath.join(output_dir, WEIGHTS_FILE)
   # The weights file carries its own header, so it alone is enough to restore;
   # the JSON beside it is for people.
   blob = safetensors.numpy.save(arrays, metadata={"header": json.dumps(header)})
-  _atomic_write(weights_path, blob, "wb")
-  _atomic_write(posixpath.join(output_dir, CONFIG_FILE),
-                json.dumps(header, indent=2, sort_keys=True) + "\n", "w")
+  file_io.atomic_write(weights_path, blob, binary=True)
+  file_io.atomic_write(posixpath.join(output_dir, CONFIG_FILE),
+                       json.dumps(header, indent=2, sort_keys=True) + "\n")
   logging.info("Saved %d adapter-only variables (%d floats) to %s", len(arrays),
                sum(a.size for a in arrays.values()), weights_path)
   return weights_path

@@ -8,13 +8,14 @@ keyed by those same original names (`trackable_variables`).
 """
 
 import re
-from typing import Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import file_io
 from trainable import variable_role
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -36,7 +37,7 @@ def write_tf1_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> None
     tensors: TF1 variable name -> array.
   """
   names = sorted(tensors)
-  tf.io.gfile.makedirs(prefix.rsplit("/", 1)[0] if "/" in prefix else ".")
+  file_io.make_parent_dirs(prefix)
   tf.raw_ops.SaveV2(
       prefix=prefix,
       tensor_names=names,
@@ -109,29 +110,47 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
   if is_object_based(path):
     loaded = _load_object_based(model, path, names)
   else:
-    loaded = _load_name_based(path, names)
+    reader = checkpoint_reader(path)
+    loaded = _load_by_name(names, reader.get_variable_to_shape_map(), reader.get_tensor,
+                           f"checkpoint {path}")
   _log_variables(names, loaded)
   return loaded
 
 
-def _load_name_based(path: str, names: Dict[str, keras.Variable]):
-  reader = checkpoint_reader(path)
-  shapes = reader.get_variable_to_shape_map()
+def load_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray],
+                source: str) -> Dict[str, keras.Variable]:
+  """Loads {TF1 name: array} into `model`: weights read into memory from another
+  format (e.g. a TF Hub encoder, tf2_bert_reader), with the checks and log lines of
+  a name-based checkpoint (see `load_checkpoint`); `source` names them in messages."""
+  names = model.tf1_variable_map()
+  shapes = {name: np.shape(array) for name, array in arrays.items()}
+  loaded = _load_by_name(names, shapes, arrays.__getitem__, source)
+  _log_variables(names, loaded)
+  return loaded
+
+
+def _load_by_name(names: Dict[str, keras.Variable], shapes: Mapping[str, object],
+                  get_tensor: Callable[[str], np.ndarray], source: str):
+  """Assigns `get_tensor(name)` to each variable of `names` that `shapes` lists.
+
+  The one loader of name-based weights (checkpoint files and in-memory arrays):
+  every encoder variable must be there with the model's shape.
+  """
   missing = [n for n in names
              if n not in shapes and variable_role(n) not in ("adapter", "head")]
   if missing:
-    raise ValueError(f"checkpoint {path} lacks {len(missing)} encoder variable(s) of the "
+    raise ValueError(f"{source} lacks {len(missing)} encoder variable(s) of the "
                      f"model: {', '.join(missing[:10])}")
   for name, variable in names.items():
     if name in shapes and tuple(shapes[name]) != tuple(variable.shape):
       raise ValueError(
-          f"checkpoint {path}: variable {name} has shape {tuple(shapes[name])} in the "
+          f"{source}: variable {name} has shape {tuple(shapes[name])} in the "
           f"checkpoint but {tuple(variable.shape)} in the model (does bert_config.json "
           f"match the checkpoint?)")
   loaded = {}
   for name, variable in names.items():
     if name in shapes:
-      variable.assign(reader.get_tensor(name))
+      variable.assign(get_tensor(name))
       loaded[name] = variable
     else:
       logging.info("Not in checkpoint, keeps its initial value: %s", name)

@@ -19,7 +19,6 @@ from classifier_features import (
     make_dataset,
     pad_examples_for_tpu,
     truncate_seq_pair,
-    write_text_atomically,
 )
 from glue_processors import (
     PROCESSORS,

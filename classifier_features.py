@@ -21,13 +21,12 @@ import collections
 import dataclasses
 import hashlib
 import json
-import os
-import uuid
 from typing import List, Optional, Sequence, Union
 
 from absl import logging
 import tensorflow as tf
 
+import file_io
 from glue_processors import PaddingInputExample
 
 # The model's inputs; a dataset's features dict also carries "is_real_example".
@@ -174,31 +173,6 @@ def _to_tf_example(feature: InputFeatures, is_regression: bool) -> tf.train.Exam
   return tf.train.Example(features=tf.train.Features(feature=features))
 
 
-def _temp_name(path: str) -> str:
-  # Unique per writer, so two runs sharing an output_dir never clobber each
-  # other's partial file; the final name only ever holds a complete file.
-  return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _remove_quietly(path: str) -> None:
-  try:
-    tf.io.gfile.remove(path)
-  except tf.errors.OpError:
-    pass
-
-
-def write_text_atomically(path: str, text: str) -> None:
-  """Writes `text` to `path` via a temporary file and a rename (any gfile path)."""
-  tmp = _temp_name(path)
-  try:
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-  except BaseException:
-    _remove_quietly(tmp)
-    raise
-
-
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length,
                                             tokenizer, output_file) -> None:
   """Converts examples to a TFRecord file, replacing `output_file` atomically.
@@ -212,19 +186,13 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
       left at a temporary name, and a previous `output_file` is untouched.
   """
   is_regression = label_list is None
-  tmp = _temp_name(output_file)
-  try:
-    with tf.io.TFRecordWriter(tmp) as writer:
-      for (ex_index, example) in enumerate(examples):
-        if ex_index % 10000 == 0:
-          logging.info("Writing example %d of %d", ex_index, len(examples))
-        feature = convert_single_example(ex_index, example, label_list, max_seq_length,
-                                         tokenizer)
-        writer.write(_to_tf_example(feature, is_regression).SerializeToString())
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
-  except BaseException:
-    _remove_quietly(tmp)
-    raise
+  with file_io.AtomicFile(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+    for (ex_index, example) in enumerate(examples):
+      if ex_index % 10000 == 0:
+        logging.info("Writing example %d of %d", ex_index, len(examples))
+      feature = convert_single_example(ex_index, example, label_list, max_seq_length,
+                                       tokenizer)
+      writer.write(_to_tf_example(feature, is_regression).SerializeToString())
 
 
 def _tokenizer_fingerprint(tokenizer, digest) -> None:
@@ -305,7 +273,7 @@ def ensure_feature_record(examples, label_list, max_seq_length, tokenizer,
           "num_real_examples": num_real, "max_seq_length": max_seq_length,
           "is_regression": label_list is None,
           "label_list": None if label_list is None else list(label_list)}
-  write_text_atomically(meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+  file_io.atomic_write(meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n")
   return len(examples)
 
 

@@ -23,7 +23,7 @@ import scipy.special
 import scipy.stats
 import sklearn.metrics
 
-from classifier_features import write_text_atomically
+import file_io
 from glue_processors import canonical_task_name
 
 F1_TASKS = frozenset({"mrpc", "qqp"})
@@ -107,7 +107,7 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
   for key in sorted(results.keys()):
     logging.info("  %s = %s", key, str(results[key]))
     lines.append("%s = %s\n" % (key, str(results[key])))
-  write_text_atomically(path, "".join(lines))
+  file_io.atomic_write(path, "".join(lines))
 
 
 def write_test_results(path: str, probabilities, is_real_example: Optional[object] = None) -> int:
@@ -133,5 +133,5 @@ def write_test_results(path: str, probabilities, is_real_example: Optional[objec
       lines.append(str(row) + "\n")
     else:
       lines.append("\t".join(str(class_probability) for class_probability in row) + "\n")
-  write_text_atomically(path, "".join(lines))
+  file_io.atomic_write(path, "".join(lines))
   return len(lines)

@@ -1,36 +1,28 @@
-"""The pieces of run_classifier.py that are not flag wiring: losses, results, run config, hub.
+"""The pieces of run_classifier.py that are not flag wiring: losses, results, labels.
 
   loss_fn / per_example_loss   the original's classifier (softmax cross-entropy)
                                and regression (squared error) losses
   eval_results                 what the original's Estimator.evaluate returned
   probabilities                what the original's predict wrote per example
-  run_config / check_run_config
-                               the settings saved with every model in output_dir
-                               (`run_config.json`), and the guard that refuses to
-                               mix an output_dir's checkpoints with another model
-  read_hub_encoder / assign_encoder
-                               a TF Hub (TF2 SavedModel) BERT encoder as the
-                               starting point instead of a Google checkpoint
+  write_eval_summaries         the eval metrics for TensorBoard
+  MODEL_KEYS                   the run_config.json keys that, beside the encoder's
+                               (task_setup.check_run_config), fix a classifier
+
+What both scripts share (flags, base encoder, model, weights, run_config.json)
+is in task_setup.py.
 """
 
-import dataclasses
-import json
-import os
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping
 
 import numpy as np
 import scipy.special
 import tensorflow as tf
-from absl import logging
 
-import classifier_features
 import classifier_metrics
 
-RUN_CONFIG_FILE = "run_config.json"
-
-# Keys of run_config.json that fix the model's variables and the meaning of its
+# Keys of run_config.json that fix the head's variables and the meaning of its
 # outputs: a checkpoint in output_dir is only usable if they match.
-_MODEL_KEYS = ("bert_config", "adapter_config", "num_labels", "label_list")
+MODEL_KEYS = ("num_labels", "label_list")
 
 
 def loss_fn(is_regression: bool):
@@ -88,107 +80,3 @@ def write_eval_summaries(log_dir: str, results: Mapping[str, object], step: int)
         tf.summary.scalar(key, float(value))
   writer.flush()
   writer.close()
-
-
-def run_config(**settings) -> dict:
-  """The run's settings as JSON-able data; `bert_config` / `adapter_config` as dicts."""
-  return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in settings.items()}
-
-
-def check_run_config(output_dir: str, config: Mapping[str, object], also=()) -> None:
-  """Refuses an output_dir whose checkpoints belong to another model.
-
-  Restoring e.g. a 3-label checkpoint into a 2-label model fails deep inside
-  tf.train with a shape error, and a same-sized label list in another order
-  would not fail at all, so compare the saved settings first.
-
-  Args:
-    also: further keys to compare (e.g. "train_mode" when resuming training,
-      whose optimizer slots exist only for the variables that train).
-  """
-  path = os.path.join(output_dir, RUN_CONFIG_FILE)
-  if not tf.train.latest_checkpoint(output_dir) or not tf.io.gfile.exists(path):
-    return
-  with tf.io.gfile.GFile(path, "r") as f:
-    saved = json.load(f)
-  for key in _MODEL_KEYS + tuple(also):
-    if key in saved and saved[key] != config.get(key):
-      raise ValueError(
-          f"{output_dir} holds checkpoints of another run: {key} was {saved[key]!r} there "
-          f"(see {path}) but is {config.get(key)!r} now; use a fresh --output_dir or the "
-          f"same settings")
-
-
-def write_run_config(output_dir: str, config: Mapping[str, object]) -> None:
-  classifier_features.write_text_atomically(
-      os.path.join(output_dir, RUN_CONFIG_FILE),
-      json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-@dataclasses.dataclass
-class HubEncoder:
-  """A BERT encoder read from a TF Hub handle, mapped to Google's variable names."""
-  handle: str
-  config: dict                   # bert_config.json keys
-  vocab_file: str
-  do_lower_case: Optional[bool]  # as the SavedModel states it, if it does
-  tensors: Dict[str, np.ndarray]  # Google name -> value
-
-
-def _resolve_hub_handle(handle: str) -> str:
-  if handle.startswith(("http://", "https://")):
-    import tensorflow_hub as hub  # pylint: disable=g-import-not-at-top
-    return hub.resolve(handle)  # Downloads into TFHUB_CACHE_DIR once.
-  if not tf.io.gfile.isdir(handle):
-    raise FileNotFoundError(f"--bert_hub_module_handle: no SavedModel directory {handle}")
-  return handle
-
-
-def read_hub_encoder(handle: str, bert_config_file: Optional[str] = None,
-                     vocab_file: Optional[str] = None) -> HubEncoder:
-  """Reads a TF2 BERT encoder SavedModel (TF Hub / Model Garden export).
-
-  Args:
-    handle: https:// URL of a TF Hub model, or a local or gs:// SavedModel dir.
-    bert_config_file: original-format config; without it the sizes are
-      inferred from the weights (dropout etc. get BERT's defaults).
-    vocab_file: without it, the SavedModel's own vocab (`vocab_file` asset or
-      assets/vocab.txt), as run_classifier_with_tfhub.py took it from the module.
-  """
-  # convert_checkpoint holds the Model Garden -> Google name table.
-  import convert_checkpoint  # pylint: disable=g-import-not-at-top
-  path = _resolve_hub_handle(handle)
-  loaded = tf.saved_model.load(path)
-  variables = {v.name: v.numpy() for v in loaded.variables}
-  if bert_config_file:
-    config = convert_checkpoint.read_bert_config(bert_config_file)
-  else:
-    config = convert_checkpoint.infer_bert_config(
-        convert_checkpoint._strip_prefix(variables))  # pylint: disable=protected-access
-  tensors = convert_checkpoint.tf2_variables_to_google(variables, config)
-  if not vocab_file:
-    asset = getattr(loaded, "vocab_file", None)
-    vocab_file = (asset.asset_path.numpy().decode() if asset is not None
-                  else os.path.join(path, "assets", "vocab.txt"))
-    if not tf.io.gfile.exists(vocab_file):
-      raise FileNotFoundError(f"{handle} has no vocabulary ({vocab_file}); pass --vocab_file")
-  lower = getattr(loaded, "do_lower_case", None)
-  lower = None if lower is None else bool(lower.numpy())
-  logging.info("Read TF Hub encoder %s (%d tensors, vocab %s)", handle, len(tensors),
-               vocab_file)
-  return HubEncoder(handle, config, vocab_file, lower, tensors)
-
-
-def assign_encoder(model, hub_encoder: HubEncoder) -> None:
-  """Copies the hub encoder's weights into `model`; adapters and head keep their init."""
-  names = model.tf1_variable_map()
-  for name, value in hub_encoder.tensors.items():
-    if name not in names:
-      raise ValueError(f"{hub_encoder.handle}: {name} is not a variable of the model")
-    if tuple(value.shape) != tuple(names[name].shape):
-      raise ValueError(f"{hub_encoder.handle}: {name} has shape {tuple(value.shape)} but "
-                       f"{tuple(names[name].shape)} in the model (does bert_config_file "
-                       f"match the encoder?)")
-    names[name].assign(value)
-  logging.info("Initialized %d encoder variables from %s", len(hub_encoder.tensors),
-               hub_encoder.handle)

@@ -22,22 +22,17 @@ import os
 from absl import app
 from absl import flags
 from absl import logging
-import keras
 import tensorflow as tf
 
-import adapter_checkpoint
-import checkpoints
 import classifier_data
 import classifier_metrics
 import classifier_task
 import distribution
 import modeling
+import task_setup
 import tokenization
-import trainable
 import training
-from adapter_layers import AdapterConfig
 
-ADAPTER_DIR = "adapter_model"
 WEIGHT_DECAY_RATE = 0.01  # Fixed in the original; adapters have their own flag.
 
 
@@ -93,25 +88,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of "
                        "TPU cores to use (the TPU system reports its own count; a "
                        "different one is logged).", **fv)
-  # Adapters and what trains.
-  flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of the adapters; 0 = no adapters "
-                       "(full fine-tuning).", **fv)
-  flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights.",
-                     **fv)
-  flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
-                     "variables (other weights: 0.01, as the original).", **fv)
-  flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
-                      "| top_layers:K. Default: adapters if --adapter_size > 0, else full.",
-                      **fv)
-  flags.DEFINE_string("adapter_checkpoint", None, "Adapter-only weights (a run's "
-                      "output_dir/adapter_model) loaded on top of the base weights.", **fv)
-  flags.DEFINE_string("bert_hub_module_handle", None, "Start from this TF Hub BERT encoder "
-                      "(TF2 SavedModel: URL, local or gs:// dir) instead of "
-                      "--init_checkpoint.", **fv)
-  flags.DEFINE_integer("seed", None, "Random seed of initialization, dropout and shuffling.",
-                       **fv)
-  flags.DEFINE_bool("use_xla", False, "Compile the train/eval/predict steps with XLA "
-                    "(jit_compile).", **fv)
+  task_setup.define_flags(flag_values)  # Adapters, what trains, hub, seed, XLA.
   # --task_name=tsv (your own data).
   flags.DEFINE_string("text_a_column", "sentence", "tsv task: header name of the first text.",
                       **fv)
@@ -148,39 +125,6 @@ def read_examples(processor, data_dir, do_train, do_eval, do_predict):
   }
 
 
-def load_weights(model, output_dir, for_training, init_checkpoint=None, hub_encoder=None,
-                 adapter_path=None, label_list=None):
-  """Fills `model` and returns the global step of its weights.
-
-  Training starts from --init_checkpoint (or the hub encoder; `training.train`
-  then resumes from output_dir if it holds a checkpoint). Eval/predict-only
-  runs take output_dir's latest checkpoint if there is one, else the initial
-  checkpoint, as the original's Estimator did. --adapter_checkpoint goes on top.
-  """
-  step = 0
-  latest = None if for_training else tf.train.latest_checkpoint(output_dir)
-  if latest:
-    logging.info("Evaluating the latest checkpoint in output_dir: %s", latest)
-    checkpoints.load_checkpoint(model, latest)
-    step = training.latest_step(output_dir)
-  elif hub_encoder is not None:
-    classifier_task.assign_encoder(model, hub_encoder)
-  elif init_checkpoint:
-    checkpoints.load_checkpoint(model, init_checkpoint)
-  else:
-    logging.warning("No --init_checkpoint: the model starts from random weights")
-  if adapter_path:
-    header = adapter_checkpoint.read_adapter_header(adapter_path)
-    saved_labels = header["metadata"].get("labels", label_list)
-    if saved_labels != label_list:
-      raise ValueError(f"--adapter_checkpoint {adapter_path} was trained with labels "
-                       f"{saved_labels}, this task has {label_list}")
-    adapter_checkpoint.load_adapter_weights(model, adapter_path)
-    # Eval results then name the step the adapters were trained to.
-    step = header["metadata"].get("global_step", step)
-  return step
-
-
 def run_model(strategy, model, record_file, seq_length, batch_size, drop_remainder,
               is_regression, jit_compile):
   dataset = classifier_data.make_dataset(record_file, seq_length, batch_size,
@@ -193,89 +137,53 @@ def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
-  if F.seed is not None:
-    keras.utils.set_random_seed(F.seed)
+  task_setup.set_seed(F.seed)
 
   # Start-up checks: each fails before anything is written.
-  tokenization.validate_case_matches_checkpoint(F.do_lower_case, F.init_checkpoint)
   if not F.do_train and not F.do_eval and not F.do_predict:
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-  hub_encoder, vocab_file = None, F.vocab_file
-  if F.bert_hub_module_handle:
-    if F.init_checkpoint:
-      raise ValueError("Give --init_checkpoint or --bert_hub_module_handle, not both")
-    hub_encoder = classifier_task.read_hub_encoder(F.bert_hub_module_handle,
-                                                   F.bert_config_file, F.vocab_file)
-    if hub_encoder.do_lower_case not in (None, F.do_lower_case):
-      raise ValueError(f"--bert_hub_module_handle {F.bert_hub_module_handle} states "
-                       f"do_lower_case={hub_encoder.do_lower_case}: pass "
-                       f"--do_lower_case={hub_encoder.do_lower_case}")
-    bert_config = modeling.BertConfig.from_dict(hub_encoder.config)
-    vocab_file = hub_encoder.vocab_file
-  else:
-    for name in ("bert_config_file", "vocab_file"):
-      if not F[name].value:
-        raise app.UsageError(f"Flag --{name} must have a value other than None.")
-    bert_config = modeling.BertConfig.from_json_file(F.bert_config_file)
-  if F.max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "Cannot use sequence length %d because the BERT model "
-        "was only trained up to sequence length %d" %
-        (F.max_seq_length, bert_config.max_position_embeddings))
-
+  options = task_setup.ModelOptions.from_flags(F)
+  base = task_setup.read_base(options, F.bert_config_file, F.vocab_file, F.do_lower_case,
+                              F.max_seq_length)
   processor = make_processor(F.task_name, F.data_dir,
                              {k: F[k].value for k in _TSV_FLAGS if F[k].present})
   is_regression = processor.is_regression
   label_list = processor.get_labels()
   examples = read_examples(processor, F.data_dir, F.do_train, F.do_eval, F.do_predict)
-  tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=F.do_lower_case)
-  adapter_config = AdapterConfig(size=F.adapter_size, init_scale=F.adapter_init_scale)
-  mode = (trainable.TrainMode.parse(F.train_mode) if F.train_mode
-          else trainable.default_train_mode(F.adapter_size))
-
-  num_train_steps = num_warmup_steps = None
-  if F.do_train:
-    num_train_steps = int(len(examples["train"]) / F.train_batch_size * F.num_train_epochs)
-    num_warmup_steps = int(num_train_steps * F.warmup_proportion)
-    if num_train_steps < 1:
-      raise ValueError(f"num_train_steps = int({len(examples['train'])} examples / "
-                       f"{F.train_batch_size} * {F.num_train_epochs} epochs) = 0: lower "
-                       f"--train_batch_size or raise --num_train_epochs")
+  tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
+                                         do_lower_case=F.do_lower_case)
   output_dir = F.output_dir
-  config = classifier_task.run_config(
-      task_name=classifier_data.canonical_task_name(F.task_name),
-      num_labels=processor.num_labels(), label_list=label_list,
-      is_regression=is_regression, bert_config=bert_config, adapter_config=adapter_config,
-      train_mode=str(mode), max_seq_length=F.max_seq_length, do_lower_case=F.do_lower_case,
-      vocab_file=vocab_file, init_checkpoint=F.init_checkpoint,
-      bert_hub_module_handle=F.bert_hub_module_handle, train_batch_size=F.train_batch_size,
-      learning_rate=F.learning_rate, num_train_epochs=F.num_train_epochs,
-      warmup_proportion=F.warmup_proportion, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, weight_decay_rate=WEIGHT_DECAY_RATE,
-      adapter_weight_decay_rate=F.adapter_weight_decay_rate, seed=F.seed,
-      save_checkpoints_steps=F.save_checkpoints_steps, use_tpu=F.use_tpu, use_xla=F.use_xla)
-  classifier_task.check_run_config(output_dir, config,
-                                   also=("train_mode",) if F.do_train else ())
+  settings = None
+  if F.do_train:
+    settings = task_setup.train_settings(
+        output_dir, len(examples["train"]), F.train_batch_size, F.num_train_epochs,
+        F.warmup_proportion, learning_rate=F.learning_rate,
+        weight_decay_rate=WEIGHT_DECAY_RATE,
+        adapter_weight_decay_rate=F.adapter_weight_decay_rate,
+        save_checkpoints_steps=F.save_checkpoints_steps,
+        iterations_per_loop=F.iterations_per_loop, jit_compile=F.use_xla)
+  task_name = classifier_data.canonical_task_name(F.task_name)
+  config = task_setup.run_config(
+      options, base, settings, task_name=task_name, num_labels=processor.num_labels(),
+      label_list=label_list, is_regression=is_regression, max_seq_length=F.max_seq_length,
+      do_lower_case=F.do_lower_case, num_train_epochs=F.num_train_epochs,
+      warmup_proportion=F.warmup_proportion, seed=F.seed, use_tpu=F.use_tpu)
+  task_setup.check_run_config(output_dir, config, also=classifier_task.MODEL_KEYS + (
+      ("train_mode",) if F.do_train else ()))
 
   strategy = distribution.create_strategy(F.use_tpu, F.tpu_name, F.tpu_zone, F.gcp_project,
                                           F.master)
   if F.use_tpu and strategy.num_replicas_in_sync != F.num_tpu_cores:
     logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d", F.num_tpu_cores,
                     strategy.num_replicas_in_sync, strategy.num_replicas_in_sync)
-  with strategy.scope():
-    model = modeling.BertClassifier(bert_config, processor.num_labels(), adapter_config)
-    model.ensure_built()
-  # Before loading, so that the loader's "Trainable Variables" list is what trains.
-  trainable.set_trainable(model, mode)
-  global_step = load_weights(model, output_dir, F.do_train, F.init_checkpoint, hub_encoder,
-                             F.adapter_checkpoint, label_list)
-  trainable.log_parameter_counts(model)
+  model, global_step = task_setup.create_model(
+      strategy, lambda bert, adapters: modeling.BertClassifier(
+          bert, processor.num_labels(), adapters),
+      options, base, output_dir, adapter_metadata={"labels": label_list})
 
   # From here on files are written.
   tf.io.gfile.makedirs(output_dir)
-  if F.do_train or not tf.io.gfile.exists(os.path.join(output_dir,
-                                                       classifier_task.RUN_CONFIG_FILE)):
-    classifier_task.write_run_config(output_dir, config)
+  task_setup.write_run_config(output_dir, config, training_run=F.do_train)
 
   if F.do_train:
     train_file = os.path.join(output_dir, "train.tf_record")
@@ -284,25 +192,16 @@ def main(argv, flag_values=None):
     logging.info("***** Running training *****")
     logging.info("  Num examples = %d", len(examples["train"]))
     logging.info("  Batch size = %d", F.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
+    logging.info("  Num steps = %d", settings.num_train_steps)
     dataset = classifier_data.make_dataset(
         train_file, F.max_seq_length, F.train_batch_size, is_training=True,
         drop_remainder=True, is_regression=is_regression, seed=F.seed)
-    settings = training.TrainSettings(
-        output_dir=output_dir, train_batch_size=F.train_batch_size,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        learning_rate=F.learning_rate, weight_decay_rate=WEIGHT_DECAY_RATE,
-        adapter_weight_decay_rate=F.adapter_weight_decay_rate,
-        save_checkpoints_steps=F.save_checkpoints_steps,
-        iterations_per_loop=F.iterations_per_loop, jit_compile=F.use_xla)
     global_step = training.train(strategy, model, classifier_task.loss_fn(is_regression),
                                  dataset, settings)["global_step"]
-    if mode.name != "full":  # A full fine-tuning's checkpoint is the whole model.
-      adapter_checkpoint.save_adapter_weights(
-          model, os.path.join(output_dir, ADAPTER_DIR),
-          metadata=dict(task=config["task_name"], labels=label_list,
-                        max_seq_length=F.max_seq_length, do_lower_case=F.do_lower_case,
-                        train_mode=str(mode), global_step=global_step))
+    task_setup.save_adapter_model(model, options, output_dir, metadata=dict(
+        task=task_name, labels=label_list, max_seq_length=F.max_seq_length,
+        do_lower_case=F.do_lower_case, train_mode=config["train_mode"],
+        global_step=global_step))
 
   def features(split, batch_size):
     """Writes the split's feature record (padded on TPU) and returns its path."""

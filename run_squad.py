@@ -8,7 +8,8 @@ adapter flags of run_classifier.py (task_setup.py). E.g.
     --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json \
     --learning_rate=1e-4 --num_train_epochs=2 --adapter_size=64 --output_dir=/tmp/squad
 
-Writes to output_dir: train.tf_record / eval.tf_record (features), model.ckpt-N
+Writes to output_dir: run_config.json (bert, adapter and run settings),
+train.tf_record / eval.tf_record (features), model.ckpt-N
 (the last 5), adapter_model/ (adapter-only weights, after training),
 predictions.json, nbest_predictions.json, null_odds.json (v2) and, when
 --predict_file has answers, eval_results.json (the official metrics).
@@ -24,6 +25,7 @@ from absl import logging
 import tensorflow as tf
 
 import distribution
+import file_io
 import modeling
 import squad_data
 import squad_metrics
@@ -94,20 +96,14 @@ def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf
 
 
 def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
-             max_query_length, doc_stride, do_lower_case, init_checkpoint,
-             bert_config: modeling.BertConfig) -> None:
-  """The original's validate_flags_or_throw."""
-  tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+             max_query_length, doc_stride) -> None:
+  """The original's validate_flags_or_throw, less what task_setup.read_base checks."""
   if not do_train and not do_predict:
     raise ValueError("At least one of `do_train` or `do_predict` must be True.")
   if do_train and not train_file:
     raise ValueError("If `do_train` is True, then `train_file` must be specified.")
   if do_predict and not predict_file:
     raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
-  if max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "Cannot use sequence length %d because the BERT model was only trained up to "
-        "sequence length %d" % (max_seq_length, bert_config.max_position_embeddings))
   squad_data.validate_lengths(max_seq_length, max_query_length, doc_stride)
 
 
@@ -177,7 +173,7 @@ def write_eval_results(path, predict_file, predictions, null_odds,
       predict_file, predictions, version_2_with_negative,
       null_odds if version_2_with_negative else None)
   version = "2.0" if version_2_with_negative else "1.1"
-  squad_data.atomic_write_text(
+  file_io.atomic_write(
       path, squad_metrics.format_results(results, version, for_file=True) + "\n")
   logging.info("***** Eval results *****")
   for key, value in results.items():
@@ -190,34 +186,46 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   fv = flag_values
   logging.set_verbosity(logging.INFO)
+  task_setup.set_seed(fv.seed)
   output_dir = fv.output_dir
   version_2 = fv.version_2_with_negative
-  bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
   validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
-           fv.max_seq_length, fv.max_query_length, fv.doc_stride, fv.do_lower_case,
-           fv.init_checkpoint, bert_config)
+           fv.max_seq_length, fv.max_query_length, fv.doc_stride)
   options = task_setup.ModelOptions.from_flags(fv)
-  options.validate()  # Bad adapter/mode flags fail before any file is written.
-  tokenizer = tokenization.FullTokenizer(fv.vocab_file, fv.do_lower_case)
-  task_setup.set_seed(fv.seed)
+  base = task_setup.read_base(options, fv.bert_config_file, fv.vocab_file, fv.do_lower_case,
+                              fv.max_seq_length)
+  tokenizer = tokenization.FullTokenizer(base.vocab_file, fv.do_lower_case)
 
-  # Every input file is read before anything is written, so that a bad file
-  # fails fast and leaves output_dir as it was.
-  train_examples = eval_examples = None
+  # Every input file is read and the model loaded before anything is written,
+  # so that a bad file or checkpoint fails fast and leaves output_dir as it was.
+  train_examples = eval_examples = settings = None
   if fv.do_train:
     train_examples = squad_data.read_squad_examples(fv.train_file, True, version_2)
     random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
-    num_train_steps = int(len(train_examples) / fv.train_batch_size * fv.num_train_epochs)
-    if num_train_steps <= 0:
-      raise ValueError("%d training examples / --train_batch_size=%d * --num_train_epochs="
-                       "%s gives no training steps" % (len(train_examples),
-                                                       fv.train_batch_size,
-                                                       fv.num_train_epochs))
+    settings = task_setup.train_settings(
+        output_dir, len(train_examples), fv.train_batch_size, fv.num_train_epochs,
+        fv.warmup_proportion, learning_rate=fv.learning_rate,
+        adapter_weight_decay_rate=fv.adapter_weight_decay_rate,
+        save_checkpoints_steps=fv.save_checkpoints_steps,
+        iterations_per_loop=fv.iterations_per_loop, jit_compile=fv.use_xla)
   if fv.do_predict:
     eval_examples = squad_data.read_squad_examples(fv.predict_file, False, version_2)
     score = has_answers(fv.predict_file, version_2)
+  config = task_setup.run_config(
+      options, base, settings, task_name="squad", version_2_with_negative=version_2,
+      max_seq_length=fv.max_seq_length, doc_stride=fv.doc_stride,
+      max_query_length=fv.max_query_length, do_lower_case=fv.do_lower_case,
+      num_train_epochs=fv.num_train_epochs, warmup_proportion=fv.warmup_proportion,
+      seed=fv.seed, use_tpu=fv.use_tpu)
+  task_setup.check_run_config(output_dir, config,
+                              also=("train_mode",) if fv.do_train else ())
+  strategy = distribution.create_strategy(fv.use_tpu, fv.tpu_name, fv.tpu_zone,
+                                          fv.gcp_project, fv.master)
+  model, _ = task_setup.create_model(strategy, modeling.BertSpanLabeler, options, base,
+                                     output_dir, adapter_metadata={"task": "squad"})
 
   tf.io.gfile.makedirs(output_dir)
+  task_setup.write_run_config(output_dir, config, training_run=fv.do_train)
   convert = dict(tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
                  doc_stride=fv.doc_stride, max_query_length=fv.max_query_length)
   if fv.do_train:
@@ -228,32 +236,20 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
     eval_writer = write_features(eval_examples, path=posixpath.join(
         output_dir, "eval.tf_record"), is_training=False, **convert)
 
-  strategy = distribution.create_strategy(fv.use_tpu, fv.tpu_name, fv.tpu_zone,
-                                          fv.gcp_project, fv.master)
-  model = task_setup.create_model(
-      strategy, lambda adapters: modeling.BertSpanLabeler(bert_config, adapters),
-      options, output_dir, fv.bert_config_file, fv.vocab_file)
-
   if fv.do_train:
     logging.info("***** Running training *****")
     logging.info("  Num orig examples = %d", len(train_examples))
     logging.info("  Num split examples = %d", train_writer.num_features)
     logging.info("  Batch size = %d", fv.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
-    settings = training.TrainSettings(
-        output_dir=output_dir, train_batch_size=fv.train_batch_size,
-        num_train_steps=num_train_steps,
-        num_warmup_steps=int(num_train_steps * fv.warmup_proportion),
-        learning_rate=fv.learning_rate,
-        adapter_weight_decay_rate=fv.adapter_weight_decay_rate,
-        save_checkpoints_steps=fv.save_checkpoints_steps,
-        iterations_per_loop=fv.iterations_per_loop, jit_compile=fv.use_xla)
-    training.train(strategy, model, span_loss,
-                   train_dataset(train_record, fv.max_seq_length, fv.train_batch_size,
-                                 fv.seed), settings)
-    task_setup.save_adapter_model(model, output_dir, metadata={
+    logging.info("  Num steps = %d", settings.num_train_steps)
+    global_step = training.train(
+        strategy, model, span_loss,
+        train_dataset(train_record, fv.max_seq_length, fv.train_batch_size, fv.seed),
+        settings)["global_step"]
+    task_setup.save_adapter_model(model, options, output_dir, metadata={
         "task": "squad", "version_2_with_negative": version_2,
-        "max_seq_length": fv.max_seq_length, "do_lower_case": fv.do_lower_case})
+        "max_seq_length": fv.max_seq_length, "do_lower_case": fv.do_lower_case,
+        "train_mode": config["train_mode"], "global_step": global_step})
 
   if not fv.do_predict:
     return

@@ -19,14 +19,14 @@ All file I/O goes through `tf.io.gfile`, so gs:// and ram:// paths work.
 
 import collections
 import json
-import os
-import uuid
 from typing import Callable, Iterable, List, Optional
 
 from absl import logging
 import tensorflow as tf
 
 from official.nlp.data import squad_lib as _mg
+
+import file_io
 
 # Identical to the original's classes and helpers (checked line by line).
 SquadExample = _mg.SquadExample
@@ -42,37 +42,8 @@ _DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
 
 # --------------------------------------------------------------------------
-# Small gfile helpers (shared with squad_postprocess and squad_evaluate).
+# JSON files
 # --------------------------------------------------------------------------
-
-
-def _temp_path(path: str) -> str:
-  """A sibling temp name, so that the final rename stays on one filesystem."""
-  return "%s.tmp-%s" % (path, uuid.uuid4().hex)
-
-
-def _make_parent_dirs(path: str) -> None:
-  parent = os.path.dirname(path)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-
-
-def atomic_write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` via a temp file + rename.
-
-  A crash or error mid-write leaves either the old file or no file, never a
-  truncated one that a later step (evaluation, a resumed run) would read.
-  """
-  _make_parent_dirs(path)
-  tmp = _temp_path(path)
-  try:
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-      writer.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
-    raise
 
 
 def read_json(path: str):
@@ -458,9 +429,8 @@ class FeatureWriter:
     # Prediction needs the features again for post-processing; training does
     # not, and keeping ~100k of them would waste memory.
     self.features: Optional[List[InputFeatures]] = [] if keep_features else None
-    _make_parent_dirs(filename)
-    self._tmp = _temp_path(filename)
-    self._writer = tf.io.TFRecordWriter(self._tmp)
+    self._file = file_io.AtomicFile(filename)
+    self._writer = tf.io.TFRecordWriter(self._file.temp)
 
   def process_feature(self, feature: InputFeatures) -> None:
     """Serializes one feature (the `output_fn` of the conversion)."""
@@ -486,13 +456,12 @@ class FeatureWriter:
   def close(self) -> None:
     """Finishes the file and moves it into place."""
     self._writer.close()
-    tf.io.gfile.rename(self._tmp, self.filename, overwrite=True)
+    self._file.commit()
 
   def abort(self) -> None:
     """Drops everything written so far."""
     self._writer.close()
-    if tf.io.gfile.exists(self._tmp):
-      tf.io.gfile.remove(self._tmp)
+    self._file.abort()
 
   def __enter__(self):
     return self

@@ -12,6 +12,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+import file_io
 import squad_data
 import squad_metrics
 
@@ -49,7 +50,7 @@ def run(version, data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
     results = squad_metrics.evaluate_v2_0(dataset_json["data"], predictions,
                                           na_probs, na_prob_thresh)
   if out_file:
-    squad_data.atomic_write_text(
+    file_io.atomic_write(
         out_file, squad_metrics.format_results(results, version, for_file=True))
   if version == "1.1" or not out_file:
     print(squad_metrics.format_results(results, version))

@@ -27,7 +27,8 @@ from typing import Dict, List, Sequence, Tuple
 from absl import logging
 
 from official.nlp.data import squad_lib as _mg
-import squad_data
+
+import file_io
 
 # The original's names, kept for callers and tests; the implementations are
 # Model Garden's copies of the original functions.
@@ -144,5 +145,5 @@ def write_predictions(all_examples, all_features, all_results,
   if version_2_with_negative:
     outputs.append((output_null_log_odds_file, _to_json(scores_diff_json)))
   for path, text in outputs:
-    squad_data.atomic_write_text(path, text)
+    file_io.atomic_write(path, text)
   return all_predictions, all_nbest_json, scores_diff_json

@@ -243,3 +243,23 @@ def test_span_labeler_never_trains_the_pooler_it_does_not_use():
   trainable.set_trainable(model, trainable.TrainMode("full"))
   frozen = [n for n, v in model.tf1_variable_map().items() if not v.trainable]
   assert frozen == ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+
+
+def test_in_memory_arrays_load_with_the_checks_of_a_checkpoint(tmp_path):
+  """load_arrays (e.g. a TF Hub encoder read into memory) and load_checkpoint of the
+  same weights fill the model alike, and refuse the same mistakes alike."""
+  _, _, ckpt, weights = tiny_bert.write_google_dir(str(tmp_path))
+  from_file, from_arrays = (modeling.BertEncoder(CONFIG) for _ in range(2))
+  checkpoints.load_checkpoint(from_file, ckpt)
+  loaded = checkpoints.load_arrays(from_arrays, weights, "test arrays")
+  assert set(loaded) == set(weights)
+  inputs = _inputs()
+  np.testing.assert_array_equal(from_arrays(inputs)["sequence_output"].numpy(),
+                                from_file(inputs)["sequence_output"].numpy())
+  partial = {k: v for k, v in weights.items() if "layer_1/output/dense" not in k}
+  with pytest.raises(ValueError, match="test arrays lacks 2 encoder variable"):
+    checkpoints.load_arrays(modeling.BertEncoder(CONFIG), partial, "test arrays")
+  other = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, max_position_embeddings=32))
+  with pytest.raises(ValueError, match=r"test arrays: variable bert/embeddings/position_"
+                                       r"embeddings has shape \(64, 32\)"):
+    checkpoints.load_arrays(modeling.BertEncoder(other), weights, "test arrays")

@@ -14,12 +14,13 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-import convert_checkpoint
 import numpy_bert
 import run_squad
 import squad_data
 import squad_metrics
 import squad_postprocess
+import task_setup
+import tf2_bert_reader
 import tiny_bert
 import tokenization
 
@@ -53,7 +54,7 @@ def base(tmp_path_factory):
   d = str(tmp_path_factory.mktemp("base"))
   config, vocab, ckpt, weights = tiny_bert.write_google_dir(d)
   return {"args": ["--bert_config_file=" + config, "--vocab_file=" + vocab] + SMALL,
-          "ckpt": ckpt, "weights": weights, "vocab": vocab}
+          "ckpt": ckpt, "weights": weights, "vocab": vocab, "config": config}
 
 
 @pytest.fixture(scope="module")
@@ -217,12 +218,12 @@ def _hub_saved_model(path, google_weights):
   encoders (exported from Model Garden's BertEncoder) do; the converter reads only
   `.variables`, so a bare trackable holding them is enough and quick to save."""
   root = tf.train.Checkpoint(variables=[
-      tf.Variable(value, name=convert_checkpoint._model_garden_name(name))  # pylint: disable=protected-access
+      tf.Variable(value, name=tf2_bert_reader.model_garden_name(name))
       for name, value in google_weights.items()])
   tf.saved_model.save(root, path)
 
 
-def test_hub_module_is_converted_and_used_as_the_base(base, tmp_path):
+def test_hub_module_is_read_and_used_as_the_base(base, tmp_path):
   hub_dir = str(tmp_path / "hub")
   _hub_saved_model(hub_dir, base["weights"])
   common = base["args"] + ["--adapter_size=4", "--seed=7", "--do_predict",
@@ -234,9 +235,12 @@ def test_hub_module_is_converted_and_used_as_the_base(base, tmp_path):
   assert not os.path.exists(tmp_path / "both")
   hub_out = str(tmp_path / "hub_run")
   run(common + ["--output_dir=" + hub_out, "--bert_hub_module_handle=" + hub_dir])
-  reader = tf.train.load_checkpoint(os.path.join(hub_out, "hub_bert", "bert_model.ckpt"))
+  # Read into memory under Google's names (task_setup.read_hub_encoder, which
+  # the run used): nothing is converted into output_dir.
+  assert not os.path.exists(os.path.join(hub_out, "hub_bert"))
+  encoder = task_setup.read_hub_encoder(hub_dir, base["config"], base["vocab"])
   for name, value in base["weights"].items():
-    np.testing.assert_array_equal(reader.get_tensor(name), value)
+    np.testing.assert_array_equal(encoder.tensors[name], value)
   # Same seed (adapters, head), same base as a Google checkpoint: same predictions.
   ref_out = str(tmp_path / "ref_run")
   run(common + ["--output_dir=" + ref_out, "--init_checkpoint=" + base["ckpt"]])

@@ -6,6 +6,7 @@ import uuid
 
 from absl import app
 from absl import flags
+from absl import logging
 import pytest
 import tensorflow as tf
 
@@ -164,12 +165,16 @@ def test_command_line_v11(tmp_path, capsys):
   preds = tmp_path / "predictions.json"
   preds.write_text(json.dumps(_gold_predictions(
       os.path.join(_DATA, "dev-v1.1.json"))))
+  # Parsing the global FLAGS sets the absl logger's level (to WARNING by
+  # default); restored so that later tests still capture INFO log lines.
+  level = logging.get_absl_logger().level
   argv = flags.FLAGS(["squad_evaluate.py", "--version=1.1",
                       os.path.join(_DATA, "dev-v1.1.json"), str(preds)])
   try:
     squad_evaluate.main(argv)
   finally:
     flags.FLAGS.unparse_flags()
+    logging.get_absl_logger().setLevel(level)
   assert capsys.readouterr().out == '{"exact_match": 100.0, "f1": 100.0}\n'
   with pytest.raises(app.UsageError):
     squad_evaluate.main(["squad_evaluate.py", "only_one_file.json"])
