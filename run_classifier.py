@@ -195,7 +195,8 @@ def main(argv, flag_values=None):
     logging.info("  Num steps = %d", settings.num_train_steps)
     dataset = classifier_data.make_dataset(
         train_file, F.max_seq_length, F.train_batch_size, is_training=True,
-        drop_remainder=True, is_regression=is_regression, seed=F.seed)
+        drop_remainder=True, is_regression=is_regression,
+        seed=task_setup.shuffle_seed(F.seed))
     global_step = training.train(strategy, model, classifier_task.loss_fn(is_regression),
                                  dataset, settings)["global_step"]
     task_setup.save_adapter_model(model, options, output_dir, metadata=dict(

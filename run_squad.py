@@ -244,7 +244,8 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
     logging.info("  Num steps = %d", settings.num_train_steps)
     global_step = training.train(
         strategy, model, span_loss,
-        train_dataset(train_record, fv.max_seq_length, fv.train_batch_size, fv.seed),
+        train_dataset(train_record, fv.max_seq_length, fv.train_batch_size,
+                      task_setup.shuffle_seed(fv.seed)),
         settings)["global_step"]
     task_setup.save_adapter_model(model, options, output_dir, metadata={
         "task": "squad", "version_2_with_negative": version_2,

@@ -113,6 +113,15 @@ def set_seed(seed: Optional[int]) -> None:
     keras.utils.set_random_seed(seed)
 
 
+def shuffle_seed(seed: Optional[int]) -> int:
+  """The training-data shuffle seed: --seed, or a fixed one when it is unset.
+
+  Never unseeded: every worker of a multi-worker run must read the same order,
+  since each keeps its share of every global batch (training.train).
+  """
+  return 12345 if seed is None else seed
+
+
 # The base encoder.
 
 
