@@ -22,16 +22,14 @@ import tensorflow as tf
 
 import checkpoints
 import file_io
+import modeling
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
 CHECKPOINT_NAME = "bert_model.ckpt"
 
-# The fields of the original modeling.BertConfig, in its JSON spelling.
-BERT_CONFIG_KEYS = (
-    "attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "hidden_size",
-    "initializer_range", "intermediate_size", "max_position_embeddings",
-    "num_attention_heads", "num_hidden_layers", "type_vocab_size", "vocab_size")
+# The fields of the original BertConfig, in its JSON spelling.
+BERT_CONFIG_KEYS = tuple(sorted(modeling.BertConfig.from_dict({"vocab_size": 1}).to_dict()))
 
 POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 MISSING_POOLER_CHOICES = ("random", "identity", "error")
@@ -133,7 +131,7 @@ def as_float32(name: str, array: np.ndarray) -> np.ndarray:
 
 def bert_config_json(config: Mapping[str, object]) -> str:
   """As the original `BertConfig.to_json_string`: indent 2, sorted, newline."""
-  return json.dumps({k: config[k] for k in BERT_CONFIG_KEYS}, indent=2, sort_keys=True) + "\n"
+  return modeling.BertConfig.from_dict({k: config[k] for k in BERT_CONFIG_KEYS}).to_json_string()
 
 
 def read_bert_config(path: str) -> Dict[str, object]:

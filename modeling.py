@@ -75,10 +75,6 @@ class BertConfig:
     """As the original: indent 2, sorted keys, trailing newline."""
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
-  def to_json_file(self, path: str) -> None:
-    with tf.io.gfile.GFile(path, "w") as f:
-      f.write(self.to_json_string())
-
 
 def get_activation(name: str):
   """Maps `hidden_act` of bert_config.json to a function; "gelu" is BERT's tanh GELU."""
