@@ -1,0 +1,258 @@
+r"""Reruns the paper's comparison on real weights and data, and writes the table.
+
+Houlsby et al. (2019) find that adapters come within about one point of full
+fine-tuning while training a few percent of the weights, and that training
+only the head (frozen features) is clearly worse. This script checks that with
+`run_classifier.py`, the pretrained MiniLM (converted to models/minilm/ by
+demo.sh or convert_checkpoint.py) and both WordNet tasks (data/wordnet/), for
+six ways of training (METHODS). Every run uses the same epochs, sequence length,
+batch size and seed; the learning rate is per method, as in the paper, which
+swept it per method: the few weights of adapters, LayerNorms and head need a
+larger one than full fine-tuning.
+
+  .venv/bin/python scripts/paper_table.py            # all 12 runs, ~40 min on 2 CPU cores
+  .venv/bin/python scripts/paper_table.py --dry_run  # print the commands only
+  .venv/bin/python scripts/paper_table.py --tasks=wordnet_lexname --methods=adapters_64,full
+
+Each run's output_dir is output/paper_table/<task>/<method>/ (removed first, so
+the numbers are fresh), with its log in run.log. Results: the JSON
+(--results_json: settings, per-run command, dev accuracy, parameter counts,
+wall time), rewritten after every run so an interrupted sweep keeps what
+finished, and the markdown table (--results_md).
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List
+
+from absl import app
+from absl import flags
+from absl import logging
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  name: str
+  description: str
+  column_flags: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  name: str
+  description: str
+  flags: tuple
+  learning_rate: float
+
+
+TASKS = {
+    "wordnet_lexname": Task("wordnet_lexname", "definition -> 10 categories (chance 0.10)",
+                            ("--text_a_column=sentence", "--label_column=label")),
+    "wordnet_example": Task("wordnet_example",
+                            "gloss + example: same sense? (chance 0.50)",
+                            ("--text_a_column=gloss", "--text_b_column=example",
+                             "--label_column=label")),
+}
+
+METHODS = {m.name: m for m in (
+    Method("adapters_8", "adapters, size 8 (+ LayerNorms + head)",
+           ("--adapter_size=8", "--train_mode=adapters"), 1e-3),
+    Method("adapters_64", "adapters, size 64 (+ LayerNorms + head)",
+           ("--adapter_size=64", "--train_mode=adapters"), 1e-3),
+    Method("full", "full fine-tuning",
+           ("--adapter_size=0", "--train_mode=full"), 1e-4),
+    Method("top_layers_3", "top 3 of 6 layers (+ pooler + head)",
+           ("--adapter_size=0", "--train_mode=top_layers:3"), 1e-4),
+    Method("layer_norm", "LayerNorms + head",
+           ("--adapter_size=0", "--train_mode=layer_norm"), 3e-3),
+    Method("head", "head only (frozen features)",
+           ("--adapter_size=0", "--train_mode=head"), 3e-3),
+)}
+
+_COUNT = re.compile(r"\*\*\*\*\* (Total|Adapter|Total Trainable) Parameters = (\d+) \*\*\*\*\*")
+_COUNT_KEYS = {"Total": "total", "Adapter": "adapter", "Total Trainable": "trainable"}
+
+
+def run_command(python: str, task: Task, method: Method, settings: Dict[str, object],
+                model_dir: str, data_root: str, output_dir: str) -> List[str]:
+  """The run_classifier.py command line of one run."""
+  return [
+      python, "run_classifier.py", "--task_name=tsv",
+      f"--data_dir={os.path.join(data_root, task.name)}", *task.column_flags,
+      f"--vocab_file={os.path.join(model_dir, 'vocab.txt')}",
+      f"--bert_config_file={os.path.join(model_dir, 'bert_config.json')}",
+      f"--init_checkpoint={os.path.join(model_dir, 'bert_model.ckpt')}",
+      "--do_train", "--do_eval",
+      f"--max_seq_length={settings['max_seq_length']}",
+      f"--train_batch_size={settings['train_batch_size']}",
+      f"--eval_batch_size={settings['eval_batch_size']}",
+      f"--num_train_epochs={settings['num_train_epochs']}",
+      f"--learning_rate={method.learning_rate:g}", *method.flags,
+      f"--seed={settings['seed']}",
+      "--iterations_per_loop=50", "--save_checkpoints_steps=100000",
+      f"--output_dir={output_dir}",
+  ]
+
+
+def parse_parameter_counts(log_text: str) -> Dict[str, int]:
+  """The three adapter-bert parameter lines of a run's log, as {total, adapter, trainable}."""
+  counts = {_COUNT_KEYS[m.group(1)]: int(m.group(2)) for m in _COUNT.finditer(log_text)}
+  if set(counts) != set(_COUNT_KEYS.values()):
+    raise ValueError(f"parameter count lines missing from the log (found {counts})")
+  return counts
+
+
+def parse_eval_results(text: str) -> Dict[str, float]:
+  """eval_results.txt ("key = value" lines) as a dict of floats."""
+  results = {}
+  for line in text.splitlines():
+    key, sep, value = line.partition(" = ")
+    if sep:
+      results[key.strip()] = float(value)
+  return results
+
+
+def run_one(command: List[str], output_dir: str) -> Dict[str, object]:
+  """Runs one command (from ROOT) into a fresh output_dir; returns its measurements."""
+  shutil.rmtree(output_dir, ignore_errors=True)
+  os.makedirs(output_dir)
+  log_path = os.path.join(output_dir, "run.log")
+  start = time.time()
+  with open(log_path, "w") as log:
+    code = subprocess.call(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+  wall = time.time() - start
+  with open(log_path) as f:
+    log_text = f.read()
+  if code != 0:
+    raise RuntimeError(f"run failed (exit {code}), see {log_path}:\n" + log_text[-3000:])
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    results = parse_eval_results(f.read())
+  counts = parse_parameter_counts(log_text)
+  return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results.get("eval_loss"),
+          "global_step": int(results["global_step"]), **counts,
+          "trained_share": counts["trainable"] / counts["total"], "wall_seconds": wall}
+
+
+def markdown_table(results: Dict[str, object]) -> str:
+  """The README table: one row per method, a column group per task."""
+  runs = results["runs"]
+  tasks = [t for t in TASKS if any(r["task"] == t for r in runs)]
+  methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
+  by_key = {(r["task"], r["method"]): r for r in runs}
+  header = ["method", "learning rate", "trained params (share)"]
+  for t in tasks:
+    header += [f"{t} dev acc.", f"{t} Δ vs full", f"{t} wall"]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for m in methods:
+    first = next(by_key[(t, m)] for t in tasks if (t, m) in by_key)
+    row = [METHODS[m].description, f"{METHODS[m].learning_rate:g}",
+           f"{first['trainable']:,} ({100 * first['trained_share']:.2f}%)"]
+    for t in tasks:
+      r, full = by_key.get((t, m)), by_key.get((t, "full"))
+      if r is None:
+        row += ["", "", ""]
+        continue
+      delta = ("" if full is None or m == "full"
+               else f"{100 * (r['eval_accuracy'] - full['eval_accuracy']):+.1f}")
+      row += [f"{r['eval_accuracy']:.3f}", delta, f"{r['wall_seconds']:.0f} s"]
+    lines.append("| " + " | ".join(row) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: str, results: Dict[str, object]) -> None:
+  s = results["settings"]
+  commands = "\n".join(" \\\n    ".join(shlex.join(r["command"][i:i + 3])
+                                         for i in range(0, len(r["command"]), 3))
+                       for r in results["runs"])
+  text = (
+      "# The paper's comparison on real runs\n\n"
+      "Written by `scripts/paper_table.py`. MiniLM (6 layers, hidden 384, 22.7M "
+      "parameters) on the WordNet tasks, dev accuracy after "
+      f"{s['num_train_epochs']:g} epochs, max_seq_length {s['max_seq_length']}, "
+      f"batch size {s['train_batch_size']}, seed {s['seed']}, one run per cell. "
+      "Trained params: trainable / total parameters of that model (the head's size "
+      "differs by task: the count shown is the first task's). Wall time: the whole "
+      f"run_classifier.py process (start-up, training, evaluation) on {s['machine']}.\n\n"
+      + markdown_table(results) +
+      "\n## Commands\n\n```\n" + commands + "\n```\n")
+  with open(path, "w") as f:
+    f.write(text)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_list("tasks", list(TASKS), "Tasks to run.")
+  flags.DEFINE_list("methods", list(METHODS), "Methods to run, of " + ", ".join(METHODS))
+  flags.DEFINE_string("model_dir", "models/minilm", "Google-format MiniLM (demo.sh makes it).")
+  flags.DEFINE_string("data_root", "data/wordnet", "Directory with the task directories.")
+  flags.DEFINE_string("output_root", "output/paper_table", "Runs go to <root>/<task>/<method>.")
+  flags.DEFINE_string("results_json", "docs/paper_table.json", "Raw results.")
+  flags.DEFINE_string("results_md", "docs/paper_table.md", "Markdown table + commands.")
+  flags.DEFINE_float("num_train_epochs", 2.0, "Epochs of every run.")
+  flags.DEFINE_integer("max_seq_length", 32, "Sequence length of every run.")
+  flags.DEFINE_integer("train_batch_size", 32, "Batch size of every run.")
+  flags.DEFINE_integer("seed", 1, "Seed of every run.")
+  flags.DEFINE_string("machine", "a shared 2-core CPU machine",
+                      "Where the runs ran, for the table's caption.")
+  flags.DEFINE_bool("dry_run", False, "Print the commands, run nothing.")
+
+
+def main(argv):
+  del argv
+  for name in FLAGS.tasks:
+    if name not in TASKS:
+      raise app.UsageError(f"unknown task {name}; known: {', '.join(TASKS)}")
+  for name in FLAGS.methods:
+    if name not in METHODS:
+      raise app.UsageError(f"unknown method {name}; known: {', '.join(METHODS)}")
+  settings = dict(num_train_epochs=FLAGS.num_train_epochs, max_seq_length=FLAGS.max_seq_length,
+                  train_batch_size=FLAGS.train_batch_size, eval_batch_size=64,
+                  seed=FLAGS.seed, machine=FLAGS.machine)
+  python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(ROOT) \
+      else sys.executable
+  plan = []
+  for task in FLAGS.tasks:
+    for method in FLAGS.methods:
+      output_dir = os.path.join(FLAGS.output_root, task, method)
+      plan.append((task, method, output_dir, run_command(
+          python, TASKS[task], METHODS[method], settings, FLAGS.model_dir, FLAGS.data_root,
+          output_dir)))
+  if FLAGS.dry_run:
+    for *_, command in plan:
+      print(shlex.join(command))
+    return
+  if not os.path.exists(os.path.join(ROOT, FLAGS.model_dir, "bert_model.ckpt.index")):
+    raise app.UsageError(f"{FLAGS.model_dir} has no converted model: run demo.sh or "
+                         "convert_checkpoint.py first")
+  results = {"settings": settings, "runs": []}
+  for directory in {os.path.dirname(p) for p in (FLAGS.results_json, FLAGS.results_md)}:
+    os.makedirs(os.path.join(ROOT, directory or "."), exist_ok=True)
+  for i, (task, method, output_dir, command) in enumerate(plan):
+    logging.info("[%d/%d] %s / %s: %s", i + 1, len(plan), task, method, shlex.join(command))
+    measured = run_one(command, os.path.join(ROOT, output_dir))
+    logging.info("  eval_accuracy = %.4f, trained %.2f%%, %.0f s", measured["eval_accuracy"],
+                 100 * measured["trained_share"], measured["wall_seconds"])
+    results["runs"].append(dict(task=task, method=method,
+                                learning_rate=METHODS[method].learning_rate,
+                                command=command, **measured))
+    with open(os.path.join(ROOT, FLAGS.results_json), "w") as f:
+      json.dump(results, f, indent=2)
+      f.write("\n")
+    write_markdown(os.path.join(ROOT, FLAGS.results_md), results)
+  print(markdown_table(results))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
