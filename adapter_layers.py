@@ -6,7 +6,28 @@ import json
 import keras
 import tensorflow as tf
 
-_ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+
+def gelu(x):
+  """BERT's GELU: the tanh approximation, as in google-research/bert."""
+  return keras.activations.gelu(x, approximate=True)
+
+
+# The names google-research/bert modeling.py `get_activation` accepts for
+# `hidden_act`; adapters choose from the same list.
+_ACTIVATIONS = {"gelu": gelu, "relu": keras.activations.relu,
+                "tanh": keras.activations.tanh, "linear": keras.activations.linear}
+ACTIVATION_NAMES = tuple(_ACTIVATIONS)
+
+
+def get_activation(name: str):
+  """Maps an activation name ("gelu", "relu", "tanh", "linear") to a function.
+
+  Raises:
+    ValueError: `name` is none of those.
+  """
+  if name not in _ACTIVATIONS:
+    raise ValueError(f"unknown activation {name!r}; known: {list(ACTIVATION_NAMES)}")
+  return _ACTIVATIONS[name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,8 +50,8 @@ class AdapterConfig:
       raise ValueError(f"adapter size must be an integer >= 0, got {self.size!r}")
     if not self.init_scale > 0:
       raise ValueError(f"adapter init_scale must be > 0, got {self.init_scale!r}")
-    if self.activation not in _ACTIVATIONS:
-      raise ValueError(f"adapter activation must be one of {_ACTIVATIONS}, "
+    if self.activation not in ACTIVATION_NAMES:
+      raise ValueError(f"adapter activation must be one of {list(ACTIVATION_NAMES)}, "
                        f"got {self.activation!r}")
 
   @property
@@ -49,15 +70,6 @@ class AdapterConfig:
 
   def to_json_string(self) -> str:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-
-def gelu(x):
-  """BERT's GELU: the tanh approximation, as in google-research/bert."""
-  return keras.activations.gelu(x, approximate=True)
-
-
-def get_activation(name: str):
-  return gelu if name == "gelu" else keras.activations.get(name)
 
 
 @keras.saving.register_keras_serializable(package="adapter_bert")

@@ -1,7 +1,7 @@
 r"""Converts BERT encoders from other formats to Google's TF1 checkpoint format.
 
 The output directory is what google-research/bert released and what
-`checkpoints.load_checkpoint` reads:
+`checkpoint_io.load_checkpoint` reads:
 
   bert_config.json    the original BertConfig keys (indent 2, sorted keys)
   vocab.txt           WordPiece vocabulary, copied
@@ -27,10 +27,10 @@ Every source tensor is accounted for: one neither mapped nor on an explicit skip
 list (buffers such as `position_ids`, pre-training heads) is an error, and so is
 a missing or mis-shaped BERT tensor.
 
-One module per concept; this one puts them together and re-exports their API:
-  bert_format.py     the target: Google's names and shapes, writing the directory
-  hf_bert_reader.py  Hugging Face safetensors -> Google names
-  tf2_bert_reader.py Model Garden / TF Hub BertEncoder -> Google names
+The command puts three modules of checkpoints/ together:
+  google_release  the target: Google's names and shapes, writing the directory
+  huggingface     Hugging Face safetensors -> Google names
+  tf2_encoder     Model Garden / TF Hub BertEncoder -> Google names
 """
 
 import posixpath
@@ -39,15 +39,9 @@ from typing import Dict, Optional
 from absl import app
 from absl import flags
 
-# pylint: disable=unused-import
-from bert_format import (BERT_CONFIG_KEYS, CHECKPOINT_NAME, CONFIG_NAME, MISSING_POOLER_CHOICES,
-                         POOLER_NAMES, VOCAB_NAME, bert_config_json, check_output_dir,
-                         google_variable_shapes, read_bert_config, write_google_checkpoint)
-from hf_bert_reader import (bert_config_from_hf, hf_tensors_to_google, minilm_package_dir,
-                            read_hf_checkpoint)
-from tf2_bert_reader import (Tf2Encoder, infer_bert_config, model_garden_name,
-                             read_tf2_encoder, tf2_variables_to_google)
-# pylint: enable=unused-import
+from checkpoints import google_release
+from checkpoints import huggingface
+from checkpoints import tf2_encoder
 
 
 def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "random",
@@ -63,12 +57,12 @@ def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "rando
   Returns:
     The BertConfig dict that was written.
   """
-  check_output_dir(output_dir, overwrite)
-  hf_config, hf_tensors = read_hf_checkpoint(hf_dir)
-  config = bert_config_from_hf(hf_config)
-  tensors = hf_tensors_to_google(hf_tensors, config, missing_pooler)
-  write_google_checkpoint(output_dir, config, tensors,
-                          posixpath.join(hf_dir, VOCAB_NAME), overwrite)
+  google_release.check_output_dir(output_dir, overwrite)
+  hf_config, hf_tensors = huggingface.read_hf_checkpoint(hf_dir)
+  config = huggingface.bert_config_from_hf(hf_config)
+  tensors = huggingface.hf_tensors_to_google(hf_tensors, config, missing_pooler)
+  google_release.write_google_checkpoint(output_dir, config, tensors,
+                          posixpath.join(hf_dir, google_release.VOCAB_NAME), overwrite)
   return config
 
 
@@ -92,15 +86,15 @@ def tf2_bert_encoder_to_google(
   Returns:
     The BertConfig dict that was written.
   """
-  check_output_dir(output_dir, overwrite)
+  google_release.check_output_dir(output_dir, overwrite)
   if checkpoint is not None and not vocab_file:
     raise ValueError("a tf.train checkpoint needs bert_config_file and vocab_file")
-  encoder = read_tf2_encoder(saved_model_dir, checkpoint, bert_config_file, vocab_file,
+  encoder = tf2_encoder.read_tf2_encoder(saved_model_dir, checkpoint, bert_config_file, vocab_file,
                              checkpoint_model_name)
   if not encoder.vocab_file:
     raise ValueError("%s has no vocabulary (no vocab_file asset, no assets/vocab.txt): "
                      "pass vocab_file" % saved_model_dir)
-  write_google_checkpoint(output_dir, encoder.config, encoder.tensors, encoder.vocab_file,
+  google_release.write_google_checkpoint(output_dir, encoder.config, encoder.tensors, encoder.vocab_file,
                           overwrite)
   return encoder.config
 
@@ -121,7 +115,7 @@ def define_flags():
   flags.DEFINE_string("vocab_file", None, "vocab.txt (--hub_dir default: assets/vocab.txt).")
   flags.DEFINE_string("checkpoint_model_name", "encoder", "Encoder's name in --tf2_checkpoint.")
   flags.DEFINE_string("output_dir", None, "Google-format directory to create.")
-  flags.DEFINE_enum("missing_pooler", "random", MISSING_POOLER_CHOICES,
+  flags.DEFINE_enum("missing_pooler", "random", google_release.MISSING_POOLER_CHOICES,
                     "If an HF checkpoint has no pooler: random (truncated normal, "
                     "fixed seed), identity, or error.")
   flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")

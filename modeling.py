@@ -8,18 +8,24 @@ residual add and LayerNorm.
 
 Every variable has a name in Google's TF1 checkpoints; `tf1_variable_map()` on
 each model is the one table from Keras variables to those names, used for
-checkpoint loading, adapter-only files and for deciding what trains.
+checkpoint loading, adapter-only files and, through `variable_role`, for deciding
+what trains.
+
+Every layer and model is Keras-serializable (`get_config`/`from_config`, package
+"adapter_bert"); BertConfig and AdapterConfig travel as their plain dicts.
 """
 
 import dataclasses
 import json
 import math
-from typing import Dict, Optional
+from typing import Dict
 
 import keras
 import tensorflow as tf
 
-from adapter_layers import Adapter, AdapterConfig, gelu
+from adapter_layers import Adapter, AdapterConfig, get_activation
+
+_PACKAGE = "adapter_bert"
 
 NO_ADAPTERS = AdapterConfig(size=0)
 
@@ -76,15 +82,6 @@ class BertConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
-def get_activation(name: str):
-  """Maps `hidden_act` of bert_config.json to a function; "gelu" is BERT's tanh GELU."""
-  activations = {"gelu": gelu, "relu": keras.activations.relu,
-                 "tanh": keras.activations.tanh, "linear": keras.activations.linear}
-  if name not in activations:
-    raise ValueError(f"unsupported hidden_act {name!r}; known: {sorted(activations)}")
-  return activations[name]
-
-
 def _initializer(config: BertConfig):
   # TF1's truncated_normal_initializer and Keras' TruncatedNormal both cut at 2 stddev.
   return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
@@ -94,7 +91,36 @@ def _layer_norm(name: str):
   return keras.layers.LayerNormalization(epsilon=1e-12, name=name)
 
 
-class BertEmbeddings(keras.layers.Layer):
+# Constructor arguments that are config dataclasses, serialized as plain dicts.
+_CONFIG_CLASSES = {"config": BertConfig, "adapter_config": AdapterConfig}
+
+
+class _Serializable:
+  """`get_config`/`from_config` from the constructor arguments in `_init_args`.
+
+  Each argument is read back from the attribute of the same name; BertConfig and
+  AdapterConfig become their `to_dict()` so the config stays JSON.
+  """
+  _init_args = ("config", "adapter_config")
+
+  def get_config(self):
+    config = super().get_config()
+    for arg in self._init_args:
+      value = getattr(self, arg)
+      config[arg] = value.to_dict() if arg in _CONFIG_CLASSES else value
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    for arg, config_class in _CONFIG_CLASSES.items():
+      if isinstance(config.get(arg), dict):
+        config[arg] = config_class.from_dict(config[arg])
+    return super().from_config(config)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertEmbeddings(_Serializable, keras.layers.Layer):
   """Word + position + token-type embeddings, LayerNorm, dropout.
 
   Call arguments:
@@ -104,8 +130,11 @@ class BertEmbeddings(keras.layers.Layer):
     float32 Tensor of shape [batch_size, seq_length, hidden_size].
   """
 
+  _init_args = ("config",)
+
   def __init__(self, config: BertConfig, **kwargs):
-    super().__init__(name="embeddings", **kwargs)
+    kwargs.setdefault("name", "embeddings")
+    super().__init__(**kwargs)
     self.config = config
     self.layer_norm = _layer_norm("LayerNorm")
     self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
@@ -130,7 +159,8 @@ class BertEmbeddings(keras.layers.Layer):
     return self.dropout(self.layer_norm(x), training=training)
 
 
-class TransformerBlock(keras.layers.Layer):
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerBlock(_Serializable, keras.layers.Layer):
   """One post-LayerNorm Transformer layer of BERT, with two optional adapters.
 
   attention: dense -> dropout -> adapter -> LayerNorm(. + layer_input)
@@ -216,13 +246,48 @@ class TransformerBlock(keras.layers.Layer):
             for v in layer.weights}
 
 
+def variable_role(tf1_name: str) -> str:
+  """The part of BERT a TF1 variable name belongs to.
+
+  Returns:
+    One of "adapter", "layer_norm", "head", "embeddings", "layer", "pooler".
+  """
+  if "/adapters/" in tf1_name:
+    return "adapter"
+  if "LayerNorm" in tf1_name:
+    return "layer_norm"
+  if not tf1_name.startswith("bert/"):
+    return "head"
+  if tf1_name.startswith("bert/embeddings/"):
+    return "embeddings"
+  if tf1_name.startswith("bert/pooler/"):
+    return "pooler"
+  return "layer"
+
+
 def dummy_inputs(batch_size: int = 1, seq_length: int = 2) -> Dict[str, tf.Tensor]:
   """Inputs that build a model's weights on first call."""
   ones = tf.ones([batch_size, seq_length], tf.int32)
   return {"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}
 
 
-class BertEncoder(keras.Model):
+class _BuiltByCalling:
+  """For models whose sublayers create their variables on the first call."""
+
+  def ensure_built(self) -> None:
+    if not self.built or not self.weights:
+      self(dummy_inputs())
+
+  def build_from_config(self, build_config):
+    # Keras' default (used by load_model) replays `build(input_shape)`, which
+    # creates only the head's variables; load_model then silently skips the
+    # unbuilt encoder's saved weights. Shapes follow from the config alone.
+    del build_config
+    self(dummy_inputs())
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertEncoder(_Serializable, _BuiltByCalling, keras.Model):
   """BERT encoder: embeddings, `num_hidden_layers` Transformer blocks, tanh pooler.
 
   Call arguments:
@@ -259,10 +324,6 @@ class BertEncoder(keras.Model):
     return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]),
             "encoder_outputs": encoder_outputs}
 
-  def ensure_built(self) -> None:
-    if not self.built or not self.weights:
-      self(dummy_inputs())
-
   def tf1_variable_map(self) -> Dict[str, keras.Variable]:
     """Every variable by its name in Google's (and adapter-bert's) checkpoints."""
     self.ensure_built()
@@ -281,7 +342,7 @@ class BertEncoder(keras.Model):
     return names
 
 
-class _TaskModel(keras.Model):
+class _TaskModel(_Serializable, _BuiltByCalling, keras.Model):
   """A BERT encoder with a task head whose variables carry the original names."""
 
   # Variables the task's output does not depend on (no gradient ever reaches them).
@@ -293,10 +354,6 @@ class _TaskModel(keras.Model):
     self.adapter_config = adapter_config
     self.bert = BertEncoder(config, adapter_config)
 
-  def ensure_built(self) -> None:
-    if not self.built or not self.weights:
-      self(dummy_inputs())
-
   def head_variable_map(self) -> Dict[str, keras.Variable]:
     raise NotImplementedError
 
@@ -307,6 +364,7 @@ class _TaskModel(keras.Model):
     return names
 
 
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertClassifier(_TaskModel):
   """Sequence classifier of run_classifier.py: pooled output -> dropout -> logits.
 
@@ -315,6 +373,8 @@ class BertClassifier(_TaskModel):
   Returns:
     float32 logits of shape [batch_size, num_labels] (num_labels 1: regression).
   """
+
+  _init_args = ("config", "num_labels", "adapter_config")
 
   def __init__(self, config: BertConfig, num_labels: int,
                adapter_config: AdapterConfig = NO_ADAPTERS, **kwargs):
@@ -340,6 +400,7 @@ class BertClassifier(_TaskModel):
     return {"output_weights": self.output_weights, "output_bias": self.output_bias}
 
 
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertSpanLabeler(_TaskModel):
   """SQuAD span head of run_squad.py: one linear layer over every token.
 

@@ -24,16 +24,46 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import classifier_data
-import classifier_metrics
-import classifier_task
-import distribution
+from classification import features as classifier_features
+from classification import metrics as classifier_metrics
+from classification import processors
+from classification import task as classifier_task
 import modeling
-import task_setup
+from runtime import distribution
+from runtime import loop
+from runtime import model_setup
+from runtime import run_config
 import tokenization
-import training
 
 WEIGHT_DECAY_RATE = 0.01  # Fixed in the original; adapters have their own flag.
+
+
+def define_adapter_flags(flag_values=flags.FLAGS):
+  """The flags adapter-bert adds to the original scripts, plus this project's.
+
+  run_squad.py defines the same ones by calling this (as the original
+  run_classifier_with_tfhub.py built on run_classifier.py's flags).
+  """
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of the adapters; 0 = no adapters "
+                       "(full fine-tuning).", **fv)
+  flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights "
+                     "(truncated normal).", **fv)
+  flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
+                     "variables (other weights: 0.01, as the original).", **fv)
+  flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
+                      "| top_layers:K. Default: adapters if --adapter_size > 0, else full.",
+                      **fv)
+  flags.DEFINE_string("adapter_checkpoint", None, "Adapter-only weights (a run's "
+                      "output_dir/adapter_model) loaded on top of the base weights.", **fv)
+  flags.DEFINE_string("bert_hub_module_handle", None, "Start from this TF Hub BERT encoder "
+                      "(TF2 SavedModel: URL, local or gs:// dir) instead of "
+                      "--init_checkpoint.", **fv)
+  flags.DEFINE_integer("seed", None, "Random seed of initialization, dropout and shuffling "
+                       "(None: not seeded, as the original).", **fv)
+  flags.DEFINE_bool("use_xla", False, "Compile the train/eval/predict steps with XLA "
+                    "(jit_compile).", **fv)
+
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -88,7 +118,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of "
                        "TPU cores to use (the TPU system reports its own count; a "
                        "different one is logged).", **fv)
-  task_setup.define_flags(flag_values)  # Adapters, what trains, hub, seed, XLA.
+  define_adapter_flags(flag_values)  # Adapters, what trains, hub, seed, XLA.
   # --task_name=tsv (your own data).
   flags.DEFINE_string("text_a_column", "sentence", "tsv task: header name of the first text.",
                       **fv)
@@ -106,12 +136,12 @@ _TSV_FLAGS = ("text_a_column", "text_b_column", "label_column", "labels")
 
 def make_processor(task_name, data_dir, tsv_options):
   """The task's processor; `tsv_options` are the tsv task's flags that were given."""
-  name = classifier_data.canonical_task_name(task_name)
+  name = processors.canonical_task_name(task_name)
   if name == "tsv":
-    return classifier_data.get_processor(name, data_dir=data_dir, **tsv_options)
+    return processors.get_processor(name, data_dir=data_dir, **tsv_options)
   if tsv_options:
     raise ValueError(f"--{', --'.join(sorted(tsv_options))} apply to --task_name=tsv only")
-  return classifier_data.get_processor(task_name)
+  return processors.get_processor(task_name)
 
 
 def read_examples(processor, data_dir, do_train, do_eval, do_predict):
@@ -127,24 +157,24 @@ def read_examples(processor, data_dir, do_train, do_eval, do_predict):
 
 def run_model(strategy, model, record_file, seq_length, batch_size, drop_remainder,
               is_regression, jit_compile):
-  dataset = classifier_data.make_dataset(record_file, seq_length, batch_size,
+  dataset = classifier_features.make_dataset(record_file, seq_length, batch_size,
                                          is_training=False, drop_remainder=drop_remainder,
                                          is_regression=is_regression)
-  return training.predict(strategy, model, dataset, jit_compile=jit_compile)
+  return loop.predict(strategy, model, dataset, jit_compile=jit_compile)
 
 
 def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
-  task_setup.set_seed(F.seed)
+  model_setup.set_seed(F.seed)
 
   # Start-up checks: each fails before anything is written.
   if not F.do_train and not F.do_eval and not F.do_predict:
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-  options = task_setup.ModelOptions.from_flags(F)
-  base = task_setup.read_base(options, F.bert_config_file, F.vocab_file, F.do_lower_case,
-                              F.max_seq_length)
+  options = model_setup.ModelOptions.from_flags(F)
+  base = options.read_base(F.bert_config_file, F.vocab_file, F.do_lower_case,
+                           F.max_seq_length)
   processor = make_processor(F.task_name, F.data_dir,
                              {k: F[k].value for k in _TSV_FLAGS if F[k].present})
   is_regression = processor.is_regression
@@ -155,20 +185,21 @@ def main(argv, flag_values=None):
   output_dir = F.output_dir
   settings = None
   if F.do_train:
-    settings = task_setup.train_settings(
-        output_dir, len(examples["train"]), F.train_batch_size, F.num_train_epochs,
-        F.warmup_proportion, learning_rate=F.learning_rate,
+    settings = loop.TrainSettings.for_epochs(
+        len(examples["train"]), F.num_train_epochs, F.warmup_proportion,
+        output_dir=output_dir, train_batch_size=F.train_batch_size,
+        learning_rate=F.learning_rate,
         weight_decay_rate=WEIGHT_DECAY_RATE,
         adapter_weight_decay_rate=F.adapter_weight_decay_rate,
         save_checkpoints_steps=F.save_checkpoints_steps,
         iterations_per_loop=F.iterations_per_loop, jit_compile=F.use_xla)
-  task_name = classifier_data.canonical_task_name(F.task_name)
-  config = task_setup.run_config(
+  task_name = processors.canonical_task_name(F.task_name)
+  config = run_config.build(
       options, base, settings, task_name=task_name, num_labels=processor.num_labels(),
       label_list=label_list, is_regression=is_regression, max_seq_length=F.max_seq_length,
       do_lower_case=F.do_lower_case, num_train_epochs=F.num_train_epochs,
       warmup_proportion=F.warmup_proportion, seed=F.seed, use_tpu=F.use_tpu)
-  task_setup.check_run_config(output_dir, config, also=classifier_task.MODEL_KEYS + (
+  run_config.check(output_dir, config, also=classifier_task.MODEL_KEYS + (
       ("train_mode",) if F.do_train else ()))
 
   strategy = distribution.create_strategy(F.use_tpu, F.tpu_name, F.tpu_zone, F.gcp_project,
@@ -176,41 +207,42 @@ def main(argv, flag_values=None):
   if F.use_tpu and strategy.num_replicas_in_sync != F.num_tpu_cores:
     logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d", F.num_tpu_cores,
                     strategy.num_replicas_in_sync, strategy.num_replicas_in_sync)
-  model, global_step = task_setup.create_model(
+  model, global_step = model_setup.create_model(
       strategy, lambda bert, adapters: modeling.BertClassifier(
           bert, processor.num_labels(), adapters),
       options, base, output_dir, adapter_metadata={"labels": label_list})
 
   # From here on files are written.
   tf.io.gfile.makedirs(output_dir)
-  task_setup.write_run_config(output_dir, config, training_run=F.do_train)
+  run_config.write(output_dir, config, training_run=F.do_train)
 
   if F.do_train:
     train_file = os.path.join(output_dir, "train.tf_record")
-    classifier_data.ensure_feature_record(examples["train"], label_list, F.max_seq_length,
+    classifier_features.ensure_feature_record(examples["train"], label_list, F.max_seq_length,
                                           tokenizer, train_file)
     logging.info("***** Running training *****")
     logging.info("  Num examples = %d", len(examples["train"]))
     logging.info("  Batch size = %d", F.train_batch_size)
     logging.info("  Num steps = %d", settings.num_train_steps)
-    dataset = classifier_data.make_dataset(
+    dataset = classifier_features.make_dataset(
         train_file, F.max_seq_length, F.train_batch_size, is_training=True,
         drop_remainder=True, is_regression=is_regression,
-        seed=task_setup.shuffle_seed(F.seed))
-    global_step = training.train(strategy, model, classifier_task.loss_fn(is_regression),
-                                 dataset, settings)["global_step"]
-    task_setup.save_adapter_model(model, options, output_dir, metadata=dict(
+        seed=model_setup.shuffle_seed(F.seed))
+    global_step = loop.train(
+        strategy, model, classifier_task.loss_fn(is_regression), dataset, settings,
+        model_setup.base_reference(model, options, output_dir))["global_step"]
+    model_setup.save_adapter_model(model, options, output_dir, metadata=dict(
         task=task_name, labels=label_list, max_seq_length=F.max_seq_length,
         do_lower_case=F.do_lower_case, train_mode=config["train_mode"],
         global_step=global_step))
 
   def features(split, batch_size):
     """Writes the split's feature record (padded on TPU) and returns its path."""
-    padded = classifier_data.pad_examples_for_tpu(examples[split],
+    padded = classifier_features.pad_examples_for_tpu(examples[split],
                                                   batch_size if F.use_tpu else 1)
     logging.info("  Batch size = %d", batch_size)
     record = os.path.join(output_dir, f"{split}.tf_record")
-    classifier_data.ensure_feature_record(padded, label_list, F.max_seq_length, tokenizer,
+    classifier_features.ensure_feature_record(padded, label_list, F.max_seq_length, tokenizer,
                                           record)
     return record
 

@@ -1,7 +1,7 @@
 r"""BERT with adapters on SQuAD v1.1 / v2.0: train, predict, score.
 
 The flags and output files of google-research/bert `run_squad.py`, plus the
-adapter flags of run_classifier.py (task_setup.py). E.g.
+adapter flags of run_classifier.py (`define_adapter_flags`). E.g.
 
   python run_squad.py --vocab_file=$BERT/vocab.txt \
     --bert_config_file=$BERT/bert_config.json --init_checkpoint=$BERT/bert_model.ckpt \
@@ -24,15 +24,17 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import distribution
-import file_io
 import modeling
-import squad_data
-import squad_metrics
-import squad_postprocess
-import task_setup
+import run_classifier
+from runtime import distribution
+from runtime import loop
+from runtime import model_setup
+from runtime import run_config
+from squad import data as squad_data
+from squad import metrics as squad_metrics
+from squad import postprocess
+from storage import file_io
 import tokenization
-import training
 
 # The original seeds its pre-conversion shuffle of the training examples with this.
 _TRAIN_SHUFFLE_SEED = 12345
@@ -41,7 +43,7 @@ _PADDING_UNIQUE_ID = -1
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-  """The original run_squad.py flags (same names and defaults) + task_setup's."""
+  """The original run_squad.py flags (same names and defaults) + the adapter flags."""
   fv = dict(flag_values=flag_values)
   s, i, f, b = (flags.DEFINE_string, flags.DEFINE_integer, flags.DEFINE_float,
                 flags.DEFINE_bool)
@@ -80,7 +82,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   b("version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.", **fv)
   f("null_score_diff_threshold", 0.0, "v2: predict no answer if null score - best "
     "non-null score > this.", **fv)
-  task_setup.define_flags(flag_values)
+  run_classifier.define_adapter_flags(flag_values)
   for name in ("bert_config_file", "vocab_file", "output_dir"):
     flags.mark_flag_as_required(name, **fv)
 
@@ -97,7 +99,7 @@ def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf
 
 def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
              max_query_length, doc_stride) -> None:
-  """The original's validate_flags_or_throw, less what task_setup.read_base checks."""
+  """The original's validate_flags_or_throw, less what ModelOptions.read_base checks."""
   if not do_train and not do_predict:
     raise ValueError("At least one of `do_train` or `do_predict` must be True.")
   if do_train and not train_file:
@@ -149,10 +151,10 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
   return d.map(lambda x: (x, x["unique_ids"]))
 
 
-def raw_results(outputs, features) -> List[squad_postprocess.RawResult]:
+def raw_results(outputs, features) -> List[postprocess.RawResult]:
   """Model outputs of the real features (padding dropped), as RawResults."""
   real = {f.unique_id for f in features}
-  return [squad_postprocess.RawResult(int(uid), start, end)
+  return [postprocess.RawResult(int(uid), start, end)
           for uid, start, end in zip(outputs["unique_ids"], outputs["start_logits"],
                                      outputs["end_logits"]) if int(uid) in real]
 
@@ -186,14 +188,14 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   fv = flag_values
   logging.set_verbosity(logging.INFO)
-  task_setup.set_seed(fv.seed)
+  model_setup.set_seed(fv.seed)
   output_dir = fv.output_dir
   version_2 = fv.version_2_with_negative
   validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
            fv.max_seq_length, fv.max_query_length, fv.doc_stride)
-  options = task_setup.ModelOptions.from_flags(fv)
-  base = task_setup.read_base(options, fv.bert_config_file, fv.vocab_file, fv.do_lower_case,
-                              fv.max_seq_length)
+  options = model_setup.ModelOptions.from_flags(fv)
+  base = options.read_base(fv.bert_config_file, fv.vocab_file, fv.do_lower_case,
+                           fv.max_seq_length)
   tokenizer = tokenization.FullTokenizer(base.vocab_file, fv.do_lower_case)
 
   # Every input file is read and the model loaded before anything is written,
@@ -202,30 +204,31 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   if fv.do_train:
     train_examples = squad_data.read_squad_examples(fv.train_file, True, version_2)
     random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
-    settings = task_setup.train_settings(
-        output_dir, len(train_examples), fv.train_batch_size, fv.num_train_epochs,
-        fv.warmup_proportion, learning_rate=fv.learning_rate,
+    settings = loop.TrainSettings.for_epochs(
+        len(train_examples), fv.num_train_epochs, fv.warmup_proportion,
+        output_dir=output_dir, train_batch_size=fv.train_batch_size,
+        learning_rate=fv.learning_rate,
         adapter_weight_decay_rate=fv.adapter_weight_decay_rate,
         save_checkpoints_steps=fv.save_checkpoints_steps,
         iterations_per_loop=fv.iterations_per_loop, jit_compile=fv.use_xla)
   if fv.do_predict:
     eval_examples = squad_data.read_squad_examples(fv.predict_file, False, version_2)
     score = has_answers(fv.predict_file, version_2)
-  config = task_setup.run_config(
+  config = run_config.build(
       options, base, settings, task_name="squad", version_2_with_negative=version_2,
       max_seq_length=fv.max_seq_length, doc_stride=fv.doc_stride,
       max_query_length=fv.max_query_length, do_lower_case=fv.do_lower_case,
       num_train_epochs=fv.num_train_epochs, warmup_proportion=fv.warmup_proportion,
       seed=fv.seed, use_tpu=fv.use_tpu)
-  task_setup.check_run_config(output_dir, config,
+  run_config.check(output_dir, config,
                               also=("train_mode",) if fv.do_train else ())
   strategy = distribution.create_strategy(fv.use_tpu, fv.tpu_name, fv.tpu_zone,
                                           fv.gcp_project, fv.master)
-  model, _ = task_setup.create_model(strategy, modeling.BertSpanLabeler, options, base,
+  model, _ = model_setup.create_model(strategy, modeling.BertSpanLabeler, options, base,
                                      output_dir, adapter_metadata={"task": "squad"})
 
   tf.io.gfile.makedirs(output_dir)
-  task_setup.write_run_config(output_dir, config, training_run=fv.do_train)
+  run_config.write(output_dir, config, training_run=fv.do_train)
   convert = dict(tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
                  doc_stride=fv.doc_stride, max_query_length=fv.max_query_length)
   if fv.do_train:
@@ -242,12 +245,12 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
     logging.info("  Num split examples = %d", train_writer.num_features)
     logging.info("  Batch size = %d", fv.train_batch_size)
     logging.info("  Num steps = %d", settings.num_train_steps)
-    global_step = training.train(
+    global_step = loop.train(
         strategy, model, span_loss,
         train_dataset(train_record, fv.max_seq_length, fv.train_batch_size,
-                      task_setup.shuffle_seed(fv.seed)),
-        settings)["global_step"]
-    task_setup.save_adapter_model(model, options, output_dir, metadata={
+                      model_setup.shuffle_seed(fv.seed)),
+        settings, model_setup.base_reference(model, options, output_dir))["global_step"]
+    model_setup.save_adapter_model(model, options, output_dir, metadata={
         "task": "squad", "version_2_with_negative": version_2,
         "max_seq_length": fv.max_seq_length, "do_lower_case": fv.do_lower_case,
         "train_mode": config["train_mode"], "global_step": global_step})
@@ -262,8 +265,8 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   dataset = predict_dataset(eval_writer.filename, fv.max_seq_length,
                             fv.predict_batch_size, len(features),
                             pad_last_batch=fv.use_tpu or fv.use_xla)
-  outputs = training.predict(strategy, model, dataset, jit_compile=fv.use_xla)
-  predictions, _, null_odds = squad_postprocess.write_predictions(
+  outputs = loop.predict(strategy, model, dataset, jit_compile=fv.use_xla)
+  predictions, _, null_odds = postprocess.write_predictions(
       eval_examples, features, raw_results(outputs, features), fv.n_best_size,
       fv.max_answer_length, fv.do_lower_case,
       posixpath.join(output_dir, "predictions.json"),

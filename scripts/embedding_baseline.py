@@ -15,17 +15,15 @@ the pretrained weights at all (README, "The paper's claim on real runs"):
 
 import csv
 import os
-import sys
 
 from absl import app
 from absl import flags
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
-import modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
+from checkpoints import checkpoint_io
+import modeling
+import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -55,7 +53,7 @@ def main(argv):
   tokenizer = tokenization.FullTokenizer(os.path.join(FLAGS.model_dir, "vocab.txt"))
   encoder = modeling.BertEncoder(modeling.BertConfig.from_json_file(
       os.path.join(FLAGS.model_dir, "bert_config.json")))
-  checkpoints.load_checkpoint(encoder, os.path.join(FLAGS.model_dir, "bert_model.ckpt"))
+  checkpoint_io.load_checkpoint(encoder, os.path.join(FLAGS.model_dir, "bert_model.ckpt"))
   features = {}
   for split in ("train", "dev"):
     with open(os.path.join(FLAGS.data_dir, split + ".tsv"), encoding="utf-8") as f:

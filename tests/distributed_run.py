@@ -27,13 +27,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import checkpoints
-import distribution
+from checkpoints import checkpoint_io
+from runtime import distribution
 import modeling
 import optimization
 import tiny_bert
-import trainable
-import training
+from runtime import trainable
+from runtime import loop
 from adapter_layers import AdapterConfig
 
 NUM_EXAMPLES, SEQ_LENGTH, BATCH_SIZE, NUM_STEPS = 24, 16, 8, 6
@@ -45,8 +45,9 @@ ADAPTER_SIZE = 4
 LOSS_SCALE = 100.0
 SETTINGS = dict(train_batch_size=BATCH_SIZE, num_train_steps=NUM_STEPS,
                 num_warmup_steps=0, learning_rate=2e-3, save_checkpoints_steps=3,
-                # 2 steps per host call exercises the in-graph loop; loops end
-                # at steps 2, 3 (checkpoint), 5, 6.
+                # 2 steps per host call exercises the in-graph loop; host calls
+                # end at steps 1 and 2 (the first two run one step each, to time
+                # a step: runtime/progress.py), 3 (checkpoint), 5, 6.
                 iterations_per_loop=2)
 
 
@@ -114,7 +115,7 @@ def build_model(strategy, data_dir):
     # The head's dropout is the original's fixed 0.1, not in bert_config.json.
     model.dropout.rate = 0.0
     model.ensure_built()
-    checkpoints.load_checkpoint(model, os.path.join(data_dir, "bert_model.ckpt"))
+    checkpoint_io.load_checkpoint(model, os.path.join(data_dir, "bert_model.ckpt"))
     trainable.set_trainable(model, trainable.TrainMode.parse("adapters"))
   return model
 
@@ -134,15 +135,15 @@ def train_and_predict(strategy, data_dir, files, output_dir, jit_compile=False,
                       predict=True):
   """Trains to NUM_STEPS and predicts the training set; JSON-able results."""
   model = build_model(strategy, data_dir)
-  settings = training.TrainSettings(output_dir=output_dir, jit_compile=jit_compile,
+  settings = loop.TrainSettings(output_dir=output_dir, jit_compile=jit_compile,
                                     **SETTINGS)
-  result = training.train(strategy, model, loss_fn, dataset(files, repeat=True), settings)
+  result = loop.train(strategy, model, loss_fn, dataset(files, repeat=True), settings)
   out = {"global_step": result["global_step"],
          "losses": read_scalars(output_dir, "loss"),
          "weights": {name: v.numpy().tolist()
                      for name, v in model.tf1_variable_map().items() if v.trainable}}
   if predict:
-    predictions = training.predict(strategy, model, dataset(files, repeat=False),
+    predictions = loop.predict(strategy, model, dataset(files, repeat=False),
                                    jit_compile=jit_compile)
     out["predictions"] = {k: v.tolist() for k, v in predictions.items()}
   return out

@@ -1,7 +1,11 @@
 """An independent NumPy forward pass of BERT with adapters, from TF1-named weights.
 
-Written from REFERENCE §1-2 (google-research/bert modeling.py and adapter-bert),
-sharing no code with modeling.py, as the reference for placement and numerics.
+Written from google-research/bert modeling.py (`embedding_postprocessor`,
+`attention_layer`, `transformer_model`, `gelu` (tanh form), `layer_norm` (epsilon
+1e-12 of tf.contrib.layers.layer_norm) and the pooler in `BertModel.__init__`) and
+google-research/adapter-bert modeling.py (`feedforward_adapter`, applied in
+`transformer_model` after each output projection and dropout, before the residual
+LayerNorm). It shares no code with modeling.py, so it checks placement and numerics.
 """
 
 import numpy as np

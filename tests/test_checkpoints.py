@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import adapter_checkpoint
-import checkpoints
+from checkpoints import adapter_weights
+from checkpoints import checkpoint_io
 import modeling
 import numpy_bert
 import tiny_bert
-import trainable
+from runtime import trainable
 from adapter_layers import AdapterConfig
 
 CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
@@ -38,7 +38,7 @@ def test_loads_google_checkpoint_and_logs_init_from_ckpt(tmp_path, caplog):
   model = modeling.BertClassifier(CONFIG, 2, AdapterConfig(size=4))
   trainable.set_trainable(model, trainable.TrainMode("adapters"))
   with caplog.at_level(py_logging.INFO):
-    loaded = checkpoints.load_checkpoint(model, ckpt)
+    loaded = checkpoint_io.load_checkpoint(model, ckpt)
   names = model.tf1_variable_map()
   for name, value in weights.items():
     if name.startswith("bert/"):
@@ -57,17 +57,17 @@ def test_missing_encoder_variable_and_shape_mismatch_are_clear_errors(tmp_path):
   _, _, ckpt, weights = tiny_bert.write_google_dir(str(tmp_path / "a"))
   del weights["bert/encoder/layer_1/intermediate/dense/kernel"]
   partial = str(tmp_path / "partial" / "model.ckpt")
-  checkpoints.write_tf1_checkpoint(partial, weights)
+  checkpoint_io.write_tf1_checkpoint(partial, weights)
   model = modeling.BertEncoder(CONFIG)
   with pytest.raises(ValueError, match="lacks 1 encoder variable.*layer_1/intermediate/dense/kernel"):
-    checkpoints.load_checkpoint(model, partial)
+    checkpoint_io.load_checkpoint(model, partial)
 
   other = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, max_position_embeddings=32))
   with pytest.raises(ValueError, match=r"position_embeddings has shape \(64, 32\) in the "
                                        r"checkpoint but \(32, 32\) in the model"):
-    checkpoints.load_checkpoint(modeling.BertEncoder(other), ckpt)
+    checkpoint_io.load_checkpoint(modeling.BertEncoder(other), ckpt)
   with pytest.raises(ValueError, match="checkpoint not found"):
-    checkpoints.load_checkpoint(model, str(tmp_path / "nope.ckpt"))
+    checkpoint_io.load_checkpoint(model, str(tmp_path / "nope.ckpt"))
 
 
 def test_original_adapter_bert_fine_tuned_checkpoint(tmp_path):
@@ -77,9 +77,9 @@ def test_original_adapter_bert_fine_tuned_checkpoint(tmp_path):
   weights = tiny_bert.random_weights(shapes, seed=11)
   slots = {f"{n}/adam_{s}": np.ones_like(v) for n, v in weights.items() for s in "mv"}
   ckpt = str(tmp_path / "model.ckpt-300")
-  checkpoints.write_tf1_checkpoint(ckpt, {**weights, **slots, "global_step": np.int64(300)})
+  checkpoint_io.write_tf1_checkpoint(ckpt, {**weights, **slots, "global_step": np.int64(300)})
   model = modeling.BertClassifier(CONFIG, 3, AdapterConfig(size=6))
-  checkpoints.load_checkpoint(model, ckpt)
+  checkpoint_io.load_checkpoint(model, ckpt)
   inputs = _inputs()
   _, pooled = numpy_bert.bert_forward(weights, 4, **inputs)
   expected = pooled @ weights["output_weights"].T + weights["output_bias"]
@@ -91,7 +91,7 @@ def test_squad_head_names(tmp_path):
       "cls/squad/output_weights": np.full((2, 32), 0.5, np.float32),
       "cls/squad/output_bias": np.array([1.0, -1.0], np.float32)})
   model = modeling.BertSpanLabeler(CONFIG)
-  checkpoints.load_checkpoint(model, ckpt)
+  checkpoint_io.load_checkpoint(model, ckpt)
   np.testing.assert_array_equal(model.output_bias.numpy(), [1.0, -1.0])
 
 
@@ -100,22 +100,22 @@ def test_own_object_based_checkpoint_from_a_directory(tmp_path):
   model = modeling.BertClassifier(CONFIG, 2, AdapterConfig(size=4))
   model.ensure_built()
   manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(model=checkpoints.trackable_variables(model)), str(tmp_path), 5)
+      tf.train.Checkpoint(model=checkpoint_io.trackable_variables(model)), str(tmp_path), 5)
   manager.save()
   keras.utils.set_random_seed(2)
   other = modeling.BertClassifier(CONFIG, 2, AdapterConfig(size=4))
-  checkpoints.load_checkpoint(other, str(tmp_path))
+  checkpoint_io.load_checkpoint(other, str(tmp_path))
   inputs = _inputs()
   np.testing.assert_array_equal(model(inputs).numpy(), other(inputs).numpy())
   mismatched = modeling.BertClassifier(CONFIG, 5, AdapterConfig(size=4))
   with pytest.raises(ValueError, match="does not fit the model"):
-    checkpoints.load_checkpoint(mismatched, str(tmp_path))
+    checkpoint_io.load_checkpoint(mismatched, str(tmp_path))
 
 
 def _trained_model(ckpt, mode="adapters", seed=0):
   keras.utils.set_random_seed(seed)
   model = modeling.BertClassifier(CONFIG, 2, AdapterConfig(size=4))
-  checkpoints.load_checkpoint(model, ckpt)
+  checkpoint_io.load_checkpoint(model, ckpt)
   trainable.set_trainable(model, trainable.TrainMode.parse(mode))
   return model
 
@@ -173,7 +173,7 @@ def test_parameter_counts_of_bert_base_with_mrpc_head(caplog):
   assert "***** Total Trainable Parameters = 2419202 *****" in caplog.text
   assert sum(int(np.prod(v.shape)) for v in model.trainable_variables) == 2419202
   # The adapter-only file of this model holds those 2.4M floats, not 110M.
-  path = adapter_checkpoint.save_adapter_weights(model, "ram://bert_base_adapters")
+  path = adapter_weights.save_adapter_weights(model, "ram://bert_base_adapters")
   assert tf.io.gfile.stat(path).length < 2419202 * 4 + 100_000
 
 
@@ -187,6 +187,10 @@ def test_train_mode_parsing():
     trainable.set_trainable(modeling.BertClassifier(CONFIG, 2), trainable.TrainMode("adapters"))
 
 
+# What save_adapter_weights leaves in its output directory, and nothing else.
+_SAVED_FILES = ["adapter_config.json", "adapter_weights.safetensors"]
+
+
 def test_adapter_only_weights_restore_exactly_and_refuse_another_base(tmp_path):
   _, _, ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "base"))
   model = _trained_model(ckpt)
@@ -194,45 +198,111 @@ def test_adapter_only_weights_restore_exactly_and_refuse_another_base(tmp_path):
   inputs = _inputs()
   expected = model(inputs).numpy()
   out = str(tmp_path / "adapter_model")
-  adapter_checkpoint.save_adapter_weights(model, out, metadata={"task": "mrpc"})
-  header = adapter_checkpoint.read_adapter_header(out)
+  adapter_weights.save_adapter_weights(model, out, metadata={"task": "mrpc"})
+  header = adapter_weights.read_adapter_header(out)
   assert header["metadata"] == {"task": "mrpc"}
   assert all("adapters" in n or "LayerNorm" in n or not n.startswith("bert/")
              for n in header["variables"])
-  assert os.path.exists(os.path.join(out, "adapter_config.json"))
+  assert sorted(os.listdir(out)) == _SAVED_FILES
 
   fresh = _trained_model(ckpt, seed=5)  # Same base, other random adapters/head.
   assert not np.array_equal(fresh(inputs).numpy(), expected)
-  adapter_checkpoint.load_adapter_weights(fresh, out)
+  adapter_weights.load_adapter_weights(fresh, out)
   np.testing.assert_array_equal(fresh(inputs).numpy(), expected)
 
   _, _, other_ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=9)
   wrong = _trained_model(other_ckpt)
   with pytest.raises(ValueError, match="trained on another base model"):
-    adapter_checkpoint.load_adapter_weights(wrong, out)
+    adapter_weights.load_adapter_weights(wrong, out)
   bigger = modeling.BertClassifier(CONFIG, 2, AdapterConfig(size=8))
   with pytest.raises(ValueError, match="adapter config"):
-    adapter_checkpoint.load_adapter_weights(bigger, out)
+    adapter_weights.load_adapter_weights(bigger, out)
 
 
 def test_adapter_weights_on_ram_filesystem(tmp_path):
   _, _, ckpt, _ = tiny_bert.write_google_dir(str(tmp_path))
   model = _trained_model(ckpt)
-  adapter_checkpoint.save_adapter_weights(model, "ram://adapters/task")
-  assert tf.io.gfile.exists("ram://adapters/task/adapter_weights.safetensors")
-  assert not tf.io.gfile.exists("ram://adapters/task/adapter_weights.safetensors.tmp")
+  adapter_weights.save_adapter_weights(model, "ram://adapters/task")
+  # Exactly the two outputs: no temporary (`.NAME.tmp-<random>`) left beside them.
+  assert sorted(tf.io.gfile.listdir("ram://adapters/task")) == _SAVED_FILES
   fresh = _trained_model(ckpt, seed=3)
-  adapter_checkpoint.load_adapter_weights(fresh, "ram://adapters/task")
+  adapter_weights.load_adapter_weights(fresh, "ram://adapters/task")
   inputs = _inputs()
   np.testing.assert_array_equal(fresh(inputs).numpy(), model(inputs).numpy())
+
+
+class _FailingWrite:
+  """tf.io.gfile.GFile that, for the adapter weights' temporary, writes half and fails."""
+
+  real = tf.io.gfile.GFile
+  temporaries = []
+
+  def __init__(self, path, mode="r"):
+    self._file = self.real(path, mode)
+    self._fail = os.path.basename(path).startswith(".adapter_weights.safetensors.tmp-")
+    if self._fail:
+      self.temporaries.append(path)
+
+  def write(self, data):
+    if self._fail:
+      self._file.write(data[:len(data) // 2])
+      self._file.flush()
+      raise tf.errors.ResourceExhaustedError(None, None, "disk full (test)")
+    return self._file.write(data)
+
+  def __getattr__(self, name):
+    return getattr(self._file, name)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    return self._file.__exit__(*exc)
+
+
+@pytest.mark.parametrize("fail_at", ["write", "rename"])
+def test_failed_adapter_weights_save_keeps_the_old_files_and_no_temporary(
+    tmp_path, monkeypatch, fail_at):
+  _, _, ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "base"))
+  out = str(tmp_path / "adapter_model")
+  model = _trained_model(ckpt)
+  adapter_weights.save_adapter_weights(model, out, metadata={"run": 1})
+  assert sorted(os.listdir(out)) == _SAVED_FILES
+  before = {n: open(os.path.join(out, n), "rb").read() for n in _SAVED_FILES}
+
+  other = _trained_model(ckpt, seed=3)  # Other adapters: a full save would change the bytes.
+  _FailingWrite.temporaries = []
+  if fail_at == "write":
+    monkeypatch.setattr(tf.io.gfile, "GFile", _FailingWrite)
+    error = tf.errors.ResourceExhaustedError
+  else:  # The temporary is complete; moving it into place fails.
+    def failing_rename(src, dst, overwrite=False):
+      _FailingWrite.temporaries.append(src)
+      assert os.path.exists(src)
+      raise OSError("rename failed (test)")
+    monkeypatch.setattr(tf.io.gfile, "rename", failing_rename)
+    error = OSError
+  with pytest.raises(error, match="test"):
+    adapter_weights.save_adapter_weights(other, out, metadata={"run": 2})
+  monkeypatch.undo()
+
+  # The failure happened on a `.NAME.tmp-<random>` sibling, which is gone again.
+  assert len(_FailingWrite.temporaries) == 1
+  assert os.path.dirname(_FailingWrite.temporaries[0]) == out
+  assert sorted(os.listdir(out)) == _SAVED_FILES
+  assert {n: open(os.path.join(out, n), "rb").read() for n in _SAVED_FILES} == before
+  assert adapter_weights.read_adapter_header(out)["metadata"] == {"run": 1}
+  adapter_weights.save_adapter_weights(other, out, metadata={"run": 2})
+  assert open(os.path.join(out, _SAVED_FILES[1]), "rb").read() != before[_SAVED_FILES[1]]
+  assert sorted(os.listdir(out)) == _SAVED_FILES
 
 
 def test_google_checkpoint_on_ram_filesystem(tmp_path):
   """ram:// stands in for gs://: prefixes there also look like directories."""
   _, _, ckpt, weights = tiny_bert.write_google_dir(str(tmp_path))
-  checkpoints.write_tf1_checkpoint("ram://google/bert_model.ckpt", weights)
+  checkpoint_io.write_tf1_checkpoint("ram://google/bert_model.ckpt", weights)
   model = modeling.BertEncoder(CONFIG)
-  checkpoints.load_checkpoint(model, "ram://google/bert_model.ckpt")
+  checkpoint_io.load_checkpoint(model, "ram://google/bert_model.ckpt")
   np.testing.assert_array_equal(
       model.tf1_variable_map()["bert/pooler/dense/kernel"].numpy(),
       weights["bert/pooler/dense/kernel"])
@@ -250,16 +320,16 @@ def test_in_memory_arrays_load_with_the_checks_of_a_checkpoint(tmp_path):
   same weights fill the model alike, and refuse the same mistakes alike."""
   _, _, ckpt, weights = tiny_bert.write_google_dir(str(tmp_path))
   from_file, from_arrays = (modeling.BertEncoder(CONFIG) for _ in range(2))
-  checkpoints.load_checkpoint(from_file, ckpt)
-  loaded = checkpoints.load_arrays(from_arrays, weights, "test arrays")
+  checkpoint_io.load_checkpoint(from_file, ckpt)
+  loaded = checkpoint_io.load_arrays(from_arrays, weights, "test arrays")
   assert set(loaded) == set(weights)
   inputs = _inputs()
   np.testing.assert_array_equal(from_arrays(inputs)["sequence_output"].numpy(),
                                 from_file(inputs)["sequence_output"].numpy())
   partial = {k: v for k, v in weights.items() if "layer_1/output/dense" not in k}
   with pytest.raises(ValueError, match="test arrays lacks 2 encoder variable"):
-    checkpoints.load_arrays(modeling.BertEncoder(CONFIG), partial, "test arrays")
+    checkpoint_io.load_arrays(modeling.BertEncoder(CONFIG), partial, "test arrays")
   other = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, max_position_embeddings=32))
   with pytest.raises(ValueError, match=r"test arrays: variable bert/embeddings/position_"
                                        r"embeddings has shape \(64, 32\)"):
-    checkpoints.load_arrays(modeling.BertEncoder(other), weights, "test arrays")
+    checkpoint_io.load_arrays(modeling.BertEncoder(other), weights, "test arrays")

@@ -1,4 +1,4 @@
-"""Tests for glue_processors.py and classifier_features.py (run_classifier.py's data side).
+"""Tests for classification/processors.py and classification/features.py (run_classifier.py's data side).
 
 Expected examples are read off the sample files in data/glue by hand; feature
 layouts are hand-tokenized with a whitespace tokenizer whose ids are listed here.
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import classifier_data as cd
-import classifier_features
-from glue_processors import InputExample, PaddingInputExample, TsvFormatError
+from classification import processors
+from classification import features as classifier_features
+from classification.processors import InputExample, PaddingInputExample, TsvFormatError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(ROOT, "data", "glue")
@@ -43,7 +43,7 @@ class WhitespaceTokenizer:
 
 
 def _examples(task, split, data_dir, **options):
-  return getattr(cd.get_processor(task, **options), f"get_{split}_examples")(data_dir)
+  return getattr(processors.get_processor(task, **options), f"get_{split}_examples")(data_dir)
 
 
 # (task, directory, split, count, first example) -- read off the sample files.
@@ -126,13 +126,13 @@ def test_quotes_stay_in_the_text():
 
 
 def test_labels_and_regression_flags():
-  assert cd.get_processor("mnli").get_labels() == ["contradiction", "entailment", "neutral"]
-  assert cd.get_processor("ax").get_labels() == ["contradiction", "entailment", "neutral"]
-  assert cd.get_processor("rte").get_labels() == ["entailment", "not_entailment"]
-  assert cd.get_processor("mrpc").get_labels() == ["0", "1"]
-  stsb = cd.get_processor("STS-B")
+  assert processors.get_processor("mnli").get_labels() == ["contradiction", "entailment", "neutral"]
+  assert processors.get_processor("ax").get_labels() == ["contradiction", "entailment", "neutral"]
+  assert processors.get_processor("rte").get_labels() == ["entailment", "not_entailment"]
+  assert processors.get_processor("mrpc").get_labels() == ["0", "1"]
+  stsb = processors.get_processor("STS-B")
   assert stsb.is_regression and stsb.get_labels() is None and stsb.num_labels() == 1
-  assert cd.get_processor("cola").num_labels() == 2
+  assert processors.get_processor("cola").num_labels() == 2
 
 
 def test_xnli_keeps_one_language_and_renames_contradictory():
@@ -154,13 +154,13 @@ def test_ax_is_test_only():
 
 def test_get_processor_errors():
   with pytest.raises(ValueError, match="^Task not found: foo$"):
-    cd.get_processor("FOO")
+    processors.get_processor("FOO")
   with pytest.raises(ValueError, match="does not take"):
-    cd.get_processor("mrpc", text_a_column="x")
+    processors.get_processor("mrpc", text_a_column="x")
 
 
 def test_user_tsv_task():
-  processor = cd.get_processor("tsv", data_dir=TSV_EXAMPLE)
+  processor = processors.get_processor("tsv", data_dir=TSV_EXAMPLE)
   # Sorted unique labels of train.tsv.
   assert processor.get_labels() == ["negative", "neutral", "positive"]
   train = processor.get_train_examples(TSV_EXAMPLE)
@@ -168,7 +168,7 @@ def test_user_tsv_task():
   assert train[3].text_a == 'The "quick start" guide was useless.'
   test = processor.get_test_examples(TSV_EXAMPLE)  # no label column: dummy label
   assert test[0] == InputExample("test-1", "The strap feels cheap.", None, "negative")
-  chosen = cd.get_processor("tsv", labels=["positive", "neutral", "negative"])
+  chosen = processors.get_processor("tsv", labels=["positive", "neutral", "negative"])
   assert chosen.get_labels() == ["positive", "neutral", "negative"]
   assert len(chosen.get_dev_examples(TSV_EXAMPLE)) == 6
 
@@ -178,7 +178,7 @@ def test_user_tsv_pairs_bom_blank_lines_and_bad_labels(tmp_path):
       "\ufeffq\tanswer\tlabel\tid\nWhy?\tBecause.\tyes\t1\n\nHow?\tSomehow.\tno\t2\n",
       encoding="utf-8")
   (tmp_path / "dev.tsv").write_text("q\tanswer\tlabel\nWho?\tMe.\tmaybe\n", encoding="utf-8")
-  processor = cd.get_processor("tsv", data_dir=str(tmp_path), text_a_column="q",
+  processor = processors.get_processor("tsv", data_dir=str(tmp_path), text_a_column="q",
                                text_b_column="answer")
   assert processor.get_labels() == ["no", "yes"]
   train = processor.get_train_examples(str(tmp_path))
@@ -188,9 +188,9 @@ def test_user_tsv_pairs_bom_blank_lines_and_bad_labels(tmp_path):
   with pytest.raises(TsvFormatError, match=r"dev\.tsv:2: label 'maybe' is not one of"):
     processor.get_dev_examples(str(tmp_path))
   with pytest.raises(TsvFormatError, match=r"train\.tsv:1: no column named 'text'"):
-    cd.get_processor("tsv", data_dir=str(tmp_path), text_a_column="text").get_labels()
+    processors.get_processor("tsv", data_dir=str(tmp_path), text_a_column="text").get_labels()
   with pytest.raises(ValueError, match="needs data_dir"):
-    cd.get_processor("tsv").get_labels()
+    processors.get_processor("tsv").get_labels()
 
 
 def _write(path, text):
@@ -246,19 +246,19 @@ def test_ram_data_dir():
 
 def test_truncate_seq_pair_by_hand():
   a, b = ["a1", "a2", "a3", "a4", "a5"], ["b1", "b2"]
-  cd.truncate_seq_pair(a, b, 5)  # only the longer side loses tokens
+  classifier_features.truncate_seq_pair(a, b, 5)  # only the longer side loses tokens
   assert (a, b) == (["a1", "a2", "a3"], ["b1", "b2"])
   a, b = ["a1", "a2", "a3"], ["b1", "b2", "b3"]
-  cd.truncate_seq_pair(a, b, 3)  # equal lengths pop from b first: (3,2) (2,2) (2,1)
+  classifier_features.truncate_seq_pair(a, b, 3)  # equal lengths pop from b first: (3,2) (2,2) (2,1)
   assert (a, b) == (["a1", "a2"], ["b1"])
   a, b = ["a1"], ["b1"]
-  cd.truncate_seq_pair(a, b, 5)
+  classifier_features.truncate_seq_pair(a, b, 5)
   assert (a, b) == (["a1"], ["b1"])
 
 
 def test_feature_layout_of_a_pair():
   example = InputExample("x-1", "The cat sat", "a dog", "1")
-  f = cd.convert_single_example(0, example, ["0", "1"], 10, WhitespaceTokenizer())
+  f = classifier_features.convert_single_example(0, example, ["0", "1"], 10, WhitespaceTokenizer())
   # [CLS] the cat sat [SEP] a dog [SEP] pad pad
   assert f.input_ids == [2, 4, 5, 6, 3, 7, 8, 3, 0, 0]
   assert f.input_mask == [1, 1, 1, 1, 1, 1, 1, 1, 0, 0]
@@ -269,41 +269,41 @@ def test_feature_layout_of_a_pair():
 def test_truncation_in_conversion():
   tok = WhitespaceTokenizer()
   pair = InputExample("x", "the cat sat on the mat", "a dog ran", "0")
-  f = cd.convert_single_example(0, pair, ["0", "1"], 8, tok)
+  f = classifier_features.convert_single_example(0, pair, ["0", "1"], 8, tok)
   # 8 - 3 = 5 tokens: (6,3)->(5,3)->(4,3)->(3,3), then equal lengths pop b: (3,2).
   assert f.input_ids == [2, 4, 5, 6, 3, 7, 8, 3]
   assert f.segment_ids == [0, 0, 0, 0, 0, 1, 1, 1]
   single = InputExample("y", "the cat sat on the mat", None, "1")
-  f = cd.convert_single_example(0, single, ["0", "1"], 4, tok)
+  f = classifier_features.convert_single_example(0, single, ["0", "1"], 4, tok)
   assert f.input_ids == [2, 4, 5, 3] and f.input_mask == [1, 1, 1, 1]
   # An empty second text gives the single-sentence layout, as the original.
-  f = cd.convert_single_example(0, InputExample("z", "a dog", "", "1"), ["0", "1"], 6, tok)
+  f = classifier_features.convert_single_example(0, InputExample("z", "a dog", "", "1"), ["0", "1"], 6, tok)
   assert f.input_ids == [2, 7, 8, 3, 0, 0] and f.segment_ids == [0] * 6
 
 
 def test_padding_example_and_regression_label():
   tok = WhitespaceTokenizer()
-  f = cd.convert_single_example(0, PaddingInputExample(), ["0", "1"], 4, tok)
+  f = classifier_features.convert_single_example(0, PaddingInputExample(), ["0", "1"], 4, tok)
   assert (f.input_ids, f.input_mask, f.segment_ids) == ([0] * 4, [0] * 4, [0] * 4)
   assert (f.label_id, f.is_real_example) == (0, False)
-  f = cd.convert_single_example(0, InputExample("s", "a dog", "a cat", 3.5), None, 8, tok)
+  f = classifier_features.convert_single_example(0, InputExample("s", "a dog", "a cat", 3.5), None, 8, tok)
   assert f.label_id == 3.5 and isinstance(f.label_id, float)
 
 
 def test_unknown_label_names_example_and_source():
   example = InputExample("dev-7", "a dog", None, "maybe", source="dev.tsv:8")
   with pytest.raises(ValueError, match=r"dev-7 \(dev\.tsv:8\): label 'maybe' is not one of"):
-    cd.convert_single_example(0, example, ["0", "1"], 8, WhitespaceTokenizer())
+    classifier_features.convert_single_example(0, example, ["0", "1"], 8, WhitespaceTokenizer())
 
 
 def test_pad_examples_for_tpu(caplog):
   caplog.set_level(logging.INFO, logger="absl")
   examples = [InputExample(str(i), "a", None, "0") for i in range(5)]
-  padded = cd.pad_examples_for_tpu(examples, 4)
+  padded = classifier_features.pad_examples_for_tpu(examples, 4)
   assert len(padded) == 8 and padded[:5] == examples and len(examples) == 5
   assert all(isinstance(e, PaddingInputExample) for e in padded[5:])
   assert "  Num examples = 8 (5 actual, 3 padding)" in caplog.messages
-  assert len(cd.pad_examples_for_tpu(examples[:4], 4)) == 4
+  assert len(classifier_features.pad_examples_for_tpu(examples[:4], 4)) == 4
 
 
 EXAMPLES = [InputExample("e-1", "the cat sat", "on the mat", "1"),
@@ -314,9 +314,9 @@ EXAMPLES = [InputExample("e-1", "the cat sat", "on the mat", "1"),
 def test_record_round_trip_through_make_dataset(tmp_path):
   record = str(tmp_path / "eval.tf_record")
   examples = EXAMPLES + [PaddingInputExample()]
-  cd.file_based_convert_examples_to_features(examples, ["0", "1"], 9, WhitespaceTokenizer(),
+  classifier_features.file_based_convert_examples_to_features(examples, ["0", "1"], 9, WhitespaceTokenizer(),
                                              record)
-  batches = list(cd.make_dataset(record, 9, 3, is_training=False, drop_remainder=False))
+  batches = list(classifier_features.make_dataset(record, 9, 3, is_training=False, drop_remainder=False))
   assert len(batches) == 2
   features, labels = batches[0]
   assert set(features) == {"input_ids", "input_mask", "segment_ids", "is_real_example"}
@@ -331,23 +331,23 @@ def test_record_round_trip_through_make_dataset(tmp_path):
   np.testing.assert_array_equal(last_features["is_real_example"], [0])
   np.testing.assert_array_equal(features["is_real_example"], [1, 1, 1])
 
-  static = cd.make_dataset(record, 9, 2, is_training=False, drop_remainder=True)
+  static = classifier_features.make_dataset(record, 9, 2, is_training=False, drop_remainder=True)
   assert static.element_spec[0]["input_ids"].shape.as_list() == [2, 9]
   assert len(list(static)) == 2
 
-  train = cd.make_dataset(record, 9, 2, is_training=True, drop_remainder=True, seed=1)
+  train = classifier_features.make_dataset(record, 9, 2, is_training=True, drop_remainder=True, seed=1)
   seen = [tuple(x) for f, _ in train.take(6) for x in f["input_ids"].numpy()]
   assert len(seen) == 12  # repeats past the 4 records
   assert set(seen) <= {tuple(x) for f, _ in batches for x in f["input_ids"].numpy()}
-  again = cd.make_dataset(record, 9, 2, is_training=True, drop_remainder=True, seed=1)
+  again = classifier_features.make_dataset(record, 9, 2, is_training=True, drop_remainder=True, seed=1)
   assert seen == [tuple(x) for f, _ in again.take(6) for x in f["input_ids"].numpy()]
 
 
 def test_regression_record(tmp_path):
   record = str(tmp_path / "sts.tf_record")
   examples = [InputExample("s-1", "a dog", "a cat", 4.25), InputExample("s-2", "the", None, 0.5)]
-  cd.file_based_convert_examples_to_features(examples, None, 6, WhitespaceTokenizer(), record)
-  (_, labels), = list(cd.make_dataset(record, 6, 2, False, False, is_regression=True))
+  classifier_features.file_based_convert_examples_to_features(examples, None, 6, WhitespaceTokenizer(), record)
+  (_, labels), = list(classifier_features.make_dataset(record, 6, 2, False, False, is_regression=True))
   assert labels.dtype == tf.float32
   np.testing.assert_array_equal(labels, [4.25, 0.5])
 
@@ -356,14 +356,14 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path):
   record = str(tmp_path / "train.tf_record")
   failing = WhitespaceTokenizer(fail_on="a dog ran")
   with pytest.raises(RuntimeError, match="simulated"):
-    cd.file_based_convert_examples_to_features(EXAMPLES, ["0", "1"], 8, failing, record)
+    classifier_features.file_based_convert_examples_to_features(EXAMPLES, ["0", "1"], 8, failing, record)
   assert os.listdir(tmp_path) == []
 
-  cd.file_based_convert_examples_to_features(EXAMPLES, ["0", "1"], 8, WhitespaceTokenizer(),
+  classifier_features.file_based_convert_examples_to_features(EXAMPLES, ["0", "1"], 8, WhitespaceTokenizer(),
                                              record)
   before = open(record, "rb").read()
   with pytest.raises(RuntimeError):
-    cd.file_based_convert_examples_to_features(EXAMPLES, ["0", "1"], 8, failing, record)
+    classifier_features.file_based_convert_examples_to_features(EXAMPLES, ["0", "1"], 8, failing, record)
   assert os.listdir(tmp_path) == ["train.tf_record"]
   assert open(record, "rb").read() == before  # the old record is untouched
 
@@ -390,8 +390,8 @@ def test_record_is_reused_until_its_inputs_change(tmp_path, count_builds):
 
   def ensure(max_seq_length=16, tokenizer=tok, pad_to=1):
     examples = _examples("mrpc", "train", str(data_dir))
-    examples = cd.pad_examples_for_tpu(examples, pad_to)
-    return cd.ensure_feature_record(examples, labels, max_seq_length, tokenizer, record)
+    examples = classifier_features.pad_examples_for_tpu(examples, pad_to)
+    return classifier_features.ensure_feature_record(examples, labels, max_seq_length, tokenizer, record)
 
   assert ensure() == 8 and len(count_builds) == 1
   assert ensure() == 8 and len(count_builds) == 1  # unchanged: reused
@@ -401,7 +401,7 @@ def test_record_is_reused_until_its_inputs_change(tmp_path, count_builds):
   path = data_dir / "train.tsv"
   path.write_text(path.read_text().replace("The council approved", "The cat sat"))
   assert ensure() == 8 and len(count_builds) == 2
-  (features, _), = list(cd.make_dataset(record, 16, 1, False, False).take(1))
+  (features, _), = list(classifier_features.make_dataset(record, 16, 1, False, False).take(1))
   np.testing.assert_array_equal(features["input_ids"][0][:4], [2, 4, 5, 6])
   assert ensure() == 8 and len(count_builds) == 2
 
@@ -418,24 +418,24 @@ def test_record_is_reused_until_its_inputs_change(tmp_path, count_builds):
 def test_failed_rebuild_is_not_reused_later(tmp_path, count_builds):
   record = str(tmp_path / "eval.tf_record")
   tok = WhitespaceTokenizer()
-  cd.ensure_feature_record(EXAMPLES, ["0", "1"], 8, tok, record)
+  classifier_features.ensure_feature_record(EXAMPLES, ["0", "1"], 8, tok, record)
   changed = EXAMPLES[:2] + [InputExample("e-3", "a dog ran", None, "1")]
   with pytest.raises(RuntimeError):
-    cd.ensure_feature_record(changed, ["0", "1"], 8, WhitespaceTokenizer(fail_on="a dog ran"),
+    classifier_features.ensure_feature_record(changed, ["0", "1"], 8, WhitespaceTokenizer(fail_on="a dog ran"),
                              record)
   assert sorted(os.listdir(tmp_path)) == ["eval.tf_record"]  # meta gone, no temp files
   # The surviving old record has no meta, so even the old inputs rebuild it.
-  cd.ensure_feature_record(EXAMPLES, ["0", "1"], 8, tok, record)
+  classifier_features.ensure_feature_record(EXAMPLES, ["0", "1"], 8, tok, record)
   assert len(count_builds) == 3
 
 
 def test_ensure_feature_record_on_ram():
   record = "ram://records_test/train.tf_record"
   tf.io.gfile.makedirs("ram://records_test")
-  n = cd.ensure_feature_record(EXAMPLES, ["0", "1"], 8, WhitespaceTokenizer(), record)
+  n = classifier_features.ensure_feature_record(EXAMPLES, ["0", "1"], 8, WhitespaceTokenizer(), record)
   assert n == 3
-  assert len(list(cd.make_dataset(record, 8, 2, False, False))) == 2
-  assert cd.ensure_feature_record(EXAMPLES, ["0", "1"], 8, WhitespaceTokenizer(), record) == 3
+  assert len(list(classifier_features.make_dataset(record, 8, 2, False, False))) == 2
+  assert classifier_features.ensure_feature_record(EXAMPLES, ["0", "1"], 8, WhitespaceTokenizer(), record) == 3
 
 
 def test_project_full_tokenizer(tmp_path):
@@ -446,10 +446,10 @@ def test_project_full_tokenizer(tmp_path):
                                    "un", "runn", "##ing", ","]) + "\n")
   tok = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
   example = InputExample("t-1", "UNwant\u00E9d,running", "running", "0")
-  f = cd.convert_single_example(0, example, ["0", "1"], 12, tok)
+  f = classifier_features.convert_single_example(0, example, ["0", "1"], 12, tok)
   # [CLS] un ##want ##ed , runn ##ing [SEP] runn ##ing [SEP] pad
   assert f.input_ids == [1, 7, 4, 5, 10, 8, 9, 2, 8, 9, 2, 0]
   assert f.segment_ids == [0] * 8 + [1] * 3 + [0]
   cased = tokenization.FullTokenizer(str(vocab_file), do_lower_case=False)
-  assert (cd.features_fingerprint(EXAMPLES, ["0", "1"], 8, tok)
-          != cd.features_fingerprint(EXAMPLES, ["0", "1"], 8, cased))
+  assert (classifier_features.features_fingerprint(EXAMPLES, ["0", "1"], 8, tok)
+          != classifier_features.features_fingerprint(EXAMPLES, ["0", "1"], 8, cased))

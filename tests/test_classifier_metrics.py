@@ -1,4 +1,4 @@
-"""Tests for classifier_metrics.py against hand-computed values and exact file bytes."""
+"""Tests for classification/metrics.py against hand-computed values and exact file bytes."""
 
 import logging
 import math
@@ -9,7 +9,9 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-import classifier_metrics as cm
+from classification import metrics as cm
+from classification import processors
+from classification import task as classifier_task
 
 # Logits log(p) give softmax = p exactly, so the loss is -log p(label) by hand.
 P = np.array([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7], [0.9, 0.1], [0.5, 0.5]])
@@ -19,7 +21,7 @@ LOGITS = np.log(P)
 def test_accuracy_and_loss_ignore_padding():
   labels = [0, 1, 0, 1, 0]
   real = [1, 1, 1, 1, 0]  # the last row is TPU padding
-  r = cm.compute_metrics("rte", labels, LOGITS, real)
+  r = cm.compute_metrics("rte", labels, LOGITS, real, is_regression=False)
   assert set(r) == {"eval_accuracy", "eval_loss"}
   # Predictions 0, 1, 1, 0 on labels 0, 1, 0, 1: two right out of four.
   assert r["eval_accuracy"] == np.float32(0.5)
@@ -27,7 +29,7 @@ def test_accuracy_and_loss_ignore_padding():
   assert r["eval_loss"] == pytest.approx(expected_loss, rel=1e-6)
   assert r["eval_loss"].dtype == np.float32
   # Without weights every row counts (row 5: argmax picks 0 on a tie, label 0).
-  r = cm.compute_metrics("rte", labels, LOGITS)
+  r = cm.compute_metrics("rte", labels, LOGITS, is_regression=False)
   assert r["eval_accuracy"] == np.float32(0.6)
 
 
@@ -37,20 +39,20 @@ def test_f1_for_mrpc_and_qqp():
   logits = np.eye(2)[preds] * 3.0
   # TP 2, FP 1, FN 2: F1 = 2*2 / (2*2 + 1 + 2) = 4/7.
   for task in ("MRPC", "qqp"):
-    r = cm.compute_metrics(task, labels, logits)
+    r = cm.compute_metrics(task, labels, logits, is_regression=False)
     assert set(r) == {"eval_accuracy", "eval_loss", "eval_f1"}
     assert r["eval_f1"] == pytest.approx(4 / 7, rel=1e-6)
     assert r["eval_accuracy"] == np.float32(5 / 8)
   # The padded row (a false positive) does not count.
   r = cm.compute_metrics("mrpc", np.append(labels, 0), np.vstack([logits, [0.0, 3.0]]),
-                         [1] * 8 + [0])
+                         [1] * 8 + [0], is_regression=False)
   assert r["eval_f1"] == pytest.approx(4 / 7, rel=1e-6)
 
 
 def test_mcc_for_cola():
   labels = np.array([1, 1, 1, 0, 0, 0, 1, 0])
   preds = np.array([1, 1, 0, 1, 0, 0, 0, 0])
-  r = cm.compute_metrics("cola", labels, np.eye(2)[preds])
+  r = cm.compute_metrics("cola", labels, np.eye(2)[preds], is_regression=False)
   # TP 2, TN 3, FP 1, FN 2: (2*3 - 1*2) / sqrt(3 * 4 * 5 * 4) = 4 / sqrt(240).
   assert r["eval_mcc"] == pytest.approx(4 / math.sqrt(240), rel=1e-6)
   assert set(r) == {"eval_accuracy", "eval_loss", "eval_mcc"}
@@ -59,7 +61,7 @@ def test_mcc_for_cola():
 def test_pearson_spearman_and_mse_for_stsb():
   labels = np.array([1.0, 2.0, 3.0, 4.0, 0.0])
   preds = np.array([[1.0], [3.0], [2.0], [4.0], [9.0]])
-  r = cm.compute_metrics("sts-b", labels, preds, [1, 1, 1, 1, 0])
+  r = cm.compute_metrics("sts-b", labels, preds, [1, 1, 1, 1, 0], is_regression=True)
   assert set(r) == {"eval_loss", "eval_pearson", "eval_spearman"}
   assert r["eval_loss"] == pytest.approx(0.5)  # errors 0, 1, 1, 0 over four
   # x = y = {1,2,3,4} as sets, means 2.5; sum of products of deviations = 4, variances 5.
@@ -68,16 +70,43 @@ def test_pearson_spearman_and_mse_for_stsb():
   assert r["eval_spearman"] == pytest.approx(0.8, rel=1e-6)
   noisy = np.array([0.3, 2.2, 2.9, 4.4, 1.0, 3.7])
   truth = np.array([0.0, 2.0, 3.5, 4.0, 1.5, 3.0])
-  r = cm.compute_metrics("STSB", truth, noisy)
+  r = cm.compute_metrics("STSB", truth, noisy, is_regression=True)
   assert r["eval_pearson"] == pytest.approx(scipy.stats.pearsonr(noisy, truth)[0], rel=1e-6)
   assert r["eval_spearman"] == pytest.approx(scipy.stats.spearmanr(noisy, truth)[0], rel=1e-6)
 
 
+def test_regression_is_the_callers_flag_not_the_task_name():
+  # The processor owns the decision; the metrics follow the flag they are given.
+  assert processors.get_processor("stsb").is_regression
+  assert not processors.get_processor("mrpc").is_regression
+  labels = np.array([1.0, 2.0, 3.0, 4.0])
+  scores = np.array([1.0, 3.0, 2.0, 4.0])
+  r = cm.compute_metrics("my-scores", labels, scores, is_regression=True)
+  assert set(r) == {"eval_loss", "eval_pearson", "eval_spearman"}
+  assert r["eval_pearson"] == pytest.approx(0.8, rel=1e-6)
+  # eval_results passes it on: squared errors 0, 1, 1, 0 in batches of 3 and 1
+  # -> "loss" (mean of batch means) = (2/3 + 0) / 2; eval_loss over examples = 0.5.
+  outputs = {"logits": scores[:, None], "labels": labels,
+             "is_real_example": np.ones([4], np.int64)}
+  r = classifier_task.eval_results("sts-b", outputs, 3, 7,
+                                   processors.get_processor("sts-b").is_regression)
+  assert set(r) == {"eval_loss", "eval_pearson", "eval_spearman", "loss", "global_step"}
+  assert r["eval_loss"] == pytest.approx(0.5)
+  assert r["loss"] == pytest.approx(1 / 3) and r["global_step"] == 7
+  outputs = {"logits": LOGITS[:4], "labels": np.array([0, 1, 0, 1]),
+             "is_real_example": np.ones([4], np.int64)}
+  r = classifier_task.eval_results("mrpc", outputs, 4, 7,
+                                   processors.get_processor("mrpc").is_regression)
+  assert set(r) == {"eval_accuracy", "eval_loss", "eval_f1", "loss", "global_step"}
+  assert r["eval_accuracy"] == np.float32(0.5)
+  assert r["loss"] == pytest.approx(r["eval_loss"], rel=1e-6)  # one batch, no padding
+
+
 def test_bad_inputs():
   with pytest.raises(ValueError, match="no real examples"):
-    cm.compute_metrics("mrpc", [0], [[1.0, 0.0]], [0])
+    cm.compute_metrics("mrpc", [0], [[1.0, 0.0]], [0], is_regression=False)
   with pytest.raises(ValueError, match="one score per example"):
-    cm.compute_metrics("sts-b", [1.0], [[1.0, 0.0]])
+    cm.compute_metrics("sts-b", [1.0], [[1.0, 0.0]], is_regression=True)
 
 
 def test_eval_results_file_and_log(tmp_path, caplog):

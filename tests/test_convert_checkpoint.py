@@ -8,7 +8,9 @@ import pytest
 from safetensors.numpy import load_file, save_file
 import tensorflow as tf
 
-import checkpoints
+from checkpoints import checkpoint_io
+from checkpoints import huggingface
+from checkpoints import tf2_encoder
 import convert_checkpoint
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -223,7 +225,7 @@ def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
       f.write("half")
     raise OSError("disk full")
 
-  monkeypatch.setattr(checkpoints, "write_tf1_checkpoint", broken)
+  monkeypatch.setattr(checkpoint_io, "write_tf1_checkpoint", broken)
   with pytest.raises(OSError, match="disk full"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
   assert sorted(os.listdir(tmp_path)) == ["hf"]
@@ -240,7 +242,7 @@ def test_existing_output_dir_needs_overwrite(tmp_path):
 
 def test_minilm_package_converts(tmp_path):
   """The real sentence-transformers/all-MiniLM-L6-v2 encoder (22.7M parameters)."""
-  hf_dir = convert_checkpoint.minilm_package_dir()
+  hf_dir = huggingface.minilm_package_dir()
   out = str(tmp_path / "minilm")
   config = convert_checkpoint.hf_bert_to_google(hf_dir, out)
   assert (config["hidden_size"], config["num_hidden_layers"],
@@ -401,7 +403,7 @@ def test_tf2_wrong_config_is_an_error(tmp_path):
   variables = {w.name: w.numpy() for w in encoder.weights}
   config = dict(TINY, num_hidden_layers=1)
   with pytest.raises(ValueError, match="not part of a BERT encoder.*transformer/layer_1/"):
-    convert_checkpoint.tf2_variables_to_google(variables, config)
+    tf2_encoder.tf2_variables_to_google(variables, config)
   del variables["pooler_transform/bias:0"]
   with pytest.raises(ValueError, match="not a BERT checkpoint: .*lacks.*pooler/dense/bias"):
-    convert_checkpoint.tf2_variables_to_google(variables, TINY)
+    tf2_encoder.tf2_variables_to_google(variables, TINY)

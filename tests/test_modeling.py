@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoints
+from checkpoints import checkpoint_io
 import modeling
 import numpy_bert
 import tiny_bert
-from adapter_layers import Adapter, AdapterConfig
+from adapter_layers import Adapter, AdapterConfig, get_activation
 
 NUM_HEADS = tiny_bert.TINY_CONFIG["num_attention_heads"]
 
@@ -36,7 +36,7 @@ def google_dir(tmp_path_factory):
 def _encoder(config_path, ckpt, adapter_config=modeling.NO_ADAPTERS):
   encoder = modeling.BertEncoder(modeling.BertConfig.from_json_file(config_path),
                                  adapter_config)
-  checkpoints.load_checkpoint(encoder, ckpt)
+  checkpoint_io.load_checkpoint(encoder, ckpt)
   return encoder
 
 
@@ -72,7 +72,8 @@ def test_matches_model_garden_bert_encoder(google_dir, tmp_path):
 
 
 def test_matches_numpy_forward_with_adapters(tmp_path):
-  """Adapter placement against an independent calculation of REFERENCE §1."""
+  """Adapter placement against an independent NumPy pass (numpy_bert.py) of
+  google-research/adapter-bert modeling.py `transformer_model` / `feedforward_adapter`."""
   config_path, _, ckpt, weights = tiny_bert.write_google_dir(
       str(tmp_path), adapter_size=5, seed=3)
   # Large adapter weights (random_weights uses stddev 0.2) so misplacement shows.
@@ -159,7 +160,7 @@ def test_task_heads_have_original_shapes_and_formulas(google_dir):
   config = modeling.BertConfig.from_json_file(config_path)
   inputs = _inputs()
   classifier = modeling.BertClassifier(config, num_labels=3)
-  checkpoints.load_checkpoint(classifier, ckpt)
+  checkpoint_io.load_checkpoint(classifier, ckpt)
   names = classifier.tf1_variable_map()
   assert names["output_weights"].shape == (3, 32) and names["output_bias"].shape == (3,)
   pooled = classifier.bert(inputs)["pooled_output"].numpy()
@@ -167,7 +168,7 @@ def test_task_heads_have_original_shapes_and_formulas(google_dir):
   np.testing.assert_allclose(classifier(inputs).numpy(), expected, atol=1e-5)
 
   span = modeling.BertSpanLabeler(config)
-  checkpoints.load_checkpoint(span, ckpt)
+  checkpoint_io.load_checkpoint(span, ckpt)
   names = span.tf1_variable_map()
   assert names["cls/squad/output_weights"].shape == (2, 32)
   seq = span.bert(inputs)["sequence_output"].numpy()
@@ -185,3 +186,135 @@ def test_variable_names_are_the_original_checkpoint_names():
   got = {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()}
   assert got == expected
   assert len(model.weights) == len(got)  # The table covers every variable.
+
+
+def test_variable_role_of_every_tf1_name():
+  config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+  names = modeling.BertSpanLabeler(config, AdapterConfig(size=4)).tf1_variable_map()
+  roles = {}
+  for name in names:
+    roles.setdefault(modeling.variable_role(name), set()).add(name)
+  assert roles["head"] == {"cls/squad/output_weights", "cls/squad/output_bias"}
+  assert roles["pooler"] == {"bert/pooler/dense/kernel", "bert/pooler/dense/bias"}
+  assert roles["embeddings"] == {"bert/embeddings/word_embeddings",
+                                 "bert/embeddings/token_type_embeddings",
+                                 "bert/embeddings/position_embeddings"}
+  # Embedding and per-layer LayerNorms (2 layers x 2), gamma and beta each.
+  assert len(roles["layer_norm"]) == 10
+  assert all("LayerNorm/" in n for n in roles["layer_norm"])
+  assert len(roles["adapter"]) == 16 and all("/adapters/" in n for n in roles["adapter"])
+  assert len(roles["layer"]) == 24  # q, k, v, attention output, intermediate, output.
+  assert all(n.startswith("bert/encoder/layer_") for n in roles["layer"])
+
+def test_one_activation_table_for_hidden_act_and_adapters():
+  x = np.linspace(-4.0, 4.0, 17).astype(np.float32)
+  # BERT's tanh GELU, not the erf GELU (they differ by up to ~5e-4).
+  np.testing.assert_allclose(get_activation("gelu")(x), numpy_bert.gelu(x.astype(np.float64)),
+                             atol=1e-6)
+  np.testing.assert_array_equal(get_activation("relu")(x), np.maximum(x, 0.0))
+  np.testing.assert_allclose(get_activation("tanh")(x), np.tanh(x), atol=1e-6)
+  np.testing.assert_array_equal(get_activation("linear")(x), x)
+  with pytest.raises(ValueError, match=r"'swish'.*'gelu', 'relu', 'tanh', 'linear'"):
+    get_activation("swish")
+  with pytest.raises(ValueError, match="swish"):
+    AdapterConfig(activation="swish")
+  swish = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_act="swish"))
+  with pytest.raises(ValueError, match="swish"):
+    modeling.TransformerBlock(swish, modeling.NO_ADAPTERS)
+  relu = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_act="relu"))
+  block = modeling.TransformerBlock(relu, AdapterConfig(size=2, activation="tanh"))
+  assert block.intermediate.activation is get_activation("relu")
+  assert block.output_adapters._activation_fn is get_activation("tanh")
+
+
+# Serialization. A config key the original does not know and a non-default adapter
+# activation must both survive get_config -> from_config.
+_SERIAL_CONFIG = dict(tiny_bert.TINY_CONFIG, directionality="bidi")
+_SERIAL_ADAPTERS = AdapterConfig(size=4, init_scale=0.01, activation="relu")
+
+
+def _flat(outputs):
+  return [np.asarray(t) for t in tf.nest.flatten(outputs)]
+
+
+def _serial_case(name):
+  """(a fresh layer or model, a function of it returning its outputs) for `name`."""
+  config = modeling.BertConfig.from_dict(_SERIAL_CONFIG)
+  inputs = _inputs()
+  mask = inputs["input_mask"][:, None, None, :].astype(np.float32)
+  x = np.random.default_rng(2).normal(size=(3, 11, 32)).astype(np.float32)
+  run_model = lambda m: _flat(m(inputs, training=False))
+  return {
+      "BertEmbeddings": (
+          lambda: modeling.BertEmbeddings(config),
+          lambda m: _flat(m(inputs["input_ids"], inputs["segment_ids"], training=False))),
+      "TransformerBlock": (
+          lambda: modeling.TransformerBlock(config, _SERIAL_ADAPTERS, name="layer_0"),
+          lambda m: _flat(m(x, (1.0 - mask) * -10000.0, training=False))),
+      "BertEncoder": (lambda: modeling.BertEncoder(config, _SERIAL_ADAPTERS), run_model),
+      "BertClassifier": (
+          lambda: modeling.BertClassifier(config, 3, _SERIAL_ADAPTERS), run_model),
+      "BertSpanLabeler": (
+          lambda: modeling.BertSpanLabeler(config, _SERIAL_ADAPTERS), run_model),
+  }[name]
+
+
+def _randomize(layer, seed=5):
+  """Large random weights (LayerNorm gammas near 1) so that any mismatch shows."""
+  values = tiny_bert.random_weights({v.path: tuple(v.shape) for v in layer.weights}, seed)
+  for v in layer.weights:
+    v.assign(values[v.path])
+
+
+@pytest.mark.parametrize("name", ["BertEmbeddings", "TransformerBlock", "BertEncoder",
+                                  "BertClassifier", "BertSpanLabeler"])
+def test_from_config_rebuilds_the_same_layer(name):
+  make, run = _serial_case(name)
+  keras.utils.set_random_seed(0)
+  layer = make()
+  run(layer)
+  _randomize(layer)
+  expected = run(layer)
+  config = layer.get_config()
+  json.dumps(config)  # Plain JSON: BertConfig and AdapterConfig as dicts.
+  assert config["config"] == _SERIAL_CONFIG
+  if "adapter_config" in config:
+    assert config["adapter_config"] == _SERIAL_ADAPTERS.to_dict()
+
+  cls = type(layer)
+  assert keras.saving.get_registered_name(cls) == f"adapter_bert>{name}"
+  for clone in (cls.from_config(config),
+                keras.saving.deserialize_keras_object(
+                    keras.saving.serialize_keras_object(layer))):
+    assert type(clone) is cls and clone.get_config() == config
+    assert clone.config == layer.config
+    assert getattr(clone, "adapter_config", None) == getattr(layer, "adapter_config", None)
+    fresh = run(clone)  # Builds the clone, with its own initial weights.
+    assert max(np.abs(a - b).max() for a, b in zip(fresh, expected)) > 1e-3
+    assert [(v.path, v.shape) for v in clone.weights] == [
+        (v.path, v.shape) for v in layer.weights]
+    clone.set_weights(layer.get_weights())
+    for got, want in zip(run(clone), expected):
+      np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["BertClassifier", "BertSpanLabeler"])
+def test_keras_file_round_trip(name, tmp_path):
+  make, run = _serial_case(name)
+  keras.utils.set_random_seed(0)
+  model = make()
+  run(model)
+  _randomize(model)
+  expected = run(model)
+  path = str(tmp_path / "model.keras")
+  model.save(path)
+  loaded = keras.saving.load_model(path)
+  assert type(loaded) is type(model) and loaded.get_config() == model.get_config()
+  for got, want in zip(run(loaded), expected):
+    np.testing.assert_array_equal(got, want)
+  # Same TF1 names, values and Keras paths (weight decay is decided on paths).
+  names, loaded_names = model.tf1_variable_map(), loaded.tf1_variable_map()
+  assert list(loaded_names) == list(names)
+  for n, v in names.items():
+    assert loaded_names[n].path == v.path, n
+    np.testing.assert_array_equal(loaded_names[n].numpy(), v.numpy(), err_msg=n)

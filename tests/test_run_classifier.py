@@ -20,9 +20,9 @@ import scipy.special
 import tensorflow as tf
 from absl import flags
 
-import classifier_features
+from classification import features as classifier_features
 import convert_checkpoint
-import glue_processors
+from classification import processors
 import numpy_bert
 import run_classifier
 import tiny_bert
@@ -320,7 +320,7 @@ def test_eval_only_on_original_adapter_bert_checkpoint(base, tmp_path):
                     output_dir=out, do_eval=True, do_predict=True, init_checkpoint=ckpt))
 
   tokenizer = tokenization.FullTokenizer(base["vocab_file"], do_lower_case=True)
-  processor = glue_processors.MrpcProcessor()
+  processor = processors.MrpcProcessor()
 
   def expected(examples):
     feats = classifier_features.convert_examples_to_features(examples, ["0", "1"], 32,

@@ -16,11 +16,11 @@ from absl import flags
 
 import numpy_bert
 import run_squad
-import squad_data
-import squad_metrics
-import squad_postprocess
-import task_setup
-import tf2_bert_reader
+from squad import data as squad_data
+from squad import metrics as squad_metrics
+from squad import postprocess
+from checkpoints import base_model
+from checkpoints import tf2_encoder
 import tiny_bert
 import tokenization
 
@@ -218,7 +218,7 @@ def _hub_saved_model(path, google_weights):
   encoders (exported from Model Garden's BertEncoder) do; the converter reads only
   `.variables`, so a bare trackable holding them is enough and quick to save."""
   root = tf.train.Checkpoint(variables=[
-      tf.Variable(value, name=tf2_bert_reader.model_garden_name(name))
+      tf.Variable(value, name=tf2_encoder.model_garden_name(name))
       for name, value in google_weights.items()])
   tf.saved_model.save(root, path)
 
@@ -235,10 +235,10 @@ def test_hub_module_is_read_and_used_as_the_base(base, tmp_path):
   assert not os.path.exists(tmp_path / "both")
   hub_out = str(tmp_path / "hub_run")
   run(common + ["--output_dir=" + hub_out, "--bert_hub_module_handle=" + hub_dir])
-  # Read into memory under Google's names (task_setup.read_hub_encoder, which
+  # Read into memory under Google's names (base_model.read_hub_encoder, which
   # the run used): nothing is converted into output_dir.
   assert not os.path.exists(os.path.join(hub_out, "hub_bert"))
-  encoder = task_setup.read_hub_encoder(hub_dir, base["config"], base["vocab"])
+  encoder = base_model.read_hub_encoder(hub_dir, base["config"], base["vocab"])
   for name, value in base["weights"].items():
     np.testing.assert_array_equal(encoder.tensors[name], value)
   # Same seed (adapters, head), same base as a Google checkpoint: same predictions.
@@ -305,9 +305,9 @@ def test_eval_only_on_original_fine_tuned_checkpoint_matches_numpy(tmp_path):
                     for k in ("input_ids", "input_mask", "segment_ids"))
   sequence, _ = numpy_bert.bert_forward(weights, 4, ids, mask, seg)
   logits = sequence @ head["cls/squad/output_weights"].T + head["cls/squad/output_bias"]
-  results = [squad_postprocess.RawResult(f.unique_id, logits[i, :, 0], logits[i, :, 1])
+  results = [postprocess.RawResult(f.unique_id, logits[i, :, 0], logits[i, :, 1])
              for i, f in enumerate(features)]
-  want_pred, want_nbest, _ = squad_postprocess.compute_predictions(
+  want_pred, want_nbest, _ = postprocess.compute_predictions(
       examples, features, results, 20, 30, True)
   got_pred = json.loads(read(os.path.join(out, "predictions.json")))
   got_nbest = json.loads(read(os.path.join(out, "nbest_predictions.json")))

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import tensorflow as tf
 
-import squad_data
+from squad import data as squad_data
 import tokenization
 
 # "gallon" is deliberately missing so that it splits into gall ##on.

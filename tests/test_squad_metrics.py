@@ -1,17 +1,16 @@
-"""squad_metrics / squad_evaluate: official SQuAD scores on hand-computed cases."""
+"""squad.metrics / squad.evaluate: official SQuAD scores on hand-computed cases."""
 
 import json
 import os
+import subprocess
+import sys
 import uuid
 
-from absl import app
-from absl import flags
-from absl import logging
 import pytest
 import tensorflow as tf
 
-import squad_evaluate
-import squad_metrics
+from squad import evaluate as squad_evaluate
+from squad import metrics as squad_metrics
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DATA = os.path.join(_ROOT, "data", "squad")
@@ -159,22 +158,103 @@ def test_run_v20_ram_paths_and_out_file(capsys):
     squad_evaluate.run("2.0", data, bad)
 
 
+def _gold_predictions_file(tmp_path, name="dev-v1.1.json"):
+  preds = tmp_path / ("predictions-" + name)
+  preds.write_text(json.dumps(_gold_predictions(os.path.join(_DATA, name))))
+  return str(preds)
+
+
 def test_command_line_v11(tmp_path, capsys):
-  # In-process (a subprocess would re-import TensorFlow: ~20 s here); parses
-  # the same argv as `python squad_evaluate.py --version=1.1 data preds`.
-  preds = tmp_path / "predictions.json"
-  preds.write_text(json.dumps(_gold_predictions(
-      os.path.join(_DATA, "dev-v1.1.json"))))
-  # Parsing the global FLAGS sets the absl logger's level (to WARNING by
-  # default); restored so that later tests still capture INFO log lines.
-  level = logging.get_absl_logger().level
-  argv = flags.FLAGS(["squad_evaluate.py", "--version=1.1",
-                      os.path.join(_DATA, "dev-v1.1.json"), str(preds)])
-  try:
-    squad_evaluate.main(argv)
-  finally:
-    flags.FLAGS.unparse_flags()
-    logging.get_absl_logger().setLevel(level)
+  # In-process: parses the same argv as
+  # `python -m squad.evaluate --version=1.1 data preds`.
+  preds = _gold_predictions_file(tmp_path)
+  squad_evaluate.main(["--version=1.1", os.path.join(_DATA, "dev-v1.1.json"), preds])
   assert capsys.readouterr().out == '{"exact_match": 100.0, "f1": 100.0}\n'
-  with pytest.raises(app.UsageError):
-    squad_evaluate.main(["squad_evaluate.py", "only_one_file.json"])
+
+
+def test_command_line_v20_official_and_project_option_names(tmp_path, capsys):
+  root = str(tmp_path)
+  data = _write(root + "/dev.json", json.dumps({"version": "v2.0", "data": _V2}))
+  preds = _write(root + "/predictions.json", json.dumps(_V2_PREDS))
+  odds = _write(root + "/null_odds.json", json.dumps(
+      {"h1": -5.0, "h2": 2.0, "n2": 2.5, "n1": 3.0}))
+  expected = squad_evaluate.run("2.0", data, preds, odds, na_prob_thresh=2.2)
+  capsys.readouterr()
+  # Threshold 2.2: only n2 (2.5) and n1 (3.0) are answered "" -> h2 counts.
+  assert expected["exact"] == 75.0
+  assert expected["f1"] == pytest.approx(100.0 * (1 + 2 / 3 + 1 + 1) / 4)
+  for options in (["--na-prob-file", odds, "--na-prob-thresh", "2.2"],  # official
+                  ["-n", odds, "-t", "2.2"],
+                  ["--na_prob_file=" + odds, "--na_prob_thresh=2.2"]):  # project
+    assert squad_evaluate.main(["--version=2.0", data, preds] + options) == expected
+    assert capsys.readouterr().out == json.dumps(expected, indent=2) + "\n"
+  # Default threshold 1.0, as the official script.
+  assert squad_evaluate.main(["--version", "2.0", data, preds, "-n", odds]) == (
+      squad_evaluate.run("2.0", data, preds, odds))
+  capsys.readouterr()
+  # --out-file / -o / --out_file: the file instead of stdout (v2.0).
+  for i, option in enumerate(["--out-file", "-o", "--out_file"]):
+    out = "%s/eval%d.json" % (root, i)
+    squad_evaluate.main(["--version=2.0", data, preds, option, out])
+    assert capsys.readouterr().out == ""
+    with open(out) as f:
+      assert json.load(f) == squad_evaluate.run("2.0", data, preds)
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["only_one_file.json"], "the following arguments are required: --version, pred.json"),
+    (["--version=1.1", "data.json"], "the following arguments are required: pred.json"),
+    (["--version=3.0", "d.json", "p.json"], "argument --version: invalid choice: '3.0'"),
+    (["--version=2.0", "d.json", "p.json", "-t", "high"],
+     "argument --na-prob-thresh/--na_prob_thresh/-t: invalid float value: 'high'"),
+    (["--version=1.1", "d.json", "p.json", "--na_prob_file=n.json"],
+     "--na-prob-file only applies to --version=2.0"),
+    (["--version=1.1", "d.json", "p.json", "--unknown"], "unrecognized arguments: --unknown"),
+])
+def test_command_line_usage_errors_exit_2(argv, message, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    squad_evaluate.main(argv)
+  assert exit_info.value.code == 2
+  captured = capsys.readouterr()
+  assert captured.out == ""
+  assert captured.err.startswith("usage: python -m squad.evaluate ")
+  # The usage (wrapped to the terminal's width), then one error line.
+  usage, error = captured.err.rstrip("\n").rsplit("\n", 1)
+  assert usage.rstrip().endswith("data.json pred.json")
+  assert error.startswith("python -m squad.evaluate: error: " + message)
+
+
+def test_command_line_bad_file_exits_1_with_the_error(tmp_path, capsys):
+  bad = _write(str(tmp_path / "bad.json"), '{"h1": "x",\n "h2"}')
+  with pytest.raises(SystemExit) as exit_info:
+    squad_evaluate.main(["--version=1.1", os.path.join(_DATA, "dev-v1.1.json"), bad])
+  assert exit_info.value.code == 1
+  captured = capsys.readouterr()
+  assert captured.out == ""
+  assert captured.err.startswith("python -m squad.evaluate: error: %s: malformed JSON at "
+                                 "line 2" % bad)
+
+
+def test_python_dash_m_from_another_directory(tmp_path):
+  # The documented command, in a fresh process whose cwd is not the
+  # repository: the installed package is found, predictions are read relative
+  # to the cwd, and a usage mistake is argparse's message, not a traceback.
+  _gold_predictions_file(tmp_path)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", COLUMNS="80")  # COLUMNS: usage width
+  command = [sys.executable, "-m", "squad.evaluate", "--version=1.1",
+             os.path.join(_DATA, "dev-v1.1.json"), "predictions-dev-v1.1.json"]
+  result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout == '{"exact_match": 100.0, "f1": 100.0}\n'
+  result = subprocess.run(command[:-1], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert result.stdout == ""
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  # (Anything TensorFlow logs while importing would come before the usage.)
+  assert "usage: python -m squad.evaluate [-h] --version {1.1,2.0}" in result.stderr
+  assert result.stderr.endswith(
+      "\npython -m squad.evaluate: error: the following arguments are required: "
+      "pred.json\n"), result.stderr[-3000:]

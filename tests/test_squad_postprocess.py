@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import squad_data
-import squad_postprocess
+from squad import data as squad_data
+from squad import postprocess
 import tokenization
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "it", "was", "steve", "smith",
@@ -73,13 +73,13 @@ def _softmax(scores):
 
 
 def _result(feature, start, end):
-  return squad_postprocess.RawResult(feature.unique_id, _logits(start),
+  return postprocess.RawResult(feature.unique_id, _logits(start),
                                      _logits(end))
 
 
 def _compute(examples, feats, results, v2=False, threshold=0.0, n_best=3,
              max_answer_length=30):
-  return squad_postprocess.compute_predictions(
+  return postprocess.compute_predictions(
       examples, feats, results, n_best, max_answer_length, True, v2,
       threshold)
 
@@ -107,7 +107,7 @@ def test_nbest_and_original_text_alignment(tokenizer):
 
 
 def test_get_final_text_cases():
-  gft = squad_postprocess.get_final_text
+  gft = postprocess.get_final_text
   assert gft("steve smith", "Steve Smith's", True) == "Steve Smith"
   assert gft("Steve Smith", "Steve Smith's", False) == "Steve Smith"
   assert gft("steve smith ' s", "Steve Smith's", True) == "Steve Smith's"
@@ -117,11 +117,26 @@ def test_get_final_text_cases():
   assert gft("bob", "Steve Smith's", True) == "Steve Smith's"
 
 
-def test_best_indexes_and_softmax():
-  assert squad_postprocess._get_best_indexes([0.1, 3.0, -1.0, 3.0, 2.0],
-                                             3) == [1, 3, 4]
-  assert squad_postprocess._compute_softmax([]) == []
-  assert squad_postprocess._compute_softmax([1000.0, 1000.0]) == [0.5, 0.5]
+def test_softmax():
+  assert postprocess._compute_softmax([]) == []
+  assert postprocess._compute_softmax([1000.0, 1000.0]) == [0.5, 0.5]
+
+
+def test_n_best_start_and_end_indexes_ties_go_to_the_lower_index(tokenizer):
+  # The original's _get_best_indexes: the n_best_size largest logits, best
+  # first, ties broken by the lower index. Starts 7, 8 and 11 tie at 5.0, so
+  # n_best 2 keeps 7 and 8 (11 would give "car.", also 9.0); ends: 12 (4.0),
+  # then the lowest-index of the -10.0s, 0 (invalid as an end after a start).
+  examples, feats = _smith(tokenizer)
+  results = [_result(feats[0], {7: 5.0, 8: 5.0, 11: 5.0}, {12: 4.0})]
+  preds, nbest, _ = _compute(examples, feats, results, n_best=2)
+  # Equal scores keep the enumeration order: start 7 before start 8.
+  assert [(e["text"], e["start_logit"], e["end_logit"]) for e in nbest["q"]] == [
+      ("Steve Smith's car.", 5.0, 4.0), ("Smith's car.", 5.0, 4.0)]
+  assert preds == {"q": "Steve Smith's car."}
+  # n_best 3 takes start 11 too: "car." joins, after the other two.
+  _, nbest, _ = _compute(examples, feats, results, n_best=3)
+  assert [e["text"] for e in nbest["q"]] == ["Steve Smith's car.", "Smith's car.", "car."]
 
 
 def test_max_context_filter_and_min_null_over_spans(tokenizer):
@@ -209,13 +224,13 @@ def _read(path):
 def test_write_predictions_files(tokenizer, v2):
   examples, feats = _smith(tokenizer, qids=("b", "a"))
   # numpy logits, as a prediction loop yields them.
-  results = [squad_postprocess.RawResult(
+  results = [postprocess.RawResult(
       np.int64(f.unique_id), np.array(_logits(_START), np.float32),
       np.array(_logits(_END), np.float32)) for f in feats]
   out = "ram://squad_pp_%s" % uuid.uuid4().hex
   paths = [os.path.join(out, n) for n in
            ("predictions.json", "nbest_predictions.json", "null_odds.json")]
-  squad_postprocess.write_predictions(examples, feats, results, 2, 30, True,
+  postprocess.write_predictions(examples, feats, results, 2, 30, True,
                                       *paths, version_2_with_negative=v2,
                                       null_score_diff_threshold=0.0)
   # Example order, indent 4, trailing newline: the original's format.
@@ -243,7 +258,7 @@ def test_missing_result_raises_and_writes_nothing(tokenizer, tmp_path):
   out = tmp_path / "out"
   with pytest.raises(ValueError, match="1 of 2 features have no model result "
                      r"\(first missing unique_id: 1000000001\)"):
-    squad_postprocess.write_predictions(
+    postprocess.write_predictions(
         examples, feats, [_result(feats[0], _START, _END)], 3, 30, True,
         str(out / "p.json"), str(out / "n.json"), str(out / "o.json"), True)
   assert not out.exists()

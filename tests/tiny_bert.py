@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-import checkpoints
+from checkpoints import checkpoint_io
 
 TINY_CONFIG = {
     "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
@@ -30,7 +30,13 @@ def tiny_vocab(size=99):
 
 
 def google_variable_shapes(config, adapter_size=0):
-  """The variables of a Google BERT checkpoint (REFERENCE §2), with adapter-bert's."""
+  """Names and shapes of a Google BERT checkpoint's variables, with adapter-bert's.
+
+  The scopes are those of google-research/bert modeling.py `BertModel.__init__`,
+  `embedding_postprocessor` and `transformer_model`; adapters are the
+  "adapters/{weights,biases}{1,2}" of google-research/adapter-bert modeling.py
+  `feedforward_adapter`, under attention/output and output of every layer.
+  """
   h, i = config["hidden_size"], config["intermediate_size"]
   shapes = {
       "bert/embeddings/word_embeddings": (config["vocab_size"], h),
@@ -92,5 +98,5 @@ def write_google_dir(directory, config=None, seed=0, adapter_size=0, extra=None,
   weights = random_weights(google_variable_shapes(config, adapter_size), seed)
   weights.update(extra or {})
   ckpt = os.path.join(directory, prefix)
-  checkpoints.write_tf1_checkpoint(ckpt, weights)
+  checkpoint_io.write_tf1_checkpoint(ckpt, weights)
   return config_path, vocab_path, ckpt, weights

@@ -22,13 +22,13 @@ and only wrap the edges where it differs:
 
 import collections
 import json
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 from absl import logging
 
 from official.nlp.data import squad_lib as _mg
 
-import file_io
+from storage import file_io
 
 # The original's names, kept for callers and tests; the implementations are
 # Model Garden's copies of the original functions.
@@ -37,16 +37,6 @@ _compute_softmax = _mg._compute_softmax  # pylint: disable=protected-access
 
 RawResult = collections.namedtuple("RawResult",
                                    ["unique_id", "start_logits", "end_logits"])
-
-
-def _get_best_indexes(logits: Sequence[float], n_best_size: int) -> List[int]:
-  """Indexes of the `n_best_size` largest logits, best first (ties by index).
-
-  Model Garden folds this into `_get_best_indexes_and_logits`; kept for
-  callers of the original's name.
-  """
-  index_and_score = sorted(enumerate(logits), key=lambda x: x[1], reverse=True)
-  return [index for index, _ in index_and_score[:n_best_size]]
 
 
 def _as_python_results(all_results, all_features) -> List[RawResult]:

@@ -28,7 +28,7 @@ from absl import logging
 
 from official.nlp.tools import squad_evaluate_v1_1 as _mg_v1
 from official.nlp.tools import squad_evaluate_v2_0 as _mg_v2
-import squad_data
+from squad import data as squad_data
 
 # Per-question definitions, identical to the official scripts.
 normalize_answer = _mg_v1._normalize_answer  # pylint: disable=protected-access

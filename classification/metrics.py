@@ -7,9 +7,13 @@ original's weighted tf.metrics did for TPU padding. Keys per task:
                              cross-entropy, as the original's metric_fn)
   mrpc, qqp:                 + eval_f1 (binary F1, positive class = label id 1)
   cola:                      + eval_mcc (Matthews correlation)
-  sts-b (regression):        eval_loss (mean squared error), eval_pearson,
+  regression (sts-b):        eval_loss (mean squared error), eval_pearson,
                              eval_spearman; no eval_accuracy, which a float
                              score does not have.
+
+Whether a task is a regression is the processor's `is_regression`
+(classification/processors.py); callers pass it in, this module keeps no list
+of regression tasks.
 
 Values are numpy float32, as the original's tf.metrics returned, so
 `eval_results.txt` prints them the same way (str(np.float32) = "0.8627451").
@@ -23,12 +27,11 @@ import scipy.special
 import scipy.stats
 import sklearn.metrics
 
-import file_io
-from glue_processors import canonical_task_name
+from classification.processors import canonical_task_name
+from storage import file_io
 
 F1_TASKS = frozenset({"mrpc", "qqp"})
 MCC_TASKS = frozenset({"cola"})
-REGRESSION_TASKS = frozenset({"sts-b"})
 
 
 def _real_mask(is_real_example, n: int) -> np.ndarray:
@@ -40,17 +43,19 @@ def _real_mask(is_real_example, n: int) -> np.ndarray:
   return mask
 
 
-def compute_metrics(task_name: str, label_ids, logits,
-                    is_real_example=None) -> Dict[str, np.float32]:
+def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
+                    is_regression: bool) -> Dict[str, np.float32]:
   """Computes the eval metrics of one task.
 
   Args:
-    task_name: task name or alias (see glue_processors.get_processor).
-    label_ids: int [N] label ids (float [N] scores for sts-b).
+    task_name: task name or alias (see processors.get_processor); picks the
+      extra classification metrics (eval_f1, eval_mcc).
+    label_ids: int [N] label ids (float [N] scores for a regression).
     logits: float [N, num_labels] classifier logits (float [N] or [N, 1]
-      predicted scores for sts-b). Logits rather than probabilities so the
-      loss is an exact log-softmax, as the original computed it.
+      predicted scores for a regression). Logits rather than probabilities so
+      the loss is an exact log-softmax, as the original computed it.
     is_real_example: optional [N] 0/1 weights; padding (0) is ignored.
+    is_regression: the task's processor's `is_regression`.
 
   Returns:
     {"eval_accuracy", "eval_loss", ...} as listed in the module docstring.
@@ -64,7 +69,7 @@ def compute_metrics(task_name: str, label_ids, logits,
   if logits.shape[0] != label_ids.shape[0]:
     raise ValueError(f"{logits.shape[0]} predictions for {label_ids.shape[0]} labels")
 
-  if name in REGRESSION_TASKS:
+  if is_regression:
     scores = logits.reshape([logits.shape[0], -1])
     if scores.shape[1] != 1:
       raise ValueError(f"task {name} is a regression: expected one score per example, "

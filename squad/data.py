@@ -26,7 +26,8 @@ import tensorflow as tf
 
 from official.nlp.data import squad_lib as _mg
 
-import file_io
+from runtime import records
+from storage import file_io
 
 # Identical to the original's classes and helpers (checked line by line).
 SquadExample = _mg.SquadExample
@@ -495,24 +496,10 @@ def make_dataset(record_file, seq_length: int, batch_size: int,
     [B, seq_length] and, for training, start_positions / end_positions [B];
     all int32 (tf.Example only stores int64; accelerators prefer int32).
   """
-  name_to_features = {
-      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
-      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-  }
+  name_to_features = records.sequence_features(seq_length)
+  name_to_features["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
   if is_training:
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
-
-  def decode(record):
-    example = tf.io.parse_single_example(record, name_to_features)
-    return {name: tf.cast(t, tf.int32) for name, t in example.items()}
-
-  d = tf.data.TFRecordDataset(record_file)
-  if is_training:
-    d = d.repeat()
-    d = d.shuffle(buffer_size=100, seed=seed)
-  d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-  d = d.batch(batch_size, drop_remainder=drop_remainder)
-  return d.prefetch(tf.data.AUTOTUNE)
+  return records.read_batches(record_file, name_to_features, batch_size, is_training,
+                              drop_remainder, seed)

@@ -3,7 +3,7 @@
 Read with `safetensors` and NumPy through tf.io.gfile (gs:// works), no PyTorch.
 Every tensor is accounted for: one neither mapped nor on the skip list
 (buffers such as `position_ids`, pre-training heads) is an error, and so is a
-missing or mis-shaped BERT tensor (bert_format.check_complete).
+missing or mis-shaped BERT tensor (google_release.check_complete).
 """
 
 import importlib.util
@@ -18,7 +18,7 @@ import numpy as np
 from safetensors import numpy as st_numpy
 import tensorflow as tf
 
-import bert_format
+from checkpoints import google_release
 
 # One table: HF module path -> Google scope and the kind of module, which fixes
 # how its parameters are named (and whether a Linear weight is transposed).
@@ -87,7 +87,7 @@ def bert_config_from_hf(hf_config: Mapping[str, object]) -> Dict[str, object]:
   eps = hf_config.get("layer_norm_eps", 1e-12)
   if eps != 1e-12:
     logging.warning("Note: HF layer_norm_eps=%s; Google BERT uses 1e-12.", eps)
-  keys = [k for k in bert_format.BERT_CONFIG_KEYS if k != "hidden_act"]
+  keys = [k for k in google_release.BERT_CONFIG_KEYS if k != "hidden_act"]
   missing = [k for k in keys if k not in hf_config]
   if missing:
     raise ValueError("config.json lacks %s" % missing)
@@ -100,7 +100,7 @@ def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str,
 
   `tensors` is an HF state dict as NumPy arrays, keys with or without the "bert."
   prefix of `BertFor*` models; `missing_pooler` is one of
-  bert_format.MISSING_POOLER_CHOICES.
+  google_release.MISSING_POOLER_CHOICES.
   Returns {Google name: float32 array} with exactly the `google_variable_shapes`
   names; raises ValueError for unknown, missing or mis-shaped tensors.
   """
@@ -114,14 +114,14 @@ def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str,
     name, transpose = mapped
     if name in out:
       raise ValueError("two HF tensors map to %s (one with a 'bert.' prefix?)" % name)
-    array = bert_format.as_float32(key, tensors[key])
+    array = google_release.as_float32(key, tensors[key])
     out[name] = np.ascontiguousarray(array.T) if transpose else array
   if unknown:
     raise ValueError("HF checkpoint has %d tensors that are not part of a BERT "
                      "encoder (no mapping): %s" % (len(unknown), unknown))
   for key in skipped:
     logging.info("Skipped %s (buffer or pre-training head, not in the encoder).", key)
-  return bert_format.check_complete(out, config, "HF checkpoint", missing_pooler)
+  return google_release.check_complete(out, config, "HF checkpoint", missing_pooler)
 
 
 def read_hf_checkpoint(hf_dir: str) -> Tuple[Dict[str, object], Dict[str, np.ndarray]]:

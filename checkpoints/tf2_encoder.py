@@ -4,7 +4,7 @@ Sources: a SavedModel (a TF Hub BERT encoder, or any export of Model Garden's
 BertEncoder) or an object-based `tf.train` checkpoint holding one.
 `read_tf2_encoder` is the one entry point: the converter writes what it
 returns as a Google-format directory (convert_checkpoint.py), and the scripts
-load it straight into a model for --bert_hub_module_handle (task_setup.py).
+load it straight into a model for --bert_hub_module_handle (checkpoints/base_model.py).
 """
 
 import dataclasses
@@ -18,7 +18,7 @@ import tensorflow as tf
 # Only the TF1 <-> TF2 name table; this module imports no tf_keras at top level.
 from official.nlp.tools import tf1_bert_checkpoint_converter_lib
 
-import bert_format
+from checkpoints import google_release
 
 # Skipped TF2 variables: pre-training heads of BertPretrainerV2 exports.
 _TF2_SKIP = re.compile(r"(.*/)?(cls|predictions|masked_lm|next_sentence)/.*")
@@ -93,11 +93,11 @@ def tf2_variables_to_google(variables: Mapping[str, np.ndarray],
   """
   variables = _strip_prefix(variables)
   out, used = {}, set()
-  for name, shape in bert_format.google_variable_shapes(config).items():
+  for name, shape in google_release.google_variable_shapes(config).items():
     source = model_garden_name(name)
     if source not in variables:
       continue  # check_complete reports it.
-    array = bert_format.as_float32(source, variables[source])
+    array = google_release.as_float32(source, variables[source])
     if array.size != int(np.prod(shape)):
       raise ValueError("%s has shape %s, cannot be %s %s" % (source, array.shape, name, shape))
     out[name] = array.reshape(shape)
@@ -108,7 +108,7 @@ def tf2_variables_to_google(variables: Mapping[str, np.ndarray],
   if unknown:
     raise ValueError("TF2 encoder has %d variables that are not part of a BERT "
                      "encoder with this config: %s" % (len(unknown), unknown))
-  return bert_format.check_complete(out, config, "TF2 encoder", missing_pooler="error")
+  return google_release.check_complete(out, config, "TF2 encoder", missing_pooler="error")
 
 
 def _restore_model_garden_encoder(checkpoint: str, config: Mapping[str, object],
@@ -176,7 +176,7 @@ def read_tf2_encoder(saved_model_dir: Optional[str] = None, checkpoint: Optional
   """
   if (saved_model_dir is None) == (checkpoint is None):
     raise ValueError("give exactly one of saved_model_dir and checkpoint")
-  config = bert_format.read_bert_config(bert_config_file) if bert_config_file else None
+  config = google_release.read_bert_config(bert_config_file) if bert_config_file else None
   do_lower_case = None
   if checkpoint is not None:
     if config is None:
@@ -197,5 +197,5 @@ def _saved_model_vocab(loaded, saved_model_dir: str) -> Optional[str]:
   asset = getattr(loaded, "vocab_file", None)
   if asset is not None:
     return asset.asset_path.numpy().decode()
-  path = os.path.join(saved_model_dir, "assets", bert_format.VOCAB_NAME)
+  path = os.path.join(saved_model_dir, "assets", google_release.VOCAB_NAME)
   return path if tf.io.gfile.exists(path) else None

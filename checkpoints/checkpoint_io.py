@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-import file_io
-from trainable import variable_role
+from modeling import variable_role
+from storage import file_io
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -120,7 +120,7 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
 def load_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray],
                 source: str) -> Dict[str, keras.Variable]:
   """Loads {TF1 name: array} into `model`: weights read into memory from another
-  format (e.g. a TF Hub encoder, tf2_bert_reader), with the checks and log lines of
+  format (e.g. a TF Hub encoder, tf2_encoder), with the checks and log lines of
   a name-based checkpoint (see `load_checkpoint`); `source` names them in messages."""
   names = model.tf1_variable_map()
   shapes = {name: np.shape(array) for name, array in arrays.items()}

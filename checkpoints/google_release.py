@@ -1,7 +1,7 @@
 """Google's BERT release format: the target of every converter (convert_checkpoint.py).
 
 A release directory, as google-research/bert published them and as
-`checkpoints.load_checkpoint` reads them:
+`checkpoint_io.load_checkpoint` reads them:
 
   bert_config.json    the original BertConfig keys (indent 2, sorted keys)
   vocab.txt           WordPiece vocabulary
@@ -20,9 +20,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import checkpoints
-import file_io
+from checkpoints import checkpoint_io
 import modeling
+from storage import file_io
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
@@ -172,7 +172,7 @@ def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
     with tf.io.gfile.GFile(posixpath.join(tmp_dir, CONFIG_NAME), "w") as f:
       f.write(bert_config_json(config))
     tf.io.gfile.copy(vocab_file, posixpath.join(tmp_dir, VOCAB_NAME))
-    checkpoints.write_tf1_checkpoint(posixpath.join(tmp_dir, CHECKPOINT_NAME), tensors)
+    checkpoint_io.write_tf1_checkpoint(posixpath.join(tmp_dir, CHECKPOINT_NAME), tensors)
   n_params = sum(int(np.prod(t.shape)) for t in tensors.values())
   logging.info("Wrote %s: %d tensors, %d parameters, %d layers, hidden %s.", output_dir,
                len(tensors), n_params, config["num_hidden_layers"], config["hidden_size"])

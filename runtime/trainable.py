@@ -15,22 +15,9 @@ import keras
 import numpy as np
 from absl import logging
 
+from modeling import variable_role
+
 _LAYER_INDEX = re.compile(r"^bert/encoder/layer_(\d+)/")
-
-
-def variable_role(tf1_name: str) -> str:
-  """One of adapter, layer_norm, head, embeddings, layer, pooler."""
-  if "/adapters/" in tf1_name:
-    return "adapter"
-  if "LayerNorm" in tf1_name:
-    return "layer_norm"
-  if not tf1_name.startswith("bert/"):
-    return "head"
-  if tf1_name.startswith("bert/embeddings/"):
-    return "embeddings"
-  if tf1_name.startswith("bert/pooler/"):
-    return "pooler"
-  return "layer"
 
 
 @dataclasses.dataclass(frozen=True)

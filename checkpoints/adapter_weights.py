@@ -20,7 +20,7 @@ import safetensors.numpy
 import tensorflow as tf
 from absl import logging
 
-import file_io
+from storage import file_io
 
 WEIGHTS_FILE = "adapter_weights.safetensors"
 CONFIG_FILE = "adapter_config.json"

@@ -26,8 +26,9 @@ from typing import List, Optional, Sequence, Union
 from absl import logging
 import tensorflow as tf
 
-import file_io
-from glue_processors import PaddingInputExample
+from classification.processors import PaddingInputExample
+from runtime import records
+from storage import file_io
 
 # The model's inputs; a dataset's features dict also carries "is_real_example".
 MODEL_INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -68,7 +69,6 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
       tokens_b.pop()
 
 
-_truncate_seq_pair = truncate_seq_pair  # the original's name
 
 
 def convert_single_example(ex_index: int, example, label_list: Optional[Sequence[str]],
@@ -295,33 +295,17 @@ def make_dataset(record_file: str, seq_length: int, batch_size: int, is_training
     sample_weight): `ds.map(lambda f, y: ({k: f[k] for k in MODEL_INPUT_KEYS},
     y, tf.cast(f["is_real_example"], tf.float32)))`.
   """
-  if not tf.io.gfile.exists(record_file):
-    raise FileNotFoundError(f"Feature record not found: {record_file}")
-  name_to_features = {
-      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
-      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-  }
+  name_to_features = records.sequence_features(seq_length)
+  name_to_features.update(
+      label_ids=tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
+      is_real_example=tf.io.FixedLenFeature([], tf.int64))
 
-  def decode_batch(records):
-    example = tf.io.parse_example(records, name_to_features)
-    # tf.Example only stores int64, but TPUs only support int32.
-    example = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-               for name, t in example.items()}
+  def split_labels(example):
     label_ids = example.pop("label_ids")
     return example, label_ids
 
-  d = tf.data.TFRecordDataset(record_file)
-  if is_training:
-    d = d.repeat()
-    d = d.shuffle(buffer_size=100, seed=seed)
-  # Batch the serialized records, then parse each batch in one op: same result
-  # as the original's map_and_batch, fewer ops per example.
-  d = d.batch(batch_size, drop_remainder=drop_remainder)
-  d = d.map(decode_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return d.prefetch(tf.data.AUTOTUNE)
+  return records.read_batches(record_file, name_to_features, batch_size, is_training,
+                              drop_remainder, seed).map(split_labels)
 
 
 def pad_examples_for_tpu(examples: Sequence, batch_size: int) -> list:

@@ -1,7 +1,8 @@
 """Training, evaluation and prediction loops under any tf.distribute strategy.
 
-What the original got from TPUEstimator: compiled steps, `iterations_per_loop`
-steps per host call, checkpoints every `save_checkpoints_steps` (last 5 kept,
+What the original got from TPUEstimator: compiled steps, several steps per
+host call (`iterations_per_loop` on TPU; paced for progress lines elsewhere,
+runtime/progress.py), checkpoints every `save_checkpoints_steps` (last 5 kept,
 named `model.ckpt-STEP`), resumption from the latest checkpoint in output_dir,
 TensorBoard summaries and progress lines.
 """
@@ -9,15 +10,16 @@ TensorBoard summaries and progress lines.
 import dataclasses
 import tempfile
 import time
-from typing import Callable, Dict, Iterator, Optional
+from typing import Callable, Dict, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-import checkpoints
+from checkpoints import run_checkpoints
 import optimization
+from runtime.progress import Progress
 
 # (labels, model outputs) -> float32 per-example loss [batch_size].
 LossFn = Callable[[object, object], tf.Tensor]
@@ -37,26 +39,27 @@ class TrainSettings:
   keep_checkpoint_max: int = 5
   jit_compile: bool = False
 
+  @classmethod
+  def for_epochs(cls, num_examples: int, num_train_epochs: float,
+                 warmup_proportion: float, **settings) -> "TrainSettings":
+    """The original's step counts (rounded down) with the rest of `settings`.
 
-def checkpoint_manager(model: keras.Model, output_dir: str, optimizer=None,
-                       max_to_keep: int = 5) -> tf.train.CheckpointManager:
-  """Checkpoints `model.ckpt-STEP` in output_dir, as the original names them."""
-  items = {"model": checkpoints.trackable_variables(model)}
-  if optimizer is not None:
-    items["optimizer"] = optimizer
-  return tf.train.CheckpointManager(tf.train.Checkpoint(**items), output_dir,
-                                    max_to_keep=max_to_keep,
-                                    checkpoint_name="model.ckpt")
-
-
-def latest_step(output_dir: str) -> int:
-  """The global step of the latest checkpoint in output_dir, 0 if none."""
-  latest = tf.train.latest_checkpoint(output_dir)
-  return int(latest.rsplit("-", 1)[1]) if latest else 0
+    Raises:
+      ValueError: if that gives no training step.
+    """
+    batch_size = settings["train_batch_size"]
+    num_train_steps = int(num_examples / batch_size * num_train_epochs)
+    if num_train_steps < 1:
+      raise ValueError(f"num_train_steps = int({num_examples} examples / --train_batch_size="
+                       f"{batch_size} * --num_train_epochs={num_train_epochs}) = 0: "
+                       f"lower --train_batch_size or raise --num_train_epochs")
+    return cls(num_train_steps=num_train_steps,
+               num_warmup_steps=int(num_train_steps * warmup_proportion), **settings)
 
 
 def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
-          dataset: tf.data.Dataset, settings: TrainSettings) -> Dict[str, float]:
+          dataset: tf.data.Dataset, settings: TrainSettings,
+          base_reference: Optional[dict] = None) -> Dict[str, float]:
   """Trains `model.trainable_variables` to `settings.num_train_steps`.
 
   The model is created under `strategy.scope()`, with its initial checkpoint
@@ -67,8 +70,10 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   Args:
     dataset: repeated, shuffled, batched to `train_batch_size` with
       `drop_remainder=True` (static shapes), yielding (features, labels).
+    base_reference: `run_checkpoints.base_reference(...)` of the model: the
+      checkpoints then hold only the trained variables (None: the whole model).
   Returns:
-    {"loss": mean loss of the last loop, "global_step": final step}.
+    {"loss": mean loss of the last host call, "global_step": final step}.
   """
   with strategy.scope():
     optimizer = optimization.create_optimizer(
@@ -81,12 +86,9 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   # multi-worker pattern. Every worker resumes from output_dir.
   is_chief = strategy.extended.should_checkpoint
   write_dir = settings.output_dir if is_chief else tempfile.mkdtemp(prefix="workertemp_")
-  manager = checkpoint_manager(model, write_dir, optimizer,
-                               settings.keep_checkpoint_max)
-  latest = tf.train.latest_checkpoint(settings.output_dir)
-  if latest:
-    manager.checkpoint.restore(latest).assert_existing_objects_matched()
-    logging.info("Resuming from %s", latest)
+  manager = run_checkpoints.manager(model, write_dir, optimizer,
+                                    settings.keep_checkpoint_max, base_reference)
+  run_checkpoints.restore(model, settings.output_dir, optimizer)
   step = int(optimizer.iterations.numpy())
 
   train_loop = make_train_loop(strategy, model, loss_fn, optimizer,
@@ -102,22 +104,25 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   writer = tf.summary.create_file_writer(write_dir)
   logging.info("***** Running training from step %d to %d *****", step,
                settings.num_train_steps)
+  progress = Progress(step, settings.num_train_steps, settings.train_batch_size,
+                      settings.iterations_per_loop,
+                      one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy))
   try:
-    start, start_step, loss = time.time(), step, float("nan")
+    loss = float("nan")
     while step < settings.num_train_steps:
       to_checkpoint = (settings.save_checkpoints_steps
                        - step % settings.save_checkpoints_steps)
-      n = min(settings.iterations_per_loop, settings.num_train_steps - step, to_checkpoint)
+      n = min(progress.steps_for_next_call(step), settings.num_train_steps - step,
+              to_checkpoint)
+      call_start = time.monotonic()
       loss = float(train_loop(iterator, tf.constant(n)))
       step += n
-      elapsed = time.time() - start
-      rate = (step - start_step) / max(elapsed, 1e-9)
-      logging.info("global_step = %d, loss = %.6f, steps/sec = %.2f, time left = %.0f s",
-                   step, loss, rate, (settings.num_train_steps - step) / max(rate, 1e-9))
+      line = progress.record(step, n, loss, time.monotonic() - call_start)
+      if line:
+        logging.info(line)
       with writer.as_default(step=step):
         tf.summary.scalar("loss", loss)
         tf.summary.scalar("learning_rate", optimizer.learning_rate)
-        tf.summary.scalar("global_step/sec", rate)
       if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
         manager.save(checkpoint_number=step)
         logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)

@@ -6,10 +6,11 @@
   probabilities                what the original's predict wrote per example
   write_eval_summaries         the eval metrics for TensorBoard
   MODEL_KEYS                   the run_config.json keys that, beside the encoder's
-                               (task_setup.check_run_config), fix a classifier
+                               (model_setup.check_run_config), fix a classifier
 
 What both scripts share (flags, base encoder, model, weights, run_config.json)
-is in task_setup.py.
+is in runtime/model_setup.py. `is_regression` is always the task processor's
+(classification/processors.py): no function here decides it from a task name.
 """
 
 from typing import Dict, Mapping
@@ -18,7 +19,7 @@ import numpy as np
 import scipy.special
 import tensorflow as tf
 
-import classifier_metrics
+from classification import metrics as classifier_metrics
 
 # Keys of run_config.json that fix the head's variables and the meaning of its
 # outputs: a checkpoint in output_dir is only usable if they match.
@@ -47,16 +48,17 @@ def per_example_loss(logits: np.ndarray, labels: np.ndarray, is_regression: bool
 
 def eval_results(task_name: str, outputs: Mapping[str, np.ndarray], batch_size: int,
                  global_step: int, is_regression: bool) -> Dict[str, object]:
-  """The keys of the original's eval_results.txt for `training.predict` outputs.
+  """The keys of the original's eval_results.txt for `loop.predict` outputs.
 
   eval_* come from classifier_metrics (real examples only). "loss" is what
   Estimator.evaluate reported: the mean over eval batches of each batch's mean
   loss, padding included (the original's total_loss did not weight examples).
+  `is_regression` is the processor's; it picks the loss and the metrics.
   """
   logits, labels = outputs["logits"], outputs["labels"]
   results = dict(classifier_metrics.compute_metrics(
       task_name, labels, logits if not is_regression else logits[:, 0],
-      outputs["is_real_example"]))
+      outputs["is_real_example"], is_regression=is_regression))
   losses = per_example_loss(logits, labels, is_regression)
   batch_means = [losses[i:i + batch_size].mean() for i in range(0, len(losses), batch_size)]
   results["loss"] = np.float32(np.mean(batch_means))

@@ -1,0 +1,86 @@
+"""The pre-trained encoder a run starts from: its config, its vocabulary, its weights.
+
+Google's releases come as bert_config.json + vocab.txt + a checkpoint (read
+later, into the built model, by checkpoint_io). A TF Hub / Model Garden BERT
+SavedModel (--bert_hub_module_handle) carries all three: its weights are read
+into memory here under Google's names (nothing is written), and its config and
+vocabulary stand in for the two flags.
+"""
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+from checkpoints import tf2_encoder
+import modeling
+
+
+@dataclasses.dataclass(frozen=True)
+class Base:
+  """The pre-trained encoder a run starts from."""
+  bert_config: modeling.BertConfig
+  vocab_file: str
+  hub_encoder: Optional[tf2_encoder.Tf2Encoder] = None  # with --bert_hub_module_handle
+
+
+def read_base(bert_config_file: Optional[str], vocab_file: Optional[str],
+              do_lower_case: bool, max_seq_length: int,
+              hub_module_handle: Optional[str] = None) -> Base:
+  """Checks the flags that describe the base encoder and reads its config (and Hub weights).
+
+  With a hub module handle, bert_config_file and vocab_file are optional:
+  sizes are then inferred from the weights and the vocabulary is the
+  SavedModel's own.
+  """
+  hub_encoder = None
+  if hub_module_handle:
+    hub_encoder = read_hub_encoder(hub_module_handle, bert_config_file, vocab_file)
+    if hub_encoder.do_lower_case not in (None, do_lower_case):
+      raise ValueError(f"--bert_hub_module_handle {hub_module_handle} states do_lower_case="
+                       f"{hub_encoder.do_lower_case}: pass "
+                       f"--do_lower_case={hub_encoder.do_lower_case}")
+    bert_config = modeling.BertConfig.from_dict(hub_encoder.config)
+    vocab_file = hub_encoder.vocab_file
+  else:
+    for name, value in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
+      if not value:  # absl's wording for a missing required flag.
+        raise ValueError(f"Flag --{name} must have a value other than None.")
+    bert_config = modeling.BertConfig.from_json_file(bert_config_file)
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "Cannot use sequence length %d because the BERT model "
+        "was only trained up to sequence length %d" %
+        (max_seq_length, bert_config.max_position_embeddings))
+  return Base(bert_config, vocab_file, hub_encoder)
+
+
+def read_hub_encoder(handle: str, bert_config_file: Optional[str] = None,
+                     vocab_file: Optional[str] = None) -> tf2_encoder.Tf2Encoder:
+  """Reads a TF Hub BERT encoder (TF2 SavedModel) into memory under Google's names.
+
+  Its weights are loaded into the task model directly (rather than wrapping
+  the SavedModel), which keeps one model class, so adapters can be inserted
+  and checkpoints keep the original names.
+
+  Args:
+    handle: https:// URL of a TF Hub model, or a local or gs:// SavedModel dir.
+    bert_config_file, vocab_file: see `tf2_encoder.read_tf2_encoder`.
+  """
+  if handle.startswith(("http://", "https://")):
+    # Imported here: tensorflow_hub pulls in tf_keras, which only this path needs.
+    import tensorflow_hub as hub  # pylint: disable=g-import-not-at-top
+    path = hub.resolve(handle)  # Downloads into TFHUB_CACHE_DIR once.
+  elif tf.io.gfile.isdir(handle):
+    path = handle
+  else:
+    raise FileNotFoundError(f"--bert_hub_module_handle: no SavedModel directory {handle}")
+  encoder = tf2_encoder.read_tf2_encoder(
+      saved_model_dir=path, bert_config_file=bert_config_file, vocab_file=vocab_file)
+  if not encoder.vocab_file:
+    raise FileNotFoundError(f"{handle} has no vocabulary (no vocab_file asset, no "
+                            f"assets/vocab.txt); pass --vocab_file")
+  logging.info("Read TF Hub encoder %s (%d tensors, vocab %s)", handle,
+               len(encoder.tensors), encoder.vocab_file)
+  return encoder

@@ -1,0 +1,7 @@
+"""The classification pipeline of run_classifier.py.
+
+  processors  GLUE / XNLI / user TSV files -> `InputExample`s, label lists
+  features    examples -> BERT features -> TFRecord files -> tf.data
+  task        loss, eval results and probabilities from model outputs
+  metrics     GLUE metrics and the result files (eval_results.txt, test_results.tsv)
+"""

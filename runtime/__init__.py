@@ -1,0 +1,9 @@
+"""The training runtime both scripts share.
+
+  model_setup   a run's task model: what trains, where its weights come from
+  run_config    run_config.json, the settings saved with every model
+  trainable     train modes (adapters, full, baselines) and parameter counts
+  loop          the compiled train loop and prediction under any strategy
+  records       TFRecord feature files -> batched tf.data pipelines
+  distribution  the tf.distribute strategy (TPU, multi-worker, mirrored, one device)
+"""

@@ -1,0 +1,216 @@
+"""A run's task model: its adapter settings, what trains, and where its weights come from.
+
+Both scripts build their model here (`create_model`). Its weights come, in
+this order of precedence (the original Estimator's):
+1. the latest `model.ckpt-N` in output_dir (a trained or interrupted run of this
+   task: it wins over everything below; where it holds only what trained, its
+   base is loaded first, from the flags or else from where the checkpoint says);
+2. otherwise the base: `--init_checkpoint` (Google / adapter-bert / fine-tuned
+   original checkpoint, or one of this project's) or `--bert_hub_module_handle`
+   (a TF Hub / Model Garden BERT SavedModel), then `--adapter_checkpoint`
+   (adapter-only weights of a task) on top.
+After training, `save_adapter_model` writes what trained, alone, to
+output_dir/adapter_model.
+"""
+
+import dataclasses
+import posixpath
+from typing import Callable, Mapping, Optional, Tuple
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from adapter_layers import AdapterConfig
+from checkpoints import adapter_weights
+from checkpoints import base_model
+from checkpoints import checkpoint_io
+from checkpoints import run_checkpoints
+import modeling
+from runtime import trainable
+import tokenization
+
+ADAPTER_MODEL_DIR = "adapter_model"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions:
+  """Where a task model's weights come from and what trains (the adapter flags)."""
+  adapter_size: int = 64
+  adapter_init_scale: float = 1e-3
+  train_mode: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  bert_hub_module_handle: Optional[str] = None
+  adapter_checkpoint: Optional[str] = None
+
+  @classmethod
+  def from_flags(cls, flag_values) -> "ModelOptions":
+    """From parsed absl flags (or anything indexable by flag name with `.value`)."""
+    return cls(**{f.name: flag_values[f.name].value for f in dataclasses.fields(cls)})
+
+  def adapter_config(self) -> AdapterConfig:
+    return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale)
+
+  def validate(self, do_lower_case: bool) -> None:
+    """Fails on inconsistent flags before a script does any work."""
+    if self.init_checkpoint and self.bert_hub_module_handle:
+      raise ValueError("give at most one of --init_checkpoint and --bert_hub_module_handle")
+    if self.adapter_size < 0:
+      raise ValueError(f"--adapter_size must be >= 0, got {self.adapter_size}")
+    self.mode()  # Parses --train_mode.
+    tokenization.validate_case_matches_checkpoint(do_lower_case, self.init_checkpoint)
+
+  def mode(self) -> trainable.TrainMode:
+    if self.train_mode:
+      return trainable.TrainMode.parse(self.train_mode)
+    return trainable.default_train_mode(self.adapter_size)
+
+  def read_base(self, bert_config_file: Optional[str], vocab_file: Optional[str],
+                do_lower_case: bool, max_seq_length: int) -> base_model.Base:
+    """Validates these options and reads the base encoder they start from."""
+    self.validate(do_lower_case)
+    return base_model.read_base(bert_config_file, vocab_file, do_lower_case,
+                                max_seq_length, self.bert_hub_module_handle)
+
+
+def set_seed(seed: Optional[int]) -> None:
+  if seed is not None:
+    keras.utils.set_random_seed(seed)
+
+
+def shuffle_seed(seed: Optional[int]) -> int:
+  """The training-data shuffle seed: --seed, or a fixed one when it is unset.
+
+  Never unseeded: every worker of a multi-worker run must read the same order,
+  since each keeps its share of every global batch (loop.train).
+  """
+  return 12345 if seed is None else seed
+
+
+def create_model(strategy: tf.distribute.Strategy,
+                 make_model: Callable[[modeling.BertConfig, AdapterConfig], keras.Model],
+                 options: ModelOptions, base: base_model.Base, output_dir: str,
+                 adapter_metadata: Optional[Mapping[str, object]] = None
+                 ) -> Tuple[keras.Model, int]:
+  """Builds the task model under `strategy`, marks what trains and loads its weights.
+
+  Args:
+    make_model: (bert config, adapter config) -> an unbuilt task model of modeling.py.
+    output_dir: the run's directory; its latest checkpoint wins (module docstring).
+    adapter_metadata: see `load_weights`.
+  Returns:
+    The model (its parameter counts logged: adapter-bert's three lines) and the
+    global step of its weights (`load_weights`).
+  """
+  with strategy.scope():
+    model = make_model(base.bert_config, options.adapter_config())
+    model.ensure_built()
+  # Before loading, so that the loader's "Trainable Variables" list is what trains.
+  trainable.set_trainable(model, options.mode())
+  global_step = load_weights(model, options, output_dir, base.hub_encoder, adapter_metadata)
+  trainable.log_parameter_counts(model)
+  return model, global_step
+
+
+def load_weights(model: keras.Model, options: ModelOptions, output_dir: str,
+                 hub_encoder=None,
+                 adapter_metadata: Optional[Mapping[str, object]] = None) -> int:
+  """Fills `model` from output_dir's latest checkpoint or the base (module docstring).
+
+  Args:
+    hub_encoder: the base's weights with --bert_hub_module_handle (base_model.Base).
+    adapter_metadata: what --adapter_checkpoint must have been trained with,
+      e.g. {"labels": [...]}: a key its metadata holds with another value is
+      an error (same-shaped heads of another label order would load silently).
+  Returns:
+    The global step of the weights, as the original's eval results name it:
+    the latest checkpoint's, else the adapters' training step, else 0.
+  Raises:
+    ValueError: if output_dir's checkpoint holds trained variables only and
+      the base loaded under them is not the one they were trained on.
+  """
+  latest = run_checkpoints.latest(output_dir)
+  reference = run_checkpoints.read_reference(latest) if latest else None
+  if latest and reference is None:
+    ignored = [f"--{k}" for k in _SOURCES if getattr(options, k)]
+    if ignored:
+      logging.warning("%s holds %s, which wins over %s (as the original Estimator's "
+                      "model_dir); use a new --output_dir to start from those.",
+                      output_dir, latest, ", ".join(ignored))
+    return run_checkpoints.restore(model, output_dir)
+  if reference is not None and not (options.init_checkpoint or hub_encoder is not None):
+    # Trained variables only: their base as the checkpoint records it, unless
+    # the flags name one (e.g. the same checkpoint at another path).
+    logging.info("%s holds the trained variables only; loading its base from %s",
+                 latest, {k: reference.get(k) for k in _SOURCES if reference.get(k)})
+    options = dataclasses.replace(options, **{k: reference.get(k) for k in _SOURCES})
+    if options.bert_hub_module_handle:
+      hub_encoder = base_model.read_hub_encoder(options.bert_hub_module_handle)
+  step = _load_base(model, options, hub_encoder, adapter_metadata)
+  if reference is not None:
+    return run_checkpoints.restore(model, output_dir)
+  return step
+
+
+# Where a base's weights come from, as ModelOptions (and --flags) name them.
+_SOURCES = ("init_checkpoint", "bert_hub_module_handle", "adapter_checkpoint")
+
+
+def _load_base(model, options, hub_encoder, adapter_metadata) -> int:
+  """The base weights, then the adapter-only file on top; returns the file's step or 0."""
+  if hub_encoder is not None:
+    checkpoint_io.load_arrays(model, hub_encoder.tensors,
+                              f"TF Hub encoder {options.bert_hub_module_handle}")
+  elif options.init_checkpoint:
+    path = checkpoint_io.resolve_checkpoint(options.init_checkpoint)
+    reference = run_checkpoints.read_reference(path)
+    if reference is None:
+      checkpoint_io.load_checkpoint(model, path)
+    else:  # A run's checkpoint of trained variables only: its own base first.
+      recorded = dataclasses.replace(options, **{k: reference.get(k) for k in _SOURCES})
+      hub = recorded.bert_hub_module_handle
+      _load_base(model, recorded, hub and base_model.read_hub_encoder(hub), None)
+      run_checkpoints.restore_from(model, path)
+  else:
+    logging.warning("No --init_checkpoint or --bert_hub_module_handle: the encoder "
+                    "starts from random weights.")
+  path = options.adapter_checkpoint
+  if not path:
+    return 0
+  saved = adapter_weights.read_adapter_header(path)["metadata"]
+  for key, value in (adapter_metadata or {}).items():
+    if saved.get(key, value) != value:
+      raise ValueError(f"--adapter_checkpoint {path} was trained with {key} {saved[key]!r}, "
+                       f"this run has {value!r}")
+  adapter_weights.load_adapter_weights(model, path)
+  return int(saved.get("global_step", 0))
+
+
+def base_reference(model: keras.Model, options: ModelOptions,
+                   output_dir: str) -> Optional[dict]:
+  """What training checkpoints record about the frozen weights (run_checkpoints).
+
+  Where they came from is what the flags say or, for a run resumed without
+  them, what output_dir's checkpoint said.
+  """
+  sources = {k: getattr(options, k) for k in _SOURCES}
+  latest = run_checkpoints.latest(output_dir)
+  recorded = run_checkpoints.read_reference(latest) if latest else None
+  if recorded and not (options.init_checkpoint or options.bert_hub_module_handle):
+    sources = {k: recorded.get(k) for k in _SOURCES}
+  return run_checkpoints.base_reference(model, sources)
+
+
+def save_adapter_model(model: keras.Model, options: ModelOptions, output_dir: str,
+                       metadata: Optional[dict] = None) -> Optional[str]:
+  """Writes the trained variables alone to <output_dir>/adapter_model.
+
+  Skipped (returns None) after full fine-tuning: the checkpoint is then the
+  model (a span labeler's unused pooler is frozen even then, so "all variables
+  train" would not tell).
+  """
+  if options.mode().name == "full":
+    logging.info("Full fine-tuning: no separate adapter-only weights written.")
+    return None
+  return adapter_weights.save_adapter_weights(
+      model, posixpath.join(output_dir, ADAPTER_MODEL_DIR), metadata)

@@ -1,0 +1,85 @@
+"""How many steps each compiled host call runs, and when a progress line is printed.
+
+TPUEstimator ran `iterations_per_loop` steps per host call (1000 by default)
+and logged once per call. On a TPU that keeps the host out of the way, and is
+kept. On a CPU or GPU a call of 1000 steps runs for many minutes in silence,
+and a host call costs next to nothing there, so calls are cut to at most
+`LOG_EVERY_STEPS` steps and, once a step's time is known, to about
+`CALL_SECONDS` of work; a line is printed every `LOG_EVERY_STEPS` steps or
+`LOG_EVERY_SECONDS` seconds, whichever comes first.
+"""
+
+import time
+from typing import Callable, Optional
+
+LOG_EVERY_STEPS = 100
+LOG_EVERY_SECONDS = 30.0
+CALL_SECONDS = 5.0
+
+
+class Progress:
+  """Paces the training loop's host calls and reports step, loss, speed and time left."""
+
+  def __init__(self, start_step: int, num_train_steps: int, batch_size: int,
+               iterations_per_loop: int, one_call_per_loop: bool,
+               clock: Callable[[], float] = time.monotonic):
+    """
+    Args:
+      one_call_per_loop: run `iterations_per_loop` steps per host call and
+        report after each (TPU), instead of the pacing above.
+    """
+    self._num_train_steps = num_train_steps
+    self._batch_size = batch_size
+    self._iterations_per_loop = iterations_per_loop
+    self._one_call_per_loop = one_call_per_loop
+    self._clock = clock
+    self._seconds_per_step: Optional[float] = None
+    self._first_call = True
+    self._last_step, self._last_time = start_step, clock()
+    self._loss_sum, self._loss_steps = 0.0, 0
+
+  def steps_for_next_call(self, step: int) -> int:
+    if self._one_call_per_loop:
+      return self._iterations_per_loop
+    # End calls on multiples of LOG_EVERY_STEPS since the last line.
+    n = min(self._iterations_per_loop,
+            LOG_EVERY_STEPS - (step - self._last_step) % LOG_EVERY_STEPS)
+    if self._seconds_per_step is None:
+      return 1  # Until one step has been timed (the first call also compiles).
+    return max(1, min(n, int(CALL_SECONDS / self._seconds_per_step)))
+
+  def record(self, step: int, num_steps: int, mean_loss: float,
+             call_seconds: float) -> Optional[str]:
+    """Takes one host call's result; returns a progress line when one is due."""
+    if self._first_call:  # Includes tracing and compiling: not a step time.
+      self._first_call = False
+    else:
+      self._seconds_per_step = call_seconds / num_steps
+    self._loss_sum += mean_loss * num_steps
+    self._loss_steps += num_steps
+    now = self._clock()
+    due = (self._one_call_per_loop or step >= self._num_train_steps
+           or step - self._last_step >= LOG_EVERY_STEPS
+           # The next call may take CALL_SECONDS: print now rather than late.
+           or now - self._last_time >= LOG_EVERY_SECONDS - CALL_SECONDS)
+    if not due:
+      return None
+    steps_per_sec = (step - self._last_step) / max(now - self._last_time, 1e-9)
+    left = (self._num_train_steps - step) / max(steps_per_sec, 1e-9)
+    line = (f"global_step = {step}, loss = {self._loss_sum / self._loss_steps:.6f}, "
+            f"steps/sec = {steps_per_sec:.2f}, examples/sec = "
+            f"{steps_per_sec * self._batch_size:.1f}, time left = {_duration(left)}")
+    self._last_step, self._last_time = step, now
+    self._loss_sum, self._loss_steps = 0.0, 0
+    return line
+
+
+def _duration(seconds: float) -> str:
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f"{seconds} s"
+  minutes, seconds = divmod(seconds, 60)
+  if minutes < 60:
+    return f"{minutes} min {seconds:02d} s"
+  hours, minutes = divmod(minutes, 60)
+  return f"{hours} h {minutes:02d} min"
