@@ -113,7 +113,7 @@ class Adapter(keras.layers.Layer):
   def call(self, inputs):
     # One 2-D product over all tokens: tf.matmul of a [batch, seq, hidden]
     # tensor by a 2-D kernel broadcasts into BatchMatMulV2, whose gradients
-    # take about twice as long on CPU (benchmarks/README.md).
+    # took about twice as long on the project's 2-core CPU.
     x = tf.reshape(inputs, [-1, self.weights1.shape[0]])
     h = self._activation_fn(tf.matmul(x, self.weights1) + self.biases1)
     y = x + tf.matmul(h, self.weights2) + self.biases2

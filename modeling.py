@@ -160,11 +160,31 @@ class BertEmbeddings(_Serializable, keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
+class TokenDense(keras.layers.Dense):
+  """keras.layers.Dense over a [tokens, features] matrix, with a fused bias add.
+
+  Dense's own MatMul + AddV2 becomes MatMul + BiasAdd, which TensorFlow's graph
+  optimizer fuses into one kernel (with the activation where it can).
+  """
+
+  def call(self, inputs, training=None):
+    del training
+    y = tf.matmul(inputs, self.kernel)
+    if self.bias is not None:
+      y = tf.nn.bias_add(y, self.bias)
+    return self.activation(y) if self.activation is not None else y
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class TransformerBlock(_Serializable, keras.layers.Layer):
   """One post-LayerNorm Transformer layer of BERT, with two optional adapters.
 
   attention: dense -> dropout -> adapter -> LayerNorm(. + layer_input)
   feed-forward: dense -> dropout -> adapter -> LayerNorm(. + attention_output)
+
+  Every token-wise product (projections, feed-forward, adapters) runs as one
+  2-D MatMul over all batch_size * seq_length tokens, its bias add fused
+  (TokenDense); only the attention scores are 4-D.
 
   Call arguments:
     x: float32 Tensor of shape [batch_size, seq_length, hidden_size].
@@ -181,7 +201,7 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     h, init = config.hidden_size, _initializer(config)
     self.num_heads = config.num_attention_heads
     self.head_size = h // self.num_heads
-    dense = lambda units, name, **kw: keras.layers.Dense(
+    dense = lambda units, name, **kw: TokenDense(
         units, kernel_initializer=init, name=name, **kw)
     self.query = dense(h, "query")
     self.key = dense(h, "key")
@@ -203,29 +223,28 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     else:
       self.attention_adapters = self.output_adapters = None
 
-  def _split_heads(self, x):
-    b, s = tf.shape(x)[0], tf.shape(x)[1]
-    return tf.reshape(x, [b, s, self.num_heads, self.head_size])
-
   def call(self, x, attention_bias, training=None):
-    q = self._split_heads(self.query(x))
-    k = self._split_heads(self.key(x))
-    v = self._split_heads(self.value(x))
+    shape = tf.shape(x)
+    heads = [shape[0], shape[1], self.num_heads, self.head_size]
+    tokens = tf.reshape(x, [-1, self.config.hidden_size])  # [batch * seq, hidden]
+    q = tf.reshape(self.query(tokens), heads)
+    k = tf.reshape(self.key(tokens), heads)
+    v = tf.reshape(self.value(tokens), heads)
     scores = tf.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(self.head_size))
     probs = tf.nn.softmax(scores + attention_bias, axis=-1)
     probs = self.attention_dropout(probs, training=training)
     context = tf.einsum("bnqk,bknd->bqnd", probs, v)
-    context = tf.reshape(context, tf.shape(x))
+    context = tf.reshape(context, [-1, self.config.hidden_size])
     h = self.hidden_dropout(self.attention_output(context), training=training)
     if self.attention_adapters is not None:
       h = self.attention_adapters(h)
-    attention_output = self.attention_layer_norm(h + x)
+    attention_output = self.attention_layer_norm(h + tokens)
 
     h = self.output_dense(self.intermediate(attention_output))
     h = self.hidden_dropout(h, training=training)
     if self.output_adapters is not None:
       h = self.output_adapters(h)
-    return self.output_layer_norm(h + attention_output)
+    return tf.reshape(self.output_layer_norm(h + attention_output), shape)
 
   def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:
     """Keras variables of this layer by their TF1 names under `prefix`."""

@@ -83,7 +83,7 @@ flags.DEFINE_integer("long_steps", 60, "Training steps of the long run.")
 flags.DEFINE_integer("repeats", 1, "Short/long run pairs per mode (median taken).")
 flags.DEFINE_list("run_classifier_flags", [], "Extra flags for run_classifier.py, e.g. "
                   "--run_classifier_flags=--iterations_per_loop=25")
-flags.DEFINE_float("target_examples_per_s", 48.0, "The issue's target for adapter "
+flags.DEFINE_float("target_examples_per_s", 48.0, "The project's target for adapter "
                    "training through run_classifier.py.")
 # Internal: what a worker process does.
 flags.DEFINE_enum("worker", None, ["train", "aux"], "Internal: run as a worker.")
@@ -95,7 +95,7 @@ BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
                  num_attention_heads=12, intermediate_size=3072,
                  max_position_embeddings=512, type_vocab_size=2)
 BUILT_IN = {"minilm": MINILM, "bert-base": BERT_BASE}
-ADAPTER_FILE_TARGET = 0.025  # The issue: adapter-only file <= 2.5% of the full checkpoint.
+ADAPTER_FILE_TARGET = 0.025  # Target: adapter-only file <= 2.5% of the full checkpoint.
 
 # Flags a worker gets from its coordinator.
 _WORKER_FLAGS = ("bert_config_file", "seq_length", "batch_size", "adapter_size",
