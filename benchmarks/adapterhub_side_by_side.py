@@ -38,8 +38,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_harness as harness  # pylint: disable=wrong-import-position
+import bench_harness as harness  # Beside this script (its folder is on sys.path).
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -287,14 +286,7 @@ def main(argv=None):
   print(f"adapterhub: torch {r['versions']['torch']}, transformers "
         f"{r['versions']['transformers']}, adapters {r['versions']['adapters']}, "
         f"{r['threads']} threads, attention {r['attn_implementation']}")
-  results["wall_s"] = time.perf_counter() - start
-  print(f"{harness.machine_line()}; benchmark took {results['wall_s']:.0f} s")
-  if args.json_out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
-    with open(args.json_out, "w") as f:
-      json.dump(results, f, indent=2, sort_keys=True, default=str)
-      f.write("\n")
-    print(f"wrote {args.json_out}")
+  harness.finish(results, start, args.json_out)
 
 
 if __name__ == "__main__":

@@ -200,3 +200,16 @@ def machine_line() -> str:
   load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
   return (f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} (a busy machine gives noisy timings)")
+
+
+def finish(results: dict, start: float, json_out: Optional[str]) -> None:
+  """Prints the closing machine line and writes every figure to `json_out`."""
+  results["load_average_end"] = os.getloadavg()
+  results["wall_s"] = time.perf_counter() - start
+  print(f"{machine_line()}; benchmark took {results['wall_s']:.0f} s")
+  if json_out:
+    os.makedirs(os.path.dirname(os.path.abspath(json_out)), exist_ok=True)
+    with open(json_out, "w") as f:
+      json.dump(results, f, indent=2, sort_keys=True, default=str)
+      f.write("\n")
+    print(f"wrote {json_out}")

@@ -523,15 +523,7 @@ def main(argv):
     run_classifier_timing.through_run_classifier(results)
   else:
     speed_benchmark(results)
-  results["load_average_end"] = os.getloadavg()
-  results["wall_s"] = time.perf_counter() - start
-  print(f"{harness.machine_line()}; benchmark took {results['wall_s']:.0f} s")
-  if FLAGS.json_out:
-    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json_out)), exist_ok=True)
-    with open(FLAGS.json_out, "w") as f:
-      json.dump(results, f, indent=2, sort_keys=True, default=str)
-      f.write("\n")
-    print(f"wrote {FLAGS.json_out}")
+  harness.finish(results, start, FLAGS.json_out)
 
 
 if __name__ == "__main__":
