@@ -104,9 +104,11 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   writer = tf.summary.create_file_writer(write_dir)
   logging.info("***** Running training from step %d to %d *****", step,
                settings.num_train_steps)
-  progress = Progress(step, settings.num_train_steps, settings.train_batch_size,
-                      settings.iterations_per_loop,
-                      one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy))
+  progress = Progress(
+      step, settings.num_train_steps, settings.train_batch_size,
+      settings.iterations_per_loop,
+      one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
+      pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
   try:
     loss = float("nan")
     while step < settings.num_train_steps:

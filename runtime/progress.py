@@ -22,19 +22,24 @@ class Progress:
 
   def __init__(self, start_step: int, num_train_steps: int, batch_size: int,
                iterations_per_loop: int, one_call_per_loop: bool,
+               pace_by_time: bool = True,
                clock: Callable[[], float] = time.monotonic):
     """
     Args:
       one_call_per_loop: run `iterations_per_loop` steps per host call and
         report after each (TPU), instead of the pacing above.
+      pace_by_time: also cut calls to about CALL_SECONDS of work. Off where
+        every worker must run the same steps per call (several machines): a
+        worker's own timing would differ from the others'.
     """
     self._num_train_steps = num_train_steps
     self._batch_size = batch_size
     self._iterations_per_loop = iterations_per_loop
     self._one_call_per_loop = one_call_per_loop
+    self._pace_by_time = pace_by_time
     self._clock = clock
     self._seconds_per_step: Optional[float] = None
-    self._first_call = True
+    self._calls = 0
     self._last_step, self._last_time = start_step, clock()
     self._loss_sum, self._loss_steps = 0.0, 0
 
@@ -44,16 +49,17 @@ class Progress:
     # End calls on multiples of LOG_EVERY_STEPS since the last line.
     n = min(self._iterations_per_loop,
             LOG_EVERY_STEPS - (step - self._last_step) % LOG_EVERY_STEPS)
-    if self._seconds_per_step is None:
-      return 1  # Until one step has been timed (the first call also compiles).
-    return max(1, min(n, int(CALL_SECONDS / self._seconds_per_step)))
+    if self._calls < 2:
+      return 1  # The first call also compiles; the second times one step.
+    if self._pace_by_time:
+      n = min(n, int(CALL_SECONDS / self._seconds_per_step))
+    return max(1, n)
 
   def record(self, step: int, num_steps: int, mean_loss: float,
              call_seconds: float) -> Optional[str]:
     """Takes one host call's result; returns a progress line when one is due."""
-    if self._first_call:  # Includes tracing and compiling: not a step time.
-      self._first_call = False
-    else:
+    self._calls += 1
+    if self._calls > 1:  # The first includes tracing and compiling: not a step time.
       self._seconds_per_step = call_seconds / num_steps
     self._loss_sum += mean_loss * num_steps
     self._loss_steps += num_steps

@@ -60,3 +60,14 @@ def test_tpu_keeps_iterations_per_loop_and_one_line_per_call():
   assert calls == [300, 300, 200]
   assert len(lines) == 3
   assert "time left = 4 min 10 s" in lines[0][1]  # 500 steps at 2 steps/s.
+
+
+def test_several_machines_pace_by_steps_only():
+  """Every worker must run the same steps per call, whatever its own timing."""
+  calls = []
+  for seconds_per_step in (0.1, 3.0):
+    clock = FakeClock()
+    p = progress.Progress(0, 250, 32, iterations_per_loop=1000, one_call_per_loop=False,
+                          pace_by_time=False, clock=clock)
+    calls.append(_run(p, clock, 0, 250, seconds_per_step)[0])
+  assert calls[0] == calls[1] == [1, 1, 98, 100, 50]
