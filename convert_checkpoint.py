@@ -42,6 +42,7 @@ from absl import flags
 from checkpoints import google_release
 from checkpoints import huggingface
 from checkpoints import tf2_encoder
+import errors
 
 
 def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "random",
@@ -59,8 +60,9 @@ def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "rando
   """
   google_release.check_output_dir(output_dir, overwrite)
   hf_config, hf_tensors = huggingface.read_hf_checkpoint(hf_dir)
-  config = huggingface.bert_config_from_hf(hf_config)
-  tensors = huggingface.hf_tensors_to_google(hf_tensors, config, missing_pooler)
+  config = huggingface.bert_config_from_hf(hf_config, posixpath.join(hf_dir, "config.json"))
+  tensors = huggingface.hf_tensors_to_google(hf_tensors, config, missing_pooler,
+                                             source=f"HF checkpoint {hf_dir}")
   google_release.write_google_checkpoint(output_dir, config, tensors,
                           posixpath.join(hf_dir, google_release.VOCAB_NAME), overwrite)
   return config
@@ -87,13 +89,13 @@ def tf2_bert_encoder_to_google(
     The BertConfig dict that was written.
   """
   google_release.check_output_dir(output_dir, overwrite)
-  if checkpoint is not None and not vocab_file:
-    raise ValueError("a tf.train checkpoint needs bert_config_file and vocab_file")
+  if checkpoint is not None and not (bert_config_file and vocab_file):
+    raise errors.UserError("--tf2_checkpoint needs --bert_config_file and --vocab_file")
   encoder = tf2_encoder.read_tf2_encoder(saved_model_dir, checkpoint, bert_config_file, vocab_file,
                              checkpoint_model_name)
   if not encoder.vocab_file:
-    raise ValueError("%s has no vocabulary (no vocab_file asset, no assets/vocab.txt): "
-                     "pass vocab_file" % saved_model_dir)
+    raise errors.UserError("no vocabulary (no vocab_file asset, no assets/vocab.txt): pass "
+                           "--vocab_file", saved_model_dir)
   google_release.write_google_checkpoint(output_dir, encoder.config, encoder.tensors, encoder.vocab_file,
                           overwrite)
   return encoder.config
@@ -139,4 +141,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.exit_on_user_error(main))

@@ -24,6 +24,8 @@ import keras
 import tensorflow as tf
 
 from adapter_layers import Adapter, AdapterConfig, get_activation
+import errors
+from storage import input_files
 
 _PACKAGE = "adapter_bert"
 
@@ -62,14 +64,42 @@ class BertConfig:
     return cls(**{k: v for k, v in d.items() if k in known},
                extra={k: v for k, v in d.items() if k not in known})
 
+  # The file a config was read from (from_json_file), for error messages that
+  # must name it; not a field, so it is neither compared nor written.
+  source = None
+
   @classmethod
-  def from_json_file(cls, path: str) -> "BertConfig":
-    with tf.io.gfile.GFile(path, "r") as f:
-      text = f.read()
+  def from_json_file(cls, path: str, require_all: bool = False) -> "BertConfig":
+    """Reads bert_config.json; any fault is an errors.UserError naming the file.
+
+    Args:
+      require_all: every field must be in the file (a converter's source
+        config); otherwise only vocab_size, the rest defaulting as the original.
+    """
+    d = input_files.read_json(path)
+    if not isinstance(d, dict):
+      raise errors.UserError(f"not a BERT config: expected a JSON object, got "
+                             f"{type(d).__name__}", path)
+    fields = [f for f in dataclasses.fields(cls) if f.name != "extra"]
+    missing = [f.name for f in fields if f.name not in d and
+               (require_all or f.default is dataclasses.MISSING)]
+    if missing:
+      raise errors.UserError(f"not a BERT config: lacks {', '.join(missing)}", path)
+    for f in fields:
+      value = d.get(f.name, f.default)
+      if f.type is int and not (type(value) is int and value > 0):
+        raise errors.UserError(f"{f.name} must be a positive integer, got {value!r}", path)
+      if f.type is float and (type(value) not in (int, float) or value < 0):
+        raise errors.UserError(f"{f.name} must be a number >= 0, got {value!r}", path)
+      if f.type is str and not isinstance(value, str):
+        raise errors.UserError(f"{f.name} must be a string, got {value!r}", path)
     try:
-      return cls.from_dict(json.loads(text))
-    except (json.JSONDecodeError, TypeError) as e:
-      raise ValueError(f"{path}: not a BERT config file: {e}") from e
+      get_activation(d.get("hidden_act", "gelu"))
+      config = cls.from_dict(d)
+    except ValueError as e:
+      raise errors.UserError(str(e), path) from e
+    config.source = path
+    return config
 
   def to_dict(self) -> dict:
     d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -134,6 +164,10 @@ class BertEmbeddings(_Serializable, keras.layers.Layer):
 
   def __init__(self, config: BertConfig, **kwargs):
     kwargs.setdefault("name", "embeddings")
+    # Under a mixed-precision policy the rows are gathered from the float32
+    # tables and summed in float32 (the LayerNorm computes in float32 anyway);
+    # autocasting would cast the whole tables every step.
+    kwargs.setdefault("autocast", False)
     super().__init__(**kwargs)
     self.config = config
     self.layer_norm = _layer_norm("LayerNorm")
@@ -156,7 +190,8 @@ class BertEmbeddings(_Serializable, keras.layers.Layer):
     x = tf.gather(self.word_embeddings, input_ids)
     x += tf.gather(self.token_type_embeddings, segment_ids)
     x += self.position_embeddings[tf.newaxis, :seq_length, :]
-    return self.dropout(self.layer_norm(x), training=training)
+    x = tf.cast(self.layer_norm(x), self.compute_dtype)
+    return self.dropout(x, training=training)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -231,7 +266,10 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     k = tf.reshape(self.key(tokens), heads)
     v = tf.reshape(self.value(tokens), heads)
     scores = tf.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(self.head_size))
-    probs = tf.nn.softmax(scores + attention_bias, axis=-1)
+    # Softmax in float32 under mixed precision (no-op casts otherwise): its
+    # exponentials and sums are where 16-bit formats lose the most.
+    scores = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
     probs = self.attention_dropout(probs, training=training)
     context = tf.einsum("bnqk,bknd->bqnd", probs, v)
     context = tf.reshape(context, [-1, self.config.hidden_size])
@@ -413,7 +451,8 @@ class BertClassifier(_TaskModel):
   def call(self, inputs, training=None):
     pooled = self.bert(inputs, training=training)["pooled_output"]
     pooled = self.dropout(pooled, training=training)
-    return tf.matmul(pooled, self.output_weights, transpose_b=True) + self.output_bias
+    logits = tf.matmul(pooled, self.output_weights, transpose_b=True) + self.output_bias
+    return tf.cast(logits, tf.float32)  # The loss and metrics in float32 always.
 
   def head_variable_map(self):
     return {"output_weights": self.output_weights, "output_bias": self.output_bias}
@@ -448,6 +487,7 @@ class BertSpanLabeler(_TaskModel):
     sequence = self.bert(inputs, training=training)["sequence_output"]
     logits = tf.einsum("bsh,nh->nbs", sequence, self.output_weights)
     logits += self.output_bias[:, tf.newaxis, tf.newaxis]
+    logits = tf.cast(logits, tf.float32)  # The loss and metrics in float32 always.
     return {"start_logits": logits[0], "end_logits": logits[1]}
 
   def head_variable_map(self):

@@ -28,6 +28,8 @@ from classification import features as classifier_features
 from classification import metrics as classifier_metrics
 from classification import processors
 from classification import task as classifier_task
+import errors
+from errors import flag_checks
 import modeling
 from runtime import distribution
 from runtime import loop
@@ -38,6 +40,17 @@ import tokenization
 WEIGHT_DECAY_RATE = 0.01  # Fixed in the original; adapters have their own flag.
 
 
+def check_training_flags(flag_values, positive_ints):
+  """The checks both scripts share: the original's training and TPU flags."""
+  check, fc = flag_checks.check_flag, flag_checks
+  for name in positive_ints + ("save_checkpoints_steps", "iterations_per_loop",
+                               "num_tpu_cores"):
+    check(flag_values, name, *fc.POSITIVE_INT)
+  check(flag_values, "learning_rate", *fc.POSITIVE)
+  check(flag_values, "num_train_epochs", *fc.POSITIVE)
+  check(flag_values, "warmup_proportion", *fc.PROPORTION)
+
+
 def define_adapter_flags(flag_values=flags.FLAGS):
   """The flags adapter-bert adds to the original scripts, plus this project's.
 
@@ -45,14 +58,15 @@ def define_adapter_flags(flag_values=flags.FLAGS):
   run_classifier_with_tfhub.py built on run_classifier.py's flags).
   """
   fv = dict(flag_values=flag_values)
-  flags.DEFINE_integer("adapter_size", 64, "Bottleneck size of the adapters; 0 = no adapters "
-                       "(full fine-tuning).", **fv)
+  flags.DEFINE_integer("adapter_size", model_setup.DEFAULT_ADAPTER_SIZE, "Bottleneck size "
+                       "of the adapters; 0 = no adapters. Left out with a --train_mode "
+                       "other than adapters: 0.", **fv)
   flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights "
                      "(truncated normal).", **fv)
   flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
                      "variables (other weights: 0.01, as the original).", **fv)
   flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
-                      "| top_layers:K. Default: adapters if --adapter_size > 0, else full.",
+                      "| top_layers:K. Default: adapters, or full with --adapter_size=0.",
                       **fv)
   flags.DEFINE_string("adapter_checkpoint", None, "Adapter-only weights (a run's "
                       "output_dir/adapter_model) loaded on top of the base weights.", **fv)
@@ -63,7 +77,29 @@ def define_adapter_flags(flag_values=flags.FLAGS):
                        "(None: not seeded, as the original).", **fv)
   flags.DEFINE_bool("use_xla", False, "Compile the train/eval/predict steps with XLA "
                     "(jit_compile).", **fv)
+  flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16", "float16"],
+                    "Compute in 16 bits, keep weights in float32: bfloat16 (TPU, recent "
+                    "CPUs) or float16 with dynamic loss scaling (GPU).", **fv)
+  check, fc = flag_checks.check_flag, flag_checks
+  check(flag_values, "adapter_size", lambda v: v >= 0, model_setup.ADAPTER_SIZES_ALLOWED)
+  check(flag_values, "adapter_init_scale", *fc.POSITIVE)
+  check(flag_values, "adapter_weight_decay_rate", *fc.NON_NEGATIVE)
+  check(flag_values, "train_mode", model_setup.train_mode_ok,
+        model_setup.TRAIN_MODES_ALLOWED)
+  # keras.utils.set_random_seed's range.
+  check(flag_values, "seed", lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1]")
+  fc.check_flags_together(flag_values, ("init_checkpoint", "bert_hub_module_handle"),
+                          model_setup.sources_conflict)
 
+  def adapters_problem(train_mode, adapter_size):
+    # Adapters of the default size where the train mode does not train them
+    # are dropped (ModelOptions); given explicitly, they are a contradiction.
+    if (not model_setup.flag_given(flag_values["adapter_size"]) or adapter_size < 0
+        or not model_setup.train_mode_ok(train_mode)):
+      return None
+    mode = model_setup.ModelOptions(adapter_size=adapter_size, train_mode=train_mode).mode()
+    return model_setup.adapter_conflict(mode, adapter_size)
+  fc.check_flags_together(flag_values, ("train_mode", "adapter_size"), adapters_problem)
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -127,8 +163,23 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string("label_column", "label", "tsv task: header name of the label.", **fv)
   flags.DEFINE_list("labels", None, "tsv task: the labels in id order (comma list); default: "
                     "the sorted labels of train.tsv.", **fv)
+  check = flag_checks.check_flag
   for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=flag_values)
+    check(flag_values, name, bool, "given, not empty")
+  check(flag_values, "labels", lambda v: v and len(set(v)) == len(v),
+        "a comma list of distinct labels")
+  check(flag_values, "task_name",
+        lambda v: processors.canonical_task_name(v) in processors.PROCESSORS,
+        "one of " + ", ".join(sorted(processors.PROCESSORS)) + " (any case)")
+  # [CLS] text [SEP] (text [SEP]): room for the special tokens at least.
+  check(flag_values, "max_seq_length", lambda v: v >= 3, "at least 3")
+  check_training_flags(flag_values, ("train_batch_size", "eval_batch_size",
+                                     "predict_batch_size"))
+  flag_checks.check_flags_together(
+      flag_values, ("do_train", "do_eval", "do_predict"),
+      lambda *actions: None if any(actions) else
+      "at least one of --do_train, --do_eval or --do_predict must be given")
 
 
 _TSV_FLAGS = ("text_a_column", "text_b_column", "label_column", "labels")
@@ -140,14 +191,20 @@ def make_processor(task_name, data_dir, tsv_options):
   if name == "tsv":
     return processors.get_processor(name, data_dir=data_dir, **tsv_options)
   if tsv_options:
-    raise ValueError(f"--{', --'.join(sorted(tsv_options))} apply to --task_name=tsv only")
+    raise errors.UserError(
+        f"--{', --'.join(sorted(tsv_options))} apply to --task_name=tsv only, not "
+        f"--task_name={task_name}")
   return processors.get_processor(task_name)
+
+
+def check_data_dir(data_dir):
+  if not tf.io.gfile.isdir(data_dir):
+    raise errors.UserError(f"--data_dir={data_dir} is not a directory")
 
 
 def read_examples(processor, data_dir, do_train, do_eval, do_predict):
   """Reads every split the run needs up front, so bad data fails before any output."""
-  if not tf.io.gfile.isdir(data_dir):
-    raise FileNotFoundError(f"--data_dir {data_dir} is not a directory")
+  check_data_dir(data_dir)
   return {
       "train": processor.get_train_examples(data_dir) if do_train else None,
       "eval": processor.get_dev_examples(data_dir) if do_eval else None,
@@ -169,14 +226,14 @@ def main(argv, flag_values=None):
   logging.set_verbosity(logging.INFO)
   model_setup.set_seed(F.seed)
 
-  # Start-up checks: each fails before anything is written.
-  if not F.do_train and not F.do_eval and not F.do_predict:
-    raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+  # Start-up checks: each fails before anything is written (the flags' own
+  # values were checked when they were parsed; these need files or presence).
+  processor = make_processor(F.task_name, F.data_dir,
+                             {k: F[k].value for k in _TSV_FLAGS if F[k].present})
+  check_data_dir(F.data_dir)
   options = model_setup.ModelOptions.from_flags(F)
   base = options.read_base(F.bert_config_file, F.vocab_file, F.do_lower_case,
                            F.max_seq_length)
-  processor = make_processor(F.task_name, F.data_dir,
-                             {k: F[k].value for k in _TSV_FLAGS if F[k].present})
   is_regression = processor.is_regression
   label_list = processor.get_labels()
   examples = read_examples(processor, F.data_dir, F.do_train, F.do_eval, F.do_predict)
@@ -267,9 +324,11 @@ def main(argv, flag_values=None):
         os.path.join(output_dir, "test_results.tsv"),
         classifier_task.probabilities(outputs["logits"], is_regression),
         outputs["is_real_example"])
-    assert written == len(examples["predict"]), (written, len(examples["predict"]))
+    if written != len(examples["predict"]):  # A bug, not a user mistake.
+      raise RuntimeError(f"wrote {written} predictions for {len(examples['predict'])} "
+                         "test examples")
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

@@ -24,6 +24,8 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+import errors
+from errors import flag_checks
 import modeling
 import run_classifier
 from runtime import distribution
@@ -85,6 +87,42 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   run_classifier.define_adapter_flags(flag_values)
   for name in ("bert_config_file", "vocab_file", "output_dir"):
     flags.mark_flag_as_required(name, **fv)
+    flag_checks.check_flag(flag_values, name, bool, "given, not empty")
+  check, together = flag_checks.check_flag, flag_checks.check_flags_together
+  run_classifier.check_training_flags(flag_values, (
+      "train_batch_size", "predict_batch_size", "doc_stride", "max_query_length",
+      "n_best_size", "max_answer_length"))
+  check(flag_values, "max_seq_length", lambda v: v >= 3, "at least 3")
+  check(flag_values, "null_score_diff_threshold", lambda v: v == v, "a number (not nan)")
+  together(flag_values, ("do_train", "do_predict"), _action_problem)
+  together(flag_values, ("do_train", "train_file"), _train_file_problem)
+  together(flag_values, ("do_predict", "predict_file"), _predict_file_problem)
+  together(flag_values, ("max_seq_length", "max_query_length"), _length_problem)
+
+
+# The original's validate_flags_or_throw, one rule at a time: None if the
+# values fit together, else what is wrong.
+
+def _action_problem(do_train, do_predict):
+  if not do_train and not do_predict:
+    return "at least one of --do_train or --do_predict must be given"
+  return None
+
+
+def _train_file_problem(do_train, train_file):
+  return "--do_train needs --train_file" if do_train and not train_file else None
+
+
+def _predict_file_problem(do_predict, predict_file):
+  return "--do_predict needs --predict_file" if do_predict and not predict_file else None
+
+
+def _length_problem(max_seq_length, max_query_length):
+  if max_seq_length <= max_query_length + 3:
+    # [CLS] query [SEP] document [SEP]: at least one document token.
+    return ("--max_seq_length must be greater than --max_query_length + 3 "
+            f"({max_query_length} + 3)")
+  return None
 
 
 def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf.Tensor:
@@ -99,14 +137,26 @@ def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf
 
 def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
              max_query_length, doc_stride) -> None:
-  """The original's validate_flags_or_throw, less what ModelOptions.read_base checks."""
-  if not do_train and not do_predict:
-    raise ValueError("At least one of `do_train` or `do_predict` must be True.")
-  if do_train and not train_file:
-    raise ValueError("If `do_train` is True, then `train_file` must be specified.")
-  if do_predict and not predict_file:
-    raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
-  squad_data.validate_lengths(max_seq_length, max_query_length, doc_stride)
+  """The original's validate_flags_or_throw, less what ModelOptions.read_base checks.
+
+  The flag validators of define_flags run the same rules when the flags are
+  parsed; this is for flags set otherwise.
+
+  Raises:
+    errors.UserError: naming the flags, their values and the rule.
+  """
+  named = flag_checks.flags_named
+  for values, message in (
+      (dict(do_train=do_train, do_predict=do_predict), _action_problem(do_train, do_predict)),
+      (dict(do_train=do_train, train_file=train_file),
+       _train_file_problem(do_train, train_file)),
+      (dict(do_predict=do_predict, predict_file=predict_file),
+       _predict_file_problem(do_predict, predict_file)),
+      (dict(max_seq_length=max_seq_length, max_query_length=max_query_length),
+       _length_problem(max_seq_length, max_query_length)),
+      (dict(doc_stride=doc_stride), None if doc_stride >= 1 else "must be a positive integer")):
+    if message:
+      raise errors.UserError(f"{named(**values)}: {message}")
 
 
 def write_features(examples, tokenizer, path, is_training, max_seq_length, doc_stride,
@@ -284,4 +334,4 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

@@ -10,17 +10,19 @@ so it works inside `tf.data` and `tf.function`, and yields the same ids as
 `FullTokenizer` on the same vocab file.
 """
 
+import collections
 from typing import Dict, Optional
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 from official.nlp.tools import tokenization as _mg
 
+import errors
+from storage import input_files
+
 # Identical to the original: re-exported unchanged.
-validate_case_matches_checkpoint = _mg.validate_case_matches_checkpoint
 convert_to_unicode = _mg.convert_to_unicode
 printable_text = _mg.printable_text
-load_vocab = _mg.load_vocab  # Reads through tf.io.gfile (gs://, ram://).
 convert_by_vocab = _mg.convert_by_vocab
 convert_tokens_to_ids = _mg.convert_tokens_to_ids
 convert_ids_to_tokens = _mg.convert_ids_to_tokens
@@ -30,8 +32,41 @@ _is_whitespace = _mg._is_whitespace  # pylint: disable=protected-access
 _is_control = _mg._is_control  # pylint: disable=protected-access
 _is_punctuation = _mg._is_punctuation  # pylint: disable=protected-access
 
+
+def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: Optional[str]):
+  """The original's check that --do_lower_case fits a Google checkpoint's name
+  (Model Garden's copy), its ValueError as a user error."""
+  try:
+    _mg.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  except ValueError as e:
+    raise errors.UserError(str(e).strip()) from e
+
+
 # The original maps words longer than this to [UNK]; Model Garden raised it to 400.
 MAX_INPUT_CHARS_PER_WORD = 200
+
+
+def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
+  """Reads a vocabulary file (one token per line) into {token: line index}.
+
+  The original's dict: the id of a token is its 0-based line number (lines
+  split at line feeds only, tokens stripped). Reads through tf.io.gfile (gs://,
+  ram://). Unlike Model Garden's copy, which drops undecodable bytes, a file
+  that is missing, empty or not UTF-8 is an errors.UserError naming it (and
+  the line).
+  """
+  # Strict UTF-8: a byte-order mark would be part of the first token, as in
+  # the original.
+  text = input_files.read_text(vocab_file, "vocabulary file", encoding="utf-8")
+  lines = text.split("\n")
+  if lines[-1] == "":  # After the last newline: not a line.
+    lines.pop()
+  if not lines:
+    raise errors.UserError("empty vocabulary file", vocab_file)
+  vocab = collections.OrderedDict()
+  for index, line in enumerate(lines):
+    vocab[line.strip()] = index
+  return vocab
 
 
 class WordpieceTokenizer(_mg.WordpieceTokenizer):
@@ -53,8 +88,11 @@ class FullTokenizer(_mg.FullTokenizer):
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True):
     """Args: vocab_file: str, one token per line; do_lower_case: bool."""
-    super().__init__(vocab_file, do_lower_case=do_lower_case)
-    # Model Garden's FullTokenizer builds its own WordpieceTokenizer (limit 400).
+    # The original's constructor: Model Garden's reads the vocabulary with its
+    # own load_vocab (no errors for bad files) and a 400-character word limit.
+    self.vocab = load_vocab(vocab_file)
+    self.inv_vocab = {v: k for k, v in self.vocab.items()}
+    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
 
 

@@ -65,6 +65,8 @@ flags.DEFINE_integer("warmup_steps", 3, "Untimed steps per mode after the compil
 flags.DEFINE_integer("steps_per_round", 3, "Steps a mode runs before the next mode's turn.")
 flags.DEFINE_integer("predict_steps", 30, "Timed inference batches per mode; 0 skips.")
 flags.DEFINE_bool("use_xla", False, "Compile the steps with XLA (run_classifier's --use_xla).")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16", "float16"],
+                  "run_classifier's --mixed_precision.")
 flags.DEFINE_integer("seed", 1, "Seed of initialization and dropout.")
 flags.DEFINE_integer("matmul_size", 2048, "N of the N x N x N matmul ceiling; 0 skips it.")
 flags.DEFINE_integer("matmul_repeats", 10, "Timed matmuls before and after the training "
@@ -99,7 +101,7 @@ ADAPTER_FILE_TARGET = 0.025  # Target: adapter-only file <= 2.5% of the full che
 
 # Flags a worker gets from its coordinator.
 _WORKER_FLAGS = ("bert_config_file", "seq_length", "batch_size", "adapter_size",
-                 "num_labels", "use_xla", "seed")
+                 "num_labels", "use_xla", "mixed_precision", "seed")
 
 
 def resolve(path):
@@ -207,6 +209,7 @@ def train_worker():
   import modeling
   import optimization
   from runtime import loop
+  from runtime import model_setup
   from runtime import trainable
 
   keras.utils.set_random_seed(FLAGS.seed)
@@ -214,11 +217,15 @@ def train_worker():
   mode = trainable.TrainMode.parse(FLAGS.mode)
   adapter_size = FLAGS.adapter_size if mode.name == "adapters" else 0
   B, S = FLAGS.batch_size, FLAGS.seq_length
-  model = modeling.BertClassifier(config, FLAGS.num_labels, AdapterConfig(size=adapter_size))
-  model.ensure_built()
+  with model_setup.dtype_policy(FLAGS.mixed_precision):
+    model = modeling.BertClassifier(config, FLAGS.num_labels,
+                                    AdapterConfig(size=adapter_size))
+    model.ensure_built()
   trainable.set_trainable(model, mode)
   optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
   optimizer.build(model.trainable_variables)
+  if FLAGS.mixed_precision == "float16":  # As loop.train does.
+    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
   strategy = tf.distribute.get_strategy()  # What run_classifier.py gets on a CPU.
   train_loop = loop.make_train_loop(strategy, model, classifier_task.loss_fn(False),
                                     optimizer, B, FLAGS.use_xla)
@@ -516,7 +523,7 @@ def main(argv):
         f"hidden {config['hidden_size']}, intermediate {config['intermediate_size']}, "
         f"heads {config['num_attention_heads']}), seq_length {FLAGS.seq_length}, "
         f"batch {FLAGS.batch_size}, adapter_size {FLAGS.adapter_size}, "
-        f"xla {FLAGS.use_xla}, modes {','.join(FLAGS.modes)}")
+        f"xla {FLAGS.use_xla}, mixed_precision {FLAGS.mixed_precision}, modes {','.join(FLAGS.modes)}")
   print(harness.machine_line(), flush=True)
   start = time.perf_counter()
   if FLAGS.through_run_classifier:

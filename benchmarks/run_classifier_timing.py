@@ -47,7 +47,8 @@ def run_classifier_once(mode, steps, work_dir, tag):
           "--do_train", f"--max_seq_length={FLAGS.seq_length}",
           f"--train_batch_size={B}", f"--num_train_epochs={epochs!r}",
           f"--seed={FLAGS.seed}", "--save_checkpoints_steps=1000000",
-          f"--use_xla={str(FLAGS.use_xla).lower()}", f"--output_dir={output_dir}",
+          f"--use_xla={str(FLAGS.use_xla).lower()}",
+          f"--mixed_precision={FLAGS.mixed_precision}", f"--output_dir={output_dir}",
           ] + adapter_flags + list(FLAGS.run_classifier_flags)
   log_path = os.path.join(work_dir, tag + ".log")
   env = dict(os.environ)

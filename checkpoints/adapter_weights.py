@@ -7,6 +7,10 @@ original checkpoint names, as safetensors (a small, framework-neutral format),
 with the adapter config and a fingerprint of the base weights they were trained
 on, so that restoring onto a different base fails instead of silently computing
 something else.
+
+The directory (adapter_model/) appears whole or not at all. A missing, corrupt
+or foreign file (another base, another adapter size) is an errors.UserError
+naming it.
 """
 
 import hashlib
@@ -20,6 +24,7 @@ import safetensors.numpy
 import tensorflow as tf
 from absl import logging
 
+import errors
 from storage import file_io
 
 WEIGHTS_FILE = "adapter_weights.safetensors"
@@ -42,7 +47,9 @@ def save_adapter_weights(model: keras.Model, output_dir: str,
 
   Args:
     model: a task model of modeling.py after `trainable.set_trainable`.
-    output_dir: directory (any tf.io.gfile path); created if missing.
+    output_dir: directory (any tf.io.gfile path), replaced whole: both files
+      are written into a temporary sibling that then takes its name, so a
+      reader never finds the weights without their config or of another run.
     metadata: extra JSON-serialisable facts to keep (task name, labels, ...).
   Returns:
     The path of the weights file.
@@ -61,9 +68,11 @@ def save_adapter_weights(model: keras.Model, output_dir: str,
   # The weights file carries its own header, so it alone is enough to restore;
   # the JSON beside it is for people.
   blob = safetensors.numpy.save(arrays, metadata={"header": json.dumps(header)})
-  file_io.atomic_write(weights_path, blob, binary=True)
-  file_io.atomic_write(posixpath.join(output_dir, CONFIG_FILE),
-                       json.dumps(header, indent=2, sort_keys=True) + "\n")
+  with file_io.AtomicDirectory(output_dir) as tmp:
+    with tf.io.gfile.GFile(posixpath.join(tmp, WEIGHTS_FILE), "wb") as f:
+      f.write(blob)
+    with tf.io.gfile.GFile(posixpath.join(tmp, CONFIG_FILE), "w") as f:
+      f.write(json.dumps(header, indent=2, sort_keys=True) + "\n")
   logging.info("Saved %d adapter-only variables (%d floats) to %s", len(arrays),
                sum(a.size for a in arrays.values()), weights_path)
   return weights_path
@@ -74,18 +83,34 @@ def read_adapter_header(path: str) -> dict:
   return _read(path)[1]
 
 
+# What load_adapter_weights reads from the header.
+_HEADER_KEYS = ("adapter_config", "base_fingerprint", "variables")
+
+
 def _read(path: str):
+  # A replacement of the directory interrupted by a crash: the old one is back.
+  file_io.recover_directory(path)
   if tf.io.gfile.isdir(path):
     path = posixpath.join(path, WEIGHTS_FILE)
   if not tf.io.gfile.exists(path):
-    raise ValueError(f"adapter weights not found: {path}")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    blob = f.read()
+    raise errors.UserError(
+        f"adapter weights not found (--adapter_checkpoint takes a run's adapter_model "
+        f"directory or its {WEIGHTS_FILE})", path)
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      blob = f.read()
+  except tf.errors.OpError as e:
+    raise errors.UserError(f"cannot read: {e.message}", path) from e
   try:
     arrays = safetensors.numpy.load(blob)
     header = json.loads(_safetensors_metadata(blob)["header"])
   except Exception as e:  # safetensors raises its own error types.
-    raise ValueError(f"{path}: not an adapter weights file: {e}") from e
+    raise errors.UserError(f"not an adapter weights file (empty, truncated or corrupt?): "
+                           f"{e!r}", path) from e
+  missing = [k for k in _HEADER_KEYS if not isinstance(header, dict) or k not in header]
+  if missing:
+    raise errors.UserError(f"not an adapter weights file of this project: its header "
+                           f"lacks {', '.join(missing)}", path)
   return arrays, header, path
 
 
@@ -100,29 +125,35 @@ def load_adapter_weights(model: keras.Model, path: str) -> dict:
   """Restores adapter-only weights onto `model`, whose base is already loaded.
 
   Raises:
-    ValueError: if the file's adapter config differs from the model's, a
-      variable is missing or has another shape, or the model's base weights are
-      not the ones the adapters were trained on.
+    errors.UserError: naming the file, if it is missing or corrupt, its adapter
+      config differs from the model's, a variable is missing or has another
+      shape, or the model's base weights are not the ones the adapters were
+      trained on.
   Returns:
     The file's header (configs, fingerprint, metadata).
   """
   arrays, header, path = _read(path)
   names = model.tf1_variable_map()
-  if header["adapter_config"] != model.adapter_config.to_dict():
-    raise ValueError(f"{path}: adapter config {header['adapter_config']} does not match "
-                     f"the model's {model.adapter_config.to_dict()}")
+  saved, wanted = header["adapter_config"], model.adapter_config.to_dict()
+  if saved != wanted:
+    if isinstance(saved, dict) and saved.get("size") != wanted.get("size"):
+      raise errors.UserError(
+          f"adapter config: these adapters have size {saved.get('size')}, this run's "
+          f"--adapter_size is {wanted.get('size')}", path)
+    raise errors.UserError(f"adapter config {saved} does not match the model's {wanted}",
+                           path)
   for name, value in arrays.items():
     if name not in names:
-      raise ValueError(f"{path}: variable {name} does not exist in the model")
+      raise errors.UserError(f"variable {name} does not exist in the model", path)
     if tuple(value.shape) != tuple(names[name].shape):
-      raise ValueError(f"{path}: variable {name} has shape {tuple(value.shape)} in the "
-                       f"file but {tuple(names[name].shape)} in the model")
+      raise errors.UserError(f"variable {name} has shape {tuple(value.shape)} in the "
+                             f"file but {tuple(names[name].shape)} in the model", path)
   fingerprint = base_fingerprint(names, arrays)
   if fingerprint != header["base_fingerprint"]:
-    raise ValueError(
-        f"{path}: these adapter weights were trained on another base model "
+    raise errors.UserError(
+        f"these adapter weights were trained on another base model "
         f"(base fingerprint {header['base_fingerprint'][:16]}..., this model's base "
-        f"{fingerprint[:16]}...); load the same base checkpoint first")
+        f"{fingerprint[:16]}...); load the same base checkpoint first", path)
   for name, value in arrays.items():
     names[name].assign(value)
   logging.info("Restored %d adapter-only variables from %s", len(arrays), path)

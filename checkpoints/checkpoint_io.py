@@ -5,16 +5,21 @@ Google's and adapter-bert's TF1 checkpoints are name-based (`bert/encoder/...`);
 This project's training checkpoints are object-based (`tf.train.Checkpoint`,
 managed by `tf.train.CheckpointManager`) with the model's variables under "model",
 keyed by those same original names (`trackable_variables`).
+
+A checkpoint that is missing, unreadable (a corrupt `.index`, a truncated
+`.data-*`) or does not fit the model is an errors.UserError naming its files
+(and, for a misfit, bert_config.json and the variable).
 """
 
 import re
-from typing import Callable, Dict, Mapping
+from typing import Callable, Dict, Mapping, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import errors
 from modeling import variable_role
 from storage import file_io
 
@@ -59,20 +64,48 @@ def checkpoint_reader(path: str):
 
   Not `tf.train.load_checkpoint`: it asks `isdir` first, which is true for any
   prefix of a file on `ram://` (and would be on some object stores).
+
+  Raises:
+    errors.UserError: naming `path.index` if it is missing or not an index.
   """
-  return tf.compat.v1.train.NewCheckpointReader(path)
+  try:
+    return tf.compat.v1.train.NewCheckpointReader(path)
+  except tf.errors.NotFoundError as e:
+    raise errors.UserError(f"checkpoint not found (no {_base(path)}.index)", path) from e
+  except tf.errors.OpError as e:  # DataLoss and the like: a corrupt or cut-off index
+    raise errors.UserError(f"not a readable checkpoint index (corrupt or truncated?): "
+                           f"{e.message}", path + ".index") from e
+
+
+def _base(path: str) -> str:
+  return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def data_files(prefix: str) -> str:
+  """The `.data-*` file name(s) of a checkpoint, for messages."""
+  found = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+  return ", ".join(found) if found else prefix + ".data-00000-of-00001 (missing)"
 
 
 def resolve_checkpoint(path: str) -> str:
-  """A checkpoint prefix from a prefix or a directory holding a `checkpoint` file."""
+  """A checkpoint prefix from a prefix or a directory holding a `checkpoint` file.
+
+  Raises:
+    errors.UserError: if there is none; a path to one of the checkpoint's
+      files (`.index`, `.data-*`) is named with the prefix to give instead.
+  """
   if tf.io.gfile.exists(path + ".index"):
     return path
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
-      raise ValueError(f"no checkpoint found in directory {path}")
+      raise errors.UserError("no checkpoint found in this directory (no `checkpoint` file "
+                             "naming one)", path)
     return latest
-  raise ValueError(f"checkpoint not found: {path} (no {path}.index)")
+  prefix = re.sub(r"\.(index|data-\d+-of-\d+|meta)$", "", path)
+  if prefix != path and tf.io.gfile.exists(prefix + ".index"):
+    raise errors.UserError(f"give the checkpoint prefix {prefix}, not one of its files", path)
+  raise errors.UserError(f"checkpoint not found (no {_base(path)}.index)", path)
 
 
 def is_object_based(path: str) -> bool:
@@ -102,8 +135,9 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
   Returns:
     The variables that were loaded, by TF1 name.
   Raises:
-    ValueError: for a missing checkpoint, a missing encoder variable or a shape
-      mismatch; the message names the checkpoint, the variable and both shapes.
+    errors.UserError: for a missing or unreadable checkpoint, a missing encoder
+      variable or a shape mismatch; the message names the checkpoint, the
+      variable, both shapes and the model's bert_config.json.
   """
   path = resolve_checkpoint(path)
   names = model.tf1_variable_map()
@@ -111,10 +145,29 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
     loaded = _load_object_based(model, path, names)
   else:
     reader = checkpoint_reader(path)
-    loaded = _load_by_name(names, reader.get_variable_to_shape_map(), reader.get_tensor,
-                           f"checkpoint {path}")
+
+    def get_tensor(name):
+      try:
+        return reader.get_tensor(name)
+      # A truncated .data file raises IndexError ("Read less bytes than requested").
+      except (tf.errors.OpError, IndexError) as e:
+        raise errors.UserError(f"cannot read variable {name} of checkpoint {path} "
+                               f"(corrupt or truncated?): {_first_line(e)}",
+                               data_files(path)) from e
+
+    loaded = _load_by_name(names, reader.get_variable_to_shape_map(), get_tensor,
+                           f"checkpoint {path}", _config_source(model))
   _log_variables(names, loaded)
   return loaded
+
+
+def _first_line(error: Exception) -> str:
+  return (getattr(error, "message", None) or str(error)).strip().split("\n")[0]
+
+
+def _config_source(model: keras.Model) -> Optional[str]:
+  """The bert_config.json `model` was built from, if it was read from a file."""
+  return getattr(getattr(model, "config", None), "source", None)
 
 
 def load_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray],
@@ -124,29 +177,32 @@ def load_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray],
   a name-based checkpoint (see `load_checkpoint`); `source` names them in messages."""
   names = model.tf1_variable_map()
   shapes = {name: np.shape(array) for name, array in arrays.items()}
-  loaded = _load_by_name(names, shapes, arrays.__getitem__, source)
+  loaded = _load_by_name(names, shapes, arrays.__getitem__, source, _config_source(model))
   _log_variables(names, loaded)
   return loaded
 
 
 def _load_by_name(names: Dict[str, keras.Variable], shapes: Mapping[str, object],
-                  get_tensor: Callable[[str], np.ndarray], source: str):
+                  get_tensor: Callable[[str], np.ndarray], source: str,
+                  config_source: Optional[str] = None):
   """Assigns `get_tensor(name)` to each variable of `names` that `shapes` lists.
 
   The one loader of name-based weights (checkpoint files and in-memory arrays):
   every encoder variable must be there with the model's shape.
   """
+  config = config_source or "bert_config.json"
   missing = [n for n in names
              if n not in shapes and variable_role(n) not in ("adapter", "head")]
   if missing:
-    raise ValueError(f"{source} lacks {len(missing)} encoder variable(s) of the "
-                     f"model: {', '.join(missing[:10])}")
+    raise errors.UserError(
+        f"{source} lacks {len(missing)} encoder variable(s) of the model built from "
+        f"{config}: {', '.join(missing[:10])} (does the config match the checkpoint?)")
   for name, variable in names.items():
     if name in shapes and tuple(shapes[name]) != tuple(variable.shape):
-      raise ValueError(
+      raise errors.UserError(
           f"{source}: variable {name} has shape {tuple(shapes[name])} in the "
-          f"checkpoint but {tuple(variable.shape)} in the model (does bert_config.json "
-          f"match the checkpoint?)")
+          f"checkpoint but {tuple(variable.shape)} in the model built from {config}: "
+          f"the config does not match the checkpoint")
   loaded = {}
   for name, variable in names.items():
     if name in shapes:
@@ -166,5 +222,9 @@ def _load_object_based(model, path, names):
     status.expect_partial()
     status.assert_existing_objects_matched()
   except (ValueError, AssertionError, tf.errors.InvalidArgumentError) as e:
-    raise ValueError(f"checkpoint {path} does not fit the model: {e}") from e
+    raise errors.UserError(f"checkpoint {path} does not fit the model built from "
+                           f"{_config_source(model) or 'bert_config.json'}: {e}") from e
+  except (tf.errors.OpError, IndexError) as e:
+    raise errors.UserError(f"cannot read checkpoint {path} (corrupt or truncated?): "
+                           f"{_first_line(e)}", data_files(path)) from e
   return dict(names)

@@ -9,10 +9,10 @@ A release directory, as google-research/bert published them and as
 
 This module knows the names and shapes such a checkpoint holds
 (`google_variable_shapes`), checks that converted tensors are exactly those
-(`check_complete`), and writes and reads the directory's files.
+(`check_complete`), and writes and reads the directory's files. A source
+that is not such an encoder is an errors.UserError naming it.
 """
 
-import json
 import posixpath
 from typing import Dict, Mapping, Tuple
 
@@ -21,8 +21,10 @@ import numpy as np
 import tensorflow as tf
 
 from checkpoints import checkpoint_io
+import errors
 import modeling
 from storage import file_io
+import tokenization
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
@@ -87,8 +89,8 @@ def _make_pooler(config: Mapping[str, object], how: str) -> Dict[str, np.ndarray
       outside = np.abs(kernel) > 2.0
     kernel = (kernel * float(config["initializer_range"])).astype(np.float32)
   else:
-    raise ValueError("checkpoint has no pooler (bert/pooler/dense) and "
-                     "missing_pooler=%r; use one of %s" % (how, MISSING_POOLER_CHOICES))
+    raise errors.UserError("checkpoint has no pooler (bert/pooler/dense) and "
+                           "missing_pooler=%r; use one of %s" % (how, MISSING_POOLER_CHOICES))
   init = ("identity" if how == "identity" else "truncated normal(stddev=%s, seed=%d)"
           % (config["initializer_range"], _POOLER_SEED))
   logging.warning("Checkpoint has no pooler: created bert/pooler/dense as %s, zero "
@@ -101,27 +103,30 @@ def check_complete(tensors: Dict[str, np.ndarray], config: Mapping[str, object],
   """Asserts `tensors` is exactly a Google BERT encoder; fills a missing pooler."""
   expected = google_variable_shapes(config)
   if not any(name in tensors for name in expected):
-    raise ValueError("not a BERT checkpoint: %s has none of the BERT encoder tensors" % source)
+    raise errors.UserError(
+        "not a BERT checkpoint: %s has none of the BERT encoder tensors" % source)
   if all(p not in tensors for p in POOLER_NAMES):
     tensors = dict(tensors, **_make_pooler(config, missing_pooler))
   missing = sorted(set(expected) - set(tensors))
   if missing:
-    raise ValueError("not a BERT checkpoint: %s lacks %d BERT tensors (config: %d layers): "
-                     "%s" % (source, len(missing), config["num_hidden_layers"], missing))
+    raise errors.UserError(
+        "not a BERT checkpoint: %s lacks %d BERT tensors (config: %d layers): %s" % (
+            source, len(missing), config["num_hidden_layers"], missing))
   extra = sorted(set(tensors) - set(expected))
   if extra:
-    raise ValueError("%s has tensors beyond its config (%d layers): %s" % (
+    raise errors.UserError("%s has tensors beyond its config (%d layers): %s" % (
         source, config["num_hidden_layers"], extra))
   wrong = [(n, tensors[n].shape, s) for n, s in expected.items() if tensors[n].shape != s]
   if wrong:
-    raise ValueError("%s: shapes (name, shape, expected) differ from its config: %s" % (
+    raise errors.UserError("%s: shapes (name, shape, expected) differ from its config: %s" % (
         source, wrong))
   return tensors
 
 
 def as_float32(name: str, array: np.ndarray) -> np.ndarray:
   if not np.issubdtype(array.dtype, np.floating):
-    raise ValueError("tensor %s has dtype %s, expected floating point" % (name, array.dtype))
+    raise errors.UserError("tensor %s has dtype %s, expected floating point" % (
+        name, array.dtype))
   # Google's checkpoints are float32 and the loader checks dtypes.
   return np.ascontiguousarray(array, dtype=np.float32)
 
@@ -135,19 +140,16 @@ def bert_config_json(config: Mapping[str, object]) -> str:
 
 
 def read_bert_config(path: str) -> Dict[str, object]:
-  """Reads an original-format bert_config.json into a dict of BERT_CONFIG_KEYS."""
-  with tf.io.gfile.GFile(path) as f:
-    config = json.load(f)
-  missing = [k for k in BERT_CONFIG_KEYS if k not in config]
-  if missing:
-    raise ValueError("%s lacks BertConfig fields %s" % (path, missing))
+  """Reads an original-format bert_config.json, every field required, into a
+  dict of BERT_CONFIG_KEYS (errors.UserError naming the file if it is not one)."""
+  config = modeling.BertConfig.from_json_file(path, require_all=True).to_dict()
   return {k: config[k] for k in BERT_CONFIG_KEYS}
 
 
 def check_output_dir(output_dir: str, overwrite: bool) -> None:
   # Checked before any work so that a long conversion does not fail at the end.
   if tf.io.gfile.exists(output_dir) and not overwrite:
-    raise FileExistsError("%s exists (use overwrite to replace it)" % output_dir)
+    raise errors.UserError("exists; pass --overwrite to replace it", output_dir)
 
 
 def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
@@ -160,11 +162,10 @@ def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
   half-written output_dir.
   """
   check_output_dir(output_dir, overwrite)
-  with tf.io.gfile.GFile(vocab_file) as f:
-    vocab_lines = sum(1 for _ in f)
+  vocab_lines = max(tokenization.load_vocab(vocab_file).values()) + 1
   if vocab_lines > int(config["vocab_size"]):  # Ids beyond the embedding table.
-    raise ValueError("%s has %d entries > vocab_size %s" % (vocab_file, vocab_lines,
-                                                           config["vocab_size"]))
+    raise errors.UserError("has %d entries > vocab_size %s" % (vocab_lines,
+                                                              config["vocab_size"]), vocab_file)
   if vocab_lines < int(config["vocab_size"]):
     logging.warning("%s has %d entries < vocab_size %s (padded embedding table).",
                     vocab_file, vocab_lines, config["vocab_size"])

@@ -3,11 +3,12 @@
 Read with `safetensors` and NumPy through tf.io.gfile (gs:// works), no PyTorch.
 Every tensor is accounted for: one neither mapped nor on the skip list
 (buffers such as `position_ids`, pre-training heads) is an error, and so is a
-missing or mis-shaped BERT tensor (google_release.check_complete).
+missing or mis-shaped BERT tensor (google_release.check_complete). Those, and
+a missing, corrupt or truncated config.json or safetensors file, are
+errors.UserErrors naming the file.
 """
 
 import importlib.util
-import json
 import os
 import posixpath
 import re
@@ -19,6 +20,8 @@ from safetensors import numpy as st_numpy
 import tensorflow as tf
 
 from checkpoints import google_release
+import errors
+from storage import input_files
 
 # One table: HF module path -> Google scope and the kind of module, which fixes
 # how its parameters are named (and whether a Linear weight is transposed).
@@ -69,18 +72,22 @@ def _hf_to_google_name(key: str) -> Optional[Tuple[str, bool]]:
   return None
 
 
-def bert_config_from_hf(hf_config: Mapping[str, object]) -> Dict[str, object]:
-  """Maps an HF `config.json` dict to the original BertConfig dict."""
+def bert_config_from_hf(hf_config: Mapping[str, object],
+                        path: str = "config.json") -> Dict[str, object]:
+  """Maps an HF `config.json` dict (read from `path`) to the original BertConfig dict."""
+  if not isinstance(hf_config, dict):
+    raise errors.UserError("not an HF config: expected a JSON object", path)
   model_type = hf_config.get("model_type")
   if model_type is not None and model_type != "bert":
-    raise ValueError("not a BERT checkpoint: config.json has model_type=%r" % model_type)
+    raise errors.UserError("not a BERT checkpoint: model_type=%r" % model_type, path)
   if hf_config.get("position_embedding_type", "absolute") != "absolute":
-    raise ValueError("unsupported position_embedding_type=%r: Google BERT has absolute "
-                     "position embeddings" % hf_config["position_embedding_type"])
+    raise errors.UserError("unsupported position_embedding_type=%r: Google BERT has "
+                           "absolute position embeddings" %
+                           hf_config["position_embedding_type"], path)
   act = hf_config.get("hidden_act", "gelu")
   if act not in _HF_ACTIVATIONS:
-    raise ValueError("hidden_act %r has no Google BERT equivalent (%s)" % (
-        act, sorted(_HF_ACTIVATIONS)))
+    raise errors.UserError("hidden_act %r has no Google BERT equivalent (%s)" % (
+        act, sorted(_HF_ACTIVATIONS)), path)
   google_act, note = _HF_ACTIVATIONS[act]
   if note:
     logging.warning("Note: %s", note)
@@ -90,19 +97,20 @@ def bert_config_from_hf(hf_config: Mapping[str, object]) -> Dict[str, object]:
   keys = [k for k in google_release.BERT_CONFIG_KEYS if k != "hidden_act"]
   missing = [k for k in keys if k not in hf_config]
   if missing:
-    raise ValueError("config.json lacks %s" % missing)
+    raise errors.UserError("lacks %s" % missing, path)
   return dict({k: hf_config[k] for k in keys}, hidden_act=google_act)
 
 
 def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str, object],
-                         missing_pooler: str = "random") -> Dict[str, np.ndarray]:
+                         missing_pooler: str = "random",
+                         source: str = "HF checkpoint") -> Dict[str, np.ndarray]:
   """Renames (and transposes) HF BERT tensors to Google's names.
 
   `tensors` is an HF state dict as NumPy arrays, keys with or without the "bert."
   prefix of `BertFor*` models; `missing_pooler` is one of
-  google_release.MISSING_POOLER_CHOICES.
+  google_release.MISSING_POOLER_CHOICES; `source` names them in errors.
   Returns {Google name: float32 array} with exactly the `google_variable_shapes`
-  names; raises ValueError for unknown, missing or mis-shaped tensors.
+  names; raises errors.UserError for unknown, missing or mis-shaped tensors.
   """
   out, unknown, skipped = {}, [], []
   for key in sorted(tensors):
@@ -113,35 +121,53 @@ def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str,
       continue
     name, transpose = mapped
     if name in out:
-      raise ValueError("two HF tensors map to %s (one with a 'bert.' prefix?)" % name)
+      raise errors.UserError("%s: two HF tensors map to %s (one with a 'bert.' prefix?)" % (
+          source, name))
     array = google_release.as_float32(key, tensors[key])
     out[name] = np.ascontiguousarray(array.T) if transpose else array
   if unknown:
-    raise ValueError("HF checkpoint has %d tensors that are not part of a BERT "
-                     "encoder (no mapping): %s" % (len(unknown), unknown))
+    raise errors.UserError("%s has %d tensors that are not part of a BERT encoder (no "
+                           "mapping): %s" % (source, len(unknown), unknown))
   for key in skipped:
     logging.info("Skipped %s (buffer or pre-training head, not in the encoder).", key)
-  return google_release.check_complete(out, config, "HF checkpoint", missing_pooler)
+  return google_release.check_complete(out, config, source, missing_pooler)
 
 
 def read_hf_checkpoint(hf_dir: str) -> Tuple[Dict[str, object], Dict[str, np.ndarray]]:
-  """Reads an HF directory: (config.json dict, {key: array}) of all safetensors."""
-  with tf.io.gfile.GFile(posixpath.join(hf_dir, "config.json")) as f:
-    hf_config = json.load(f)
+  """Reads an HF directory: (config.json dict, {key: array}) of all safetensors.
+
+  Raises:
+    errors.UserError: naming the file that is missing, not UTF-8 / JSON
+      (config.json, the shard index) or not a whole safetensors file.
+  """
+  if not tf.io.gfile.isdir(hf_dir):
+    raise errors.UserError("no such directory (--hf_dir takes a Hugging Face model "
+                           "directory: config.json, vocab.txt, model.safetensors)", hf_dir)
+  hf_config = input_files.read_json(posixpath.join(hf_dir, "config.json"))
   index_path = posixpath.join(hf_dir, "model.safetensors.index.json")
   if tf.io.gfile.exists(index_path):
-    with tf.io.gfile.GFile(index_path) as f:
-      files = sorted(set(json.load(f)["weight_map"].values()))
+    index = input_files.read_json(index_path)
+    if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
+      raise errors.UserError("not a safetensors index: no \"weight_map\" object", index_path)
+    files = sorted(set(index["weight_map"].values()))
   elif tf.io.gfile.exists(posixpath.join(hf_dir, "model.safetensors")):
     files = ["model.safetensors"]
   else:
-    raise FileNotFoundError("no model.safetensors in %s (PyTorch .bin files are not "
-                            "read: convert them to safetensors first)" % hf_dir)
+    raise errors.UserError("no model.safetensors here (PyTorch .bin files are not read: "
+                           "convert them to safetensors first)", hf_dir)
   tensors = {}
   for name in files:
+    path = posixpath.join(hf_dir, name)
+    if not tf.io.gfile.exists(path):  # Only a shard the index names can be.
+      raise errors.UserError("file not found (listed in %s)" % index_path, path)
     # Read through gfile so that gs:// works; safetensors parses the bytes.
-    with tf.io.gfile.GFile(posixpath.join(hf_dir, name), "rb") as f:
-      tensors.update(st_numpy.load(f.read()))
+    with tf.io.gfile.GFile(path, "rb") as f:
+      blob = f.read()
+    try:
+      tensors.update(st_numpy.load(blob))
+    except Exception as e:  # safetensors raises its own error types.
+      raise errors.UserError("not a safetensors file (empty, truncated or corrupt?): %r" % e,
+                             path) from e
   return hf_config, tensors
 
 

@@ -5,6 +5,8 @@ BertEncoder) or an object-based `tf.train` checkpoint holding one.
 `read_tf2_encoder` is the one entry point: the converter writes what it
 returns as a Google-format directory (convert_checkpoint.py), and the scripts
 load it straight into a model for --bert_hub_module_handle (checkpoints/base_model.py).
+A source that is missing, unreadable or not a BERT encoder is an
+errors.UserError naming it.
 """
 
 import dataclasses
@@ -18,7 +20,9 @@ import tensorflow as tf
 # Only the TF1 <-> TF2 name table; this module imports no tf_keras at top level.
 from official.nlp.tools import tf1_bert_checkpoint_converter_lib
 
+from checkpoints import checkpoint_io
 from checkpoints import google_release
+import errors
 
 # Skipped TF2 variables: pre-training heads of BertPretrainerV2 exports.
 _TF2_SKIP = re.compile(r"(.*/)?(cls|predictions|masked_lm|next_sentence)/.*")
@@ -44,7 +48,7 @@ def _strip_prefix(variables: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
   anchor = "word_embeddings/embeddings"
   hits = [k for k in variables if k.endswith(anchor)]
   if len(hits) != 1:
-    raise ValueError("not a BERT checkpoint: expected one %s variable, found %s" % (
+    raise errors.UserError("not a BERT checkpoint: expected one %s variable, found %s" % (
         anchor, hits))
   prefix = hits[0][:-len(anchor)]
   return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in variables.items()}
@@ -59,13 +63,13 @@ def infer_bert_config(variables: Mapping[str, np.ndarray]) -> Dict[str, object]:
   variables = _strip_prefix(variables)
   def dim(name, axis):
     if name not in variables:
-      raise ValueError("not a BERT checkpoint: no variable %s" % name)
+      raise errors.UserError("not a BERT checkpoint: no variable %s" % name)
     return int(variables[name].shape[axis])
 
   layers = {int(m.group(1)) for k in variables
             for m in [re.match(r"transformer/layer_(\d+)/", k)] if m}
   if layers != set(range(len(layers))):
-    raise ValueError("not a BERT checkpoint: layers %s are not 0..N-1" % sorted(layers))
+    raise errors.UserError("not a BERT checkpoint: layers %s are not 0..N-1" % sorted(layers))
   config = {
       "vocab_size": dim("word_embeddings/embeddings", 0),
       "hidden_size": dim("word_embeddings/embeddings", 1),
@@ -99,15 +103,16 @@ def tf2_variables_to_google(variables: Mapping[str, np.ndarray],
       continue  # check_complete reports it.
     array = google_release.as_float32(source, variables[source])
     if array.size != int(np.prod(shape)):
-      raise ValueError("%s has shape %s, cannot be %s %s" % (source, array.shape, name, shape))
+      raise errors.UserError("%s has shape %s, cannot be %s %s" % (
+          source, array.shape, name, shape))
     out[name] = array.reshape(shape)
     used.add(source)
   unknown = [n for n in sorted(set(variables) - used) if not _TF2_SKIP.fullmatch(n)]
   for name in sorted(set(variables) - used - set(unknown)):
     logging.info("Skipped %s (pre-training head, not in the encoder).", name)
   if unknown:
-    raise ValueError("TF2 encoder has %d variables that are not part of a BERT "
-                     "encoder with this config: %s" % (len(unknown), unknown))
+    raise errors.UserError("TF2 encoder has %d variables that are not part of a BERT "
+                           "encoder with this config: %s" % (len(unknown), unknown))
   return google_release.check_complete(out, config, "TF2 encoder", missing_pooler="error")
 
 
@@ -131,19 +136,23 @@ def _restore_model_garden_encoder(checkpoint: str, config: Mapping[str, object],
       max_sequence_length=config["max_position_embeddings"],
       type_vocab_size=config["type_vocab_size"],
       initializer=tf_keras.initializers.TruncatedNormal(stddev=config["initializer_range"]))
-  roots = sorted({key.split("/")[0] for key, _ in tf.train.list_variables(checkpoint)})
+  roots = sorted({key.split("/")[0] for key in
+                  checkpoint_io.checkpoint_reader(checkpoint).get_variable_to_shape_map()})
   if model_name not in roots:
-    raise ValueError("checkpoint %s has no object %r (checkpoint_model_name); its "
-                     "top-level objects: %s" % (checkpoint, model_name, roots))
-  status = tf.train.Checkpoint(**{model_name: encoder}).read(checkpoint)
-  # Optimizer slots and heads in the checkpoint may be left over, but every
-  # encoder variable must come from it.
-  status.expect_partial()
+    raise errors.UserError("checkpoint %s has no object %r (checkpoint_model_name); its "
+                           "top-level objects: %s" % (checkpoint, model_name, roots))
   try:
+    status = tf.train.Checkpoint(**{model_name: encoder}).read(checkpoint)
+    # Optimizer slots and heads in the checkpoint may be left over, but every
+    # encoder variable must come from it.
+    status.expect_partial()
     status.assert_existing_objects_matched()
-  except AssertionError as e:
-    raise ValueError("not a BERT checkpoint matching bert_config_file: %s: %s" % (
+  except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+    raise errors.UserError("not a BERT checkpoint matching bert_config_file: %s: %s" % (
         checkpoint, str(e)[:500])) from e
+  except (tf.errors.OpError, IndexError) as e:
+    raise errors.UserError("cannot read checkpoint %s (corrupt or truncated?): %s" % (
+        checkpoint, str(e).strip().split("\n")[0]), checkpoint_io.data_files(checkpoint)) from e
   return {v.name: v.numpy() for v in encoder.weights}
 
 
@@ -171,7 +180,7 @@ def read_tf2_encoder(saved_model_dir: Optional[str] = None, checkpoint: Optional
     vocab_file: vocab.txt; defaults to the SavedModel's `vocab_file` asset or
       assets/vocab.txt (as run_classifier_with_tfhub.py took it from the module).
   Raises:
-    ValueError: for unknown, missing or mis-shaped variables (the message
+    errors.UserError: for unknown, missing or mis-shaped variables (the message
       names them), or a checkpoint that does not fit bert_config_file.
   """
   if (saved_model_dir is None) == (checkpoint is None):
@@ -180,17 +189,24 @@ def read_tf2_encoder(saved_model_dir: Optional[str] = None, checkpoint: Optional
   do_lower_case = None
   if checkpoint is not None:
     if config is None:
-      raise ValueError("a tf.train checkpoint needs bert_config_file")
+      raise errors.UserError("a tf.train checkpoint needs bert_config_file")
     variables = _restore_model_garden_encoder(checkpoint, config, checkpoint_model_name)
   else:
-    loaded = tf.saved_model.load(saved_model_dir)
+    try:
+      loaded = tf.saved_model.load(saved_model_dir)
+    except (OSError, tf.errors.OpError, ValueError) as e:  # no saved_model.pb, corrupt
+      raise errors.UserError("not a readable SavedModel: %s" % str(e).strip().split("\n")[0],
+                             saved_model_dir) from e
     variables = {v.name: v.numpy() for v in loaded.variables}
-    config = config or infer_bert_config(variables)
     vocab_file = vocab_file or _saved_model_vocab(loaded, saved_model_dir)
     if getattr(loaded, "do_lower_case", None) is not None:
       do_lower_case = bool(loaded.do_lower_case.numpy())
-  return Tf2Encoder(config, tf2_variables_to_google(variables, config), vocab_file,
-                    do_lower_case)
+  try:
+    config = config or infer_bert_config(variables)
+    tensors = tf2_variables_to_google(variables, config)
+  except errors.UserError as e:  # Those name variables; add whose they are.
+    raise errors.UserError(str(e), saved_model_dir or checkpoint) from e
+  return Tf2Encoder(config, tensors, vocab_file, do_lower_case)
 
 
 def _saved_model_vocab(loaded, saved_model_dir: str) -> Optional[str]:

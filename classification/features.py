@@ -27,6 +27,7 @@ from absl import logging
 import tensorflow as tf
 
 from classification.processors import PaddingInputExample
+import errors
 from runtime import records
 from storage import file_io
 
@@ -137,17 +138,19 @@ def convert_single_example(ex_index: int, example, label_list: Optional[Sequence
 
 
 def _label_id(example, label_list):
+  # The processors check labels as they read; examples built elsewhere are
+  # checked here, still naming the row they came from.
   if label_list is None:
     try:
       return float(example.label)
     except (TypeError, ValueError):
-      raise ValueError(f"example {example.guid} ({example.source}): regression label "
-                       f"{example.label!r} is not a number") from None
+      raise errors.UserError(f"example {example.guid} ({example.source}): regression label "
+                             f"{example.label!r} is not a number") from None
   try:
     return list(label_list).index(example.label)
   except ValueError:
-    raise ValueError(f"example {example.guid} ({example.source}): label {example.label!r} "
-                     f"is not one of {list(label_list)}") from None
+    raise errors.UserError(f"example {example.guid} ({example.source}): label "
+                           f"{example.label!r} is not one of {list(label_list)}") from None
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):

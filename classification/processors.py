@@ -14,9 +14,11 @@ Conventions shared by every processor, as in the original:
     except MNLI, whose guid uses the file's `index` column as the original.
   * Test examples get a dummy label (the first of `get_labels()`, 0.0 for
     STS-B): predictions never look at it, and feature conversion needs one.
-  * Blank lines are skipped (the original crashed on them); a row with too few
-    columns or a train/dev label outside `get_labels()` is an error that names
-    the file and its 1-based line, as an editor shows it.
+  * Blank lines are skipped (the original crashed on them). A missing or
+    undecodable file, a row with more or fewer columns than the file's header
+    (or, without one, than the task reads), a train/dev label outside
+    `get_labels()` and a file without examples are `errors.UserError`s that
+    name the file and its 1-based line, as an editor shows it.
 """
 
 import csv
@@ -27,6 +29,8 @@ from typing import List, Optional, Sequence, Union
 
 from absl import logging
 import tensorflow as tf
+
+import errors
 
 Label = Union[str, float, None]
 
@@ -66,8 +70,14 @@ class PaddingInputExample:
     return "PaddingInputExample()"
 
 
-class TsvFormatError(ValueError):
+class TsvFormatError(errors.UserError):
   """A TSV file does not have the layout its task expects."""
+
+  def __init__(self, message: str, line: Optional["TsvLine"] = None, path: Optional[str] = None):
+    if line is not None:
+      super().__init__(message, line.path, line.line_number)
+    else:
+      super().__init__(message, path)
 
 
 class TsvLine(list):
@@ -90,22 +100,27 @@ def read_tsv(input_file: str, quotechar: Optional[str] = None) -> List[TsvLine]:
   as `"Fine," she said` keeps its quotes: GLUE's files are not CSV-quoted.
 
   Raises:
-    FileNotFoundError: naming the file, if it does not exist.
+    errors.UserError: naming the file, if it does not exist or cannot be read.
     TsvFormatError: naming file and line, for undecodable or unreadable rows.
   """
   if not tf.io.gfile.exists(input_file):
-    raise FileNotFoundError(f"TSV file not found: {input_file}")
+    raise errors.UserError("TSV file not found", input_file)
   quoting = dict(quoting=csv.QUOTE_NONE) if quotechar is None else dict(quotechar=quotechar)
   lines = []
-  with tf.io.gfile.GFile(input_file, "r") as f:
-    reader = csv.reader(f, delimiter="\t", **quoting)
-    try:
+  reader = None
+  try:
+    with tf.io.gfile.GFile(input_file, "r") as f:
+      reader = csv.reader(f, delimiter="\t", **quoting)
       for row in reader:
         lines.append(TsvLine(row, input_file, reader.line_num))
-    except csv.Error as e:  # line_num already counts the offending line
-      raise TsvFormatError(f"{input_file}:{reader.line_num}: cannot read row: {e}") from e
-    except UnicodeDecodeError as e:  # raised before the line is counted
-      raise TsvFormatError(f"{input_file}:{reader.line_num + 1}: not UTF-8: {e}") from e
+  except csv.Error as e:  # line_num already counts the offending line
+    raise TsvFormatError(f"cannot read row: {e}", TsvLine([], input_file, reader.line_num)) from e
+  except UnicodeDecodeError as e:  # raised before the line is counted
+    raise TsvFormatError(
+        f"not UTF-8 text ({e.reason}, byte 0x{e.object[e.start]:02x}): save the file as UTF-8",
+        TsvLine([], input_file, reader.line_num + 1)) from e
+  except tf.errors.OpError as e:  # a directory, no permission
+    raise errors.UserError(f"cannot read: {e.message}", input_file) from e
   return lines
 
 
@@ -114,8 +129,24 @@ def fields(line: TsvLine, *indices: int) -> List[str]:
   need = max(i + 1 if i >= 0 else -i for i in indices)
   if len(line) < need:
     raise TsvFormatError(
-        f"{line.where}: row has {len(line)} tab-separated column(s), expected at least {need}")
+        f"row has {len(line)} tab-separated column(s), expected at least {need}", line)
   return [line[i] for i in indices]
+
+
+def check_width(line: TsvLine, width: int, header: Optional[TsvLine] = None) -> None:
+  """Refuses a row with more or fewer columns than `width`.
+
+  An extra column is as much an error as a missing one: it usually means a
+  tab inside a text, which shifts every later column (a text read as label).
+  """
+  if len(line) != width:
+    of = f"the header (line {header.line_number}) has" if header is not None else "expected"
+    raise TsvFormatError(f"row has {len(line)} tab-separated column(s), {of} {width}", line)
+
+
+def no_examples(path: str, why: str = "") -> TsvFormatError:
+  """The error for a split that yields nothing to train, evaluate or predict on."""
+  return TsvFormatError(f"no examples in this file{why}", path=path)
 
 
 class DataProcessor:
@@ -152,7 +183,7 @@ class DataProcessor:
   def _check_label(self, label, line: TsvLine):
     labels = self.get_labels()
     if label not in labels:
-      raise TsvFormatError(f"{line.where}: label {label!r} is not one of {labels}")
+      raise TsvFormatError(f"label {label!r} is not one of {labels}", line)
     return label
 
 
@@ -196,16 +227,25 @@ class GlueTsvProcessor(DataProcessor):
   def _path(self, data_dir, split):
     return os.path.join(data_dir, self.files[split])
 
-  def _usable(self, line, split):  # pylint: disable=unused-argument
+  def _usable(self, line, width, header):  # pylint: disable=unused-argument
     """Whether to read a non-blank data row (QQP may skip malformed ones)."""
     return True
 
+  def _width(self, split):
+    """Columns of a file without a header: those the task reads."""
+    a, b, label = self.columns if split != "test" else self.test_columns + (None,)
+    return 1 + max(c for c in (a, b, label, self.guid_column) if c is not None)
+
   def _create_examples(self, data_dir, split, set_type):
-    lines = self._read_tsv(self._path(data_dir, split))
+    path = self._path(data_dir, split)
+    lines = self._read_tsv(path)
+    header = lines[0] if self.header[split] and lines else None
+    width = len(header) if header is not None else self._width(split)
     examples = []
     for (i, line) in enumerate(lines):
-      if (i == 0 and self.header[split]) or not line or not self._usable(line, split):
+      if (i == 0 and header is not None) or not line or not self._usable(line, width, header):
         continue
+      check_width(line, width, header)
       guid_id = i if self.guid_column is None else fields(line, self.guid_column)[0]
       if split == "test":
         a, b = self.test_columns
@@ -217,6 +257,8 @@ class GlueTsvProcessor(DataProcessor):
       text_b = None if b is None else fields(line, b)[0]
       examples.append(InputExample(guid=f"{set_type}-{guid_id}", text_a=text_a,
                                    text_b=text_b, label=label, source=line.where))
+    if not examples:
+      raise no_examples(path)
     return examples
 
 
@@ -274,7 +316,7 @@ class StsbProcessor(GlueTsvProcessor):
     try:
       return float(label)
     except ValueError:
-      raise TsvFormatError(f"{line.where}: score {label!r} is not a number") from None
+      raise TsvFormatError(f"score {label!r} is not a number", line) from None
 
   def _dummy_label(self):
     return 0.0
@@ -286,8 +328,9 @@ class QqpProcessor(GlueTsvProcessor):
   Args:
     skip_malformed_rows: QQP's train.tsv is known to hold a few rows with
       missing columns (questions with stray newlines). By default they are an
-      error naming file and line; True skips them with a warning instead, as
-      common GLUE implementations do silently.
+      error naming file and line; True skips them (and rows with extra
+      columns) with a warning instead, as common GLUE implementations do
+      silently.
   """
   columns = (3, 4, 5)
   test_columns = (1, 2)
@@ -295,14 +338,11 @@ class QqpProcessor(GlueTsvProcessor):
   def __init__(self, skip_malformed_rows: bool = False):
     self.skip_malformed_rows = skip_malformed_rows
 
-  def _usable(self, line, split):
-    if not self.skip_malformed_rows:
-      return True
-    need = 1 + max(self.test_columns if split == "test" else self.columns)
-    if len(line) >= need:
+  def _usable(self, line, width, header):
+    if not self.skip_malformed_rows or len(line) == width:
       return True
     logging.warning("%s: skipping malformed row with %d column(s), need %d",
-                    line.where, len(line), need)
+                    line.where, len(line), width)
     return False
 
 
@@ -334,12 +374,12 @@ class AxProcessor(GlueTsvProcessor):
   test_columns = (1, 2)
 
   def get_train_examples(self, data_dir):
-    raise ValueError("Task ax (GLUE diagnostic) has no train set: fine-tune with "
-                     "task mnli, then predict with task ax")
+    raise errors.UserError("Task ax (GLUE diagnostic) has no train set: fine-tune with "
+                           "task mnli, then predict with task ax")
 
   def get_dev_examples(self, data_dir):
-    raise ValueError("Task ax (GLUE diagnostic) has no dev set with labels: "
-                     "evaluate with task mnli, predict with task ax")
+    raise errors.UserError("Task ax (GLUE diagnostic) has no dev set with labels: "
+                           "evaluate with task mnli, predict with task ax")
 
   def _path(self, data_dir, split):
     path = os.path.join(data_dir, "diagnostic.tsv")
@@ -368,14 +408,18 @@ class XnliProcessor(DataProcessor):
   def get_train_examples(self, data_dir):
     path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
     examples = []
-    for (i, line) in enumerate(self._read_tsv(path)):
+    lines = self._read_tsv(path)
+    for (i, line) in enumerate(lines):
       if i == 0 or not line:
         continue
+      check_width(line, len(lines[0]), lines[0])
       text_a, text_b, label = fields(line, 0, 1, 2)
       if label == "contradictory":
         label = "contradiction"
       examples.append(InputExample(f"train-{i}", text_a, text_b,
                                    self._check_label(label, line), source=line.where))
+    if not examples:
+      raise no_examples(path)
     return examples
 
   def get_dev_examples(self, data_dir):
@@ -386,15 +430,19 @@ class XnliProcessor(DataProcessor):
 
   def _xnli_1_0(self, path, set_type):
     examples = []
-    for (i, line) in enumerate(self._read_tsv(path)):
+    lines = self._read_tsv(path)
+    for (i, line) in enumerate(lines):
       if i == 0 or not line:
         continue
+      check_width(line, len(lines[0]), lines[0])
       if fields(line, 0)[0] != self.language:
         continue
       label, text_a, text_b = fields(line, 1, 6, 7)
       label = self.get_labels()[0] if set_type == "test" else self._check_label(label, line)
       examples.append(InputExample(f"{set_type}-{i}", text_a, text_b, label,
                                    source=line.where))
+    if not examples:
+      raise no_examples(path, f" for language {self.language!r} (column 1)")
     return examples
 
 
@@ -422,16 +470,14 @@ class TsvProcessor(DataProcessor):
     self.label_column = label_column
     self._labels = list(labels) if labels is not None else None
     if self._labels is not None and len(set(self._labels)) != len(self._labels):
-      raise ValueError(f"labels must be unique, got {self._labels}")
+      raise errors.UserError(f"labels must be unique, got {self._labels}")
 
   def get_labels(self):
     if self._labels is None:
       if self.data_dir is None:
         raise ValueError("Task tsv needs data_dir (labels come from train.tsv) or labels")
-      rows = self._rows(os.path.join(self.data_dir, "train.tsv"), need_label=True)
-      self._labels = sorted({row[-1] for row in rows})
-      if not self._labels:
-        raise TsvFormatError(f"{self.data_dir}/train.tsv has no data rows to take labels from")
+      path = os.path.join(self.data_dir, "train.tsv")
+      self._labels = sorted({row[-1] for row in self._rows(path, need_label=True)})
     return list(self._labels)
 
   def get_train_examples(self, data_dir):
@@ -447,20 +493,23 @@ class TsvProcessor(DataProcessor):
     """Returns (row index, line, text_a, text_b, label or None) per data row of `path`."""
     lines = self._read_tsv(path)
     if not lines:
-      raise TsvFormatError(f"{path}: empty file, expected a header row")
+      raise TsvFormatError("empty file, expected a header row", path=path)
     header = [name.lstrip("\ufeff") for name in lines[0]]  # a BOM sticks to the first name
     wanted = [self.text_a_column, self.text_b_column, self.label_column if need_label else None]
     index = []
     for name in wanted:
       if name is not None and name not in header:
-        raise TsvFormatError(f"{lines[0].where}: no column named {name!r}; header has {header}")
+        raise TsvFormatError(f"no column named {name!r}; header has {header}", lines[0])
       index.append(None if name is None else header.index(name))
     rows = []
     for i, line in enumerate(lines):
       if i == 0 or not line:
         continue
-      values = [None if k is None else fields(line, k)[0] for k in index]
+      check_width(line, len(header), lines[0])
+      values = [None if k is None else line[k] for k in index]
       rows.append((i, line, *values))
+    if not rows:
+      raise no_examples(path, " (only a header row)")
     return rows
 
   def _create_examples(self, data_dir, split):

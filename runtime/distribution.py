@@ -9,11 +9,17 @@ from typing import Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
+import errors
+
 # TPUClusterResolver and the TPU connection wait without a time limit on an
 # address that does not answer (a grpc:// address, the GCE metadata server that
-# resolves TPU names), so --use_tpu looks the TPU up under these limits.
+# resolves TPU names), and initialize_tpu_system on one that answers but is no
+# TPU worker (wrong port, a busy or broken TPU), so --use_tpu looks the TPU up,
+# connects and initializes it under these limits. A healthy TPU initializes in
+# well under a minute; the last limit leaves room for large slices.
 _CONNECT_TIMEOUT_S = 10.0
 _RESOLVE_TIMEOUT_S = 60.0
+_INITIALIZE_TIMEOUT_S = 300.0
 
 
 def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
@@ -29,7 +35,9 @@ def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
   - otherwise the default strategy (one device).
   """
   if use_tpu:
-    return _tpu_strategy(tpu_name or master, tpu_zone, gcp_project)
+    flag = ("--tpu_name" if tpu_name else "--master" if master else
+            "--tpu_name (not given; TPU_NAME or Colab's TPU)")
+    return _tpu_strategy(tpu_name or master, tpu_zone, gcp_project, flag)
   cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
   if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
     logging.info("TF_CONFIG names several workers: MultiWorkerMirroredStrategy")
@@ -41,20 +49,26 @@ def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
   return tf.distribute.get_strategy()
 
 
-def _tpu_strategy(tpu, zone, project) -> tf.distribute.TPUStrategy:
-  where = f"tpu_name={tpu!r}, tpu_zone={zone!r}, gcp_project={project!r}"
+def _tpu_strategy(tpu, zone, project, flag="--tpu_name") -> tf.distribute.TPUStrategy:
+  """TPUStrategy on the TPU the flags name; a UserError naming `flag` if it cannot be had."""
+  where = f"{flag}={tpu}" if tpu else flag
   try:
     resolver = _with_timeout(lambda: _resolve_tpu(tpu, zone, project),
-                             _RESOLVE_TIMEOUT_S)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+                             _RESOLVE_TIMEOUT_S, "looking it up")
+    _with_timeout(lambda: _initialize(resolver), _INITIALIZE_TIMEOUT_S, "initializing it")
   # Broad on purpose: the resolver fails with ValueError, URLError, HttpError,
   # ImportError, OpError..., and each needs the flags in the message.
   except Exception as e:  # pylint: disable=broad-except
-    raise ValueError(
-        f"--use_tpu: could not reach the TPU ({where}): {e}") from e
+    raise errors.UserError(
+        f"{where}: could not reach the TPU (--tpu_zone={zone}, --gcp_project={project}): "
+        f"{e}") from e
   logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
   return tf.distribute.TPUStrategy(resolver)
+
+
+def _initialize(resolver) -> None:
+  tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
 
 
 def _resolve_tpu(tpu, zone, project):
@@ -94,7 +108,7 @@ def _answers(address: str, default_port: int = 80) -> bool:
     return False
 
 
-def _with_timeout(fn, timeout_s):
+def _with_timeout(fn, timeout_s, what):
   """fn() in a daemon thread; TimeoutError if it has not returned after timeout_s.
 
   A daemon thread, because a network call without a timeout cannot be
@@ -108,11 +122,11 @@ def _with_timeout(fn, timeout_s):
     except BaseException as e:  # pylint: disable=broad-except
       result["error"] = e
 
-  thread = threading.Thread(target=target, daemon=True, name="resolve_tpu")
+  thread = threading.Thread(target=target, daemon=True, name="tpu_" + what.replace(" ", "_"))
   thread.start()
   thread.join(timeout_s)
   if thread.is_alive():
-    raise TimeoutError(f"no answer within {timeout_s:.0f} s")
+    raise TimeoutError(f"{what}: no answer within {timeout_s:g} s")
   if "error" in result:
     raise result["error"]
   return result["value"]

@@ -5,6 +5,19 @@ host call (`iterations_per_loop` on TPU; paced for progress lines elsewhere,
 runtime/progress.py), checkpoints every `save_checkpoints_steps` (last 5 kept,
 named `model.ckpt-STEP`), resumption from the latest checkpoint in output_dir,
 TensorBoard summaries and progress lines.
+
+Interruptions lose nothing that a re-run of the same command cannot redo:
+  * SIGTERM (how a preemptible VM or a scheduler stops a job) during training
+    saves a checkpoint at the current step, after the host call in progress,
+    and ends the process with status 143 (runtime/sigterm.py); during prediction
+    it ends it before any result is written.
+  * SIGKILL at any moment loses at most the steps since the last checkpoint
+    (run_checkpoints.latest finds the newest complete one).
+  * A resumed run continues the input stream where the checkpoint left it and
+    draws the same dropout masks (the random state is checkpointed), so it
+    ends with the weights of an uninterrupted run with the same --seed.
+  * A NaN or Inf loss (or weights) stops training with a UserError naming the
+    step, before anything non-finite is saved.
 """
 
 import dataclasses
@@ -18,12 +31,13 @@ import tensorflow as tf
 from absl import logging
 
 from checkpoints import run_checkpoints
+import errors
 import optimization
+from runtime import sigterm
 from runtime.progress import Progress
 
 # (labels, model outputs) -> float32 per-example loss [batch_size].
 LossFn = Callable[[object, object], tf.Tensor]
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainSettings:
@@ -45,14 +59,15 @@ class TrainSettings:
     """The original's step counts (rounded down) with the rest of `settings`.
 
     Raises:
-      ValueError: if that gives no training step.
+      errors.UserError: if that gives no training step.
     """
     batch_size = settings["train_batch_size"]
     num_train_steps = int(num_examples / batch_size * num_train_epochs)
     if num_train_steps < 1:
-      raise ValueError(f"num_train_steps = int({num_examples} examples / --train_batch_size="
-                       f"{batch_size} * --num_train_epochs={num_train_epochs}) = 0: "
-                       f"lower --train_batch_size or raise --num_train_epochs")
+      raise errors.UserError(
+          f"num_train_steps = int({num_examples} examples / --train_batch_size="
+          f"{batch_size} * --num_train_epochs={num_train_epochs}) = 0: "
+          f"lower --train_batch_size or raise --num_train_epochs")
     return cls(num_train_steps=num_train_steps,
                num_warmup_steps=int(num_train_steps * warmup_proportion), **settings)
 
@@ -64,8 +79,9 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
 
   The model is created under `strategy.scope()`, with its initial checkpoint
   loaded and `trainable.set_trainable` applied. If output_dir holds a
-  checkpoint of this run, training resumes from it (weights, optimizer slots
-  and step), so re-running an interrupted command finishes the same run.
+  checkpoint of this run, training resumes from it (weights, optimizer slots,
+  step and dropout random state) and skips the batches trained on before, so
+  re-running an interrupted command finishes the same run.
 
   Args:
     dataset: repeated, shuffled, batched to `train_batch_size` with
@@ -74,26 +90,45 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
       checkpoints then hold only the trained variables (None: the whole model).
   Returns:
     {"loss": mean loss of the last host call, "global_step": final step}.
+  Raises:
+    sigterm.Terminated: after a SIGTERM, once the checkpoint of the current step is saved.
+    errors.UserError: if the loss or the weights become NaN or Inf; nothing
+      is saved from that step on.
   """
   with strategy.scope():
     optimizer = optimization.create_optimizer(
         settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
         settings.weight_decay_rate, settings.adapter_weight_decay_rate)
     optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
+    if model.dtype_policy.name == "mixed_float16":
+      # float16 gradients underflow without it. The checkpoint keeps the inner
+      # optimizer (`checkpointed`): the same files for every precision; the
+      # loss scale restarts on resume and re-adapts within a few steps.
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  checkpointed = getattr(optimizer, "inner_optimizer", optimizer)
   # Only the chief writes to output_dir. The other workers of a multi-worker
   # strategy still save (a save may run collective ops that every worker must
   # join), into a local temporary directory removed at the end: TF's
   # multi-worker pattern. Every worker resumes from output_dir.
   is_chief = strategy.extended.should_checkpoint
   write_dir = settings.output_dir if is_chief else tempfile.mkdtemp(prefix="workertemp_")
-  manager = run_checkpoints.manager(model, write_dir, optimizer,
+  manager = run_checkpoints.manager(model, write_dir, checkpointed,
                                     settings.keep_checkpoint_max, base_reference)
-  run_checkpoints.restore(model, settings.output_dir, optimizer)
-  step = int(optimizer.iterations.numpy())
+  # The step is the checkpoint's (0 without one), not optimizer.iterations:
+  # a step that float16 loss scaling skips leaves that count behind, but it
+  # took a batch and counts towards num_train_steps like any other.
+  step = run_checkpoints.restore(model, settings.output_dir, checkpointed)
+  saved_step = step if step else None
 
   train_loop = make_train_loop(strategy, model, loss_fn, optimizer,
                                settings.train_batch_size, settings.jit_compile)
 
+  if step:
+    # The stream is the same on every run (seeded shuffle), and each step took
+    # one batch of it: going on after them gives what an uninterrupted run
+    # would have read. Skipping reads and parses them (seconds per 10k steps).
+    logging.info("Skipping the %d batches trained on before step %d", step, step)
+    dataset = dataset.skip(step)
   # Under AUTO a file-based dataset is sharded by file: each worker batches its
   # own files, and a global batch holds other examples than on one device.
   # Under DATA every worker reads the same stream (ordered, or shuffled with
@@ -109,25 +144,50 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
       settings.iterations_per_loop,
       one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
       pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  variables = model.trainable_variables
+
+  def save(step: int) -> None:
+    if not all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in variables):
+      raise _diverged("the weights hold NaN or Inf values (the loss was still finite)",
+                      step, settings)
+    manager.save(checkpoint_number=step)
+    logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)
+
+  # Every worker of a multi-worker strategy must join each save; one saving
+  # alone on its own SIGTERM would wait for the others forever.
+  stop_request = sigterm.SigtermFlag(
+      enabled=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
   try:
     loss = float("nan")
-    while step < settings.num_train_steps:
-      to_checkpoint = (settings.save_checkpoints_steps
-                       - step % settings.save_checkpoints_steps)
-      n = min(progress.steps_for_next_call(step), settings.num_train_steps - step,
-              to_checkpoint)
-      call_start = time.monotonic()
-      loss = float(train_loop(iterator, tf.constant(n)))
-      step += n
-      line = progress.record(step, n, loss, time.monotonic() - call_start)
-      if line:
-        logging.info(line)
-      with writer.as_default(step=step):
-        tf.summary.scalar("loss", loss)
-        tf.summary.scalar("learning_rate", optimizer.learning_rate)
-      if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
-        manager.save(checkpoint_number=step)
-        logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)
+    with stop_request:
+      while step < settings.num_train_steps:
+        to_checkpoint = (settings.save_checkpoints_steps
+                         - step % settings.save_checkpoints_steps)
+        n = min(progress.steps_for_next_call(step), settings.num_train_steps - step,
+                to_checkpoint)
+        call_start = time.monotonic()
+        losses = train_loop(iterator, tf.constant(n)).numpy()
+        bad = np.flatnonzero(~np.isfinite(losses))
+        if bad.size:  # Before anything of this call is saved.
+          raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
+        step += n
+        loss = float(np.mean(losses))
+        line = progress.record(step, n, loss, time.monotonic() - call_start)
+        if line:
+          logging.info(line)
+        with writer.as_default(step=step):
+          tf.summary.scalar("loss", loss)
+          tf.summary.scalar("learning_rate", optimizer.learning_rate)
+        if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
+          save(step)
+          saved_step = step
+        if stop_request.received:
+          if saved_step != step:
+            save(step)
+          logging.info("SIGTERM: stopped at step %d with checkpoint %s; run the same "
+                       "command again to resume from there (exit status %d)", step,
+                       manager.latest_checkpoint, sigterm.TERMINATED_EXIT_STATUS)
+          raise sigterm.Terminated()
   finally:
     writer.close()
     if not is_chief:
@@ -135,14 +195,33 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   return {"loss": loss, "global_step": step}
 
 
+def _diverged(what: str, step: int, settings: TrainSettings) -> errors.UserError:
+  """The error that stops a run whose loss or weights are no longer finite."""
+  last = run_checkpoints.latest(settings.output_dir)
+  if last:
+    kept = (f"Nothing after step {run_checkpoints.step_of(last)} was saved: the last "
+            f"checkpoint, {last}, is intact. ")
+    where = (f"start in a new --output_dir (this one resumes from step "
+             f"{run_checkpoints.step_of(last)})")
+  else:
+    kept, where = "No checkpoint was saved. ", "run the command again"
+  return errors.UserError(
+      f"training diverged: {what} at step {step}. {kept}A NaN or Inf loss usually "
+      f"means a learning rate too high for this model and data: lower --learning_rate "
+      f"(now {settings.learning_rate:g}) or warm up longer (--warmup_proportion), and "
+      f"{where}.")
+
+
 def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
                     loss_fn: LossFn, optimizer: keras.optimizers.Optimizer,
                     global_batch_size: int, jit_compile: bool = False):
-  """The compiled training loop: `train_loop(iterator, num_steps) -> mean loss`.
+  """The compiled training loop: `train_loop(iterator, num_steps) -> losses`.
 
   Each step computes gradients for `model.trainable_variables` only (frozen
   weights get none) and applies them; `num_steps` steps run per host call, as
-  TPUEstimator's iterations_per_loop. The optimizer is built beforehand.
+  TPUEstimator's iterations_per_loop. The optimizer is built beforehand. The
+  result holds each step's mean loss, float32 [num_steps]: the host checks
+  them all for NaN and Inf at no cost to the steps.
   """
   variables = model.trainable_variables
 
@@ -151,7 +230,8 @@ def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
       outputs = model(features, training=True)
       per_example = loss_fn(labels, outputs)
       loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-    grads = tape.gradient(loss, variables)
+      scaled_loss = optimizer.scale_loss(loss)  # The loss itself without loss scaling.
+    grads = tape.gradient(scaled_loss, variables)
     optimizer.apply_gradients(zip(grads, variables))
     return loss
 
@@ -159,12 +239,13 @@ def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
 
   @tf.function
   def train_loop(iterator, num_steps):
-    total = tf.constant(0.0)
-    for _ in tf.range(num_steps):
+    losses = tf.TensorArray(tf.float32, size=num_steps)
+    for i in tf.range(num_steps):
       features, labels = next(iterator)
       per_replica = strategy.run(compiled_step, args=(features, labels))
-      total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-    return total / tf.cast(num_steps, tf.float32)
+      losses = losses.write(
+          i, strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
+    return losses.stack()
 
   return train_loop
 
@@ -191,6 +272,9 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     NumPy arrays concatenated over batches, in dataset order: the model's
     outputs ("logits" for a tensor output, else its dict keys), "labels" and
     every feature (e.g. "is_real_example", "unique_ids").
+  Raises:
+    Terminated: on a SIGTERM, after the batch in progress: the caller has
+      written nothing yet, and a re-run does the whole prediction again.
   """
   def replica_step(features, labels):
     outputs = model(features, training=False)
@@ -209,12 +293,20 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   # only its own files' examples, less what does not fill a batch.
   dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.OFF)
   batches = []
-  for features, labels in strategy.experimental_distribute_dataset(dataset):
-    per_replica = distributed_step(features, labels)
-    # Replica results in replica order restore the batch order.
-    batches.append({k: np.concatenate([t.numpy() for t in
-                                       strategy.experimental_local_results(v)])
-                    for k, v in per_replica.items()})
+  with sigterm.SigtermFlag() as stop_request:
+    for features, labels in strategy.experimental_distribute_dataset(dataset):
+      per_replica = distributed_step(features, labels)
+      # Replica results in replica order restore the batch order.
+      batches.append({k: np.concatenate([t.numpy() for t in
+                                         strategy.experimental_local_results(v)])
+                      for k, v in per_replica.items()})
+      if stop_request.received:
+        break
+  if stop_request.received:
+    logging.info("SIGTERM: stopped predicting after %d batches; nothing of it is "
+                 "written: run the same command again to redo it (exit status %d)",
+                 len(batches), sigterm.TERMINATED_EXIT_STATUS)
+    raise sigterm.Terminated()
   if not batches:
     return {}
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}

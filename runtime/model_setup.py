@@ -13,6 +13,7 @@ After training, `save_adapter_model` writes what trained, alone, to
 output_dir/adapter_model.
 """
 
+import contextlib
 import dataclasses
 import posixpath
 from typing import Callable, Mapping, Optional, Tuple
@@ -26,6 +27,8 @@ from checkpoints import adapter_weights
 from checkpoints import base_model
 from checkpoints import checkpoint_io
 from checkpoints import run_checkpoints
+import errors
+from errors import flag_checks
 import modeling
 from runtime import trainable
 import tokenization
@@ -33,31 +36,66 @@ import tokenization
 ADAPTER_MODEL_DIR = "adapter_model"
 
 
+# adapter-bert's --adapter_size, where the train mode trains adapters.
+DEFAULT_ADAPTER_SIZE = 64
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelOptions:
-  """Where a task model's weights come from and what trains (the adapter flags)."""
-  adapter_size: int = 64
+  """Where a task model's weights come from and what trains (the adapter flags).
+
+  `adapter_size=None` (the flag not given) becomes DEFAULT_ADAPTER_SIZE for
+  train mode adapters (the default) and 0 for the others: a baseline must not
+  carry random adapters, nor a full fine-tuning run modify BERT unasked.
+  """
+  adapter_size: Optional[int] = None
   adapter_init_scale: float = 1e-3
   train_mode: Optional[str] = None
   init_checkpoint: Optional[str] = None
   bert_hub_module_handle: Optional[str] = None
   adapter_checkpoint: Optional[str] = None
+  mixed_precision: str = "none"
+
+  def __post_init__(self):
+    if self.adapter_size is None:
+      object.__setattr__(self, "adapter_size", implied_adapter_size(self.train_mode))
 
   @classmethod
   def from_flags(cls, flag_values) -> "ModelOptions":
-    """From parsed absl flags (or anything indexable by flag name with `.value`)."""
-    return cls(**{f.name: flag_values[f.name].value for f in dataclasses.fields(cls)})
+    """From parsed absl flags (or anything indexable by flag name with `.value`).
+
+    --adapter_size left at its default counts as not given (see the class).
+    """
+    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(cls)}
+    if not flag_given(flag_values["adapter_size"]):
+      values["adapter_size"] = None
+    return cls(**values)
 
   def adapter_config(self) -> AdapterConfig:
     return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale)
 
   def validate(self, do_lower_case: bool) -> None:
-    """Fails on inconsistent flags before a script does any work."""
-    if self.init_checkpoint and self.bert_hub_module_handle:
-      raise ValueError("give at most one of --init_checkpoint and --bert_hub_module_handle")
-    if self.adapter_size < 0:
-      raise ValueError(f"--adapter_size must be >= 0, got {self.adapter_size}")
-    self.mode()  # Parses --train_mode.
+    """Fails on inconsistent flags before a script does any work.
+
+    Raises:
+      errors.UserError: naming the flags, their values and what is allowed.
+    """
+    named = flag_checks.flags_named
+    problems = (
+        (named(init_checkpoint=self.init_checkpoint,
+               bert_hub_module_handle=self.bert_hub_module_handle),
+         sources_conflict(self.init_checkpoint, self.bert_hub_module_handle)),
+        (named(adapter_size=self.adapter_size),
+         None if self.adapter_size >= 0 else "must be " + ADAPTER_SIZES_ALLOWED),
+        (named(train_mode=self.train_mode),
+         None if train_mode_ok(self.train_mode) else "must be " + TRAIN_MODES_ALLOWED))
+    for flags_and_values, message in problems:
+      if message:
+        raise errors.UserError(f"{flags_and_values}: {message}")
+    message = adapter_conflict(self.mode(), self.adapter_size)
+    if message:
+      raise errors.UserError(
+          f"{named(train_mode=self.train_mode, adapter_size=self.adapter_size)}: {message}")
     tokenization.validate_case_matches_checkpoint(do_lower_case, self.init_checkpoint)
 
   def mode(self) -> trainable.TrainMode:
@@ -69,8 +107,61 @@ class ModelOptions:
                 do_lower_case: bool, max_seq_length: int) -> base_model.Base:
     """Validates these options and reads the base encoder they start from."""
     self.validate(do_lower_case)
-    return base_model.read_base(bert_config_file, vocab_file, do_lower_case,
+    base = base_model.read_base(bert_config_file, vocab_file, do_lower_case,
                                 max_seq_length, self.bert_hub_module_handle)
+    mode, num_layers = self.mode(), base.bert_config.num_hidden_layers
+    if mode.name == "top_layers" and mode.top_layers > num_layers:
+      raise errors.UserError(f"{flag_checks.flags_named(train_mode=mode)}: the base model "
+                             f"has {num_layers} layers; K must be at most {num_layers}")
+    return base
+
+
+def flag_given(flag) -> bool:
+  """Whether an absl flag was set (command line or assignment), not left at its default."""
+  return bool(getattr(flag, "present", True)) or not getattr(flag, "using_default_value", True)
+
+
+def implied_adapter_size(train_mode: Optional[str]) -> int:
+  """--adapter_size when it is not given: adapters only where they are the method."""
+  if not train_mode_ok(train_mode):
+    return DEFAULT_ADAPTER_SIZE  # validate() reports the train mode.
+  if train_mode and trainable.TrainMode.parse(train_mode).name != "adapters":
+    return 0
+  return DEFAULT_ADAPTER_SIZE
+
+
+# The checks of these options, shared by the scripts' flag validators (absl
+# prefixes their messages with the flags and values, as flags_named does).
+
+ADAPTER_SIZES_ALLOWED = "an integer >= 0 (0: no adapters)"
+TRAIN_MODES_ALLOWED = "one of adapters, full, layer_norm, head, top_layers:K (K >= 0)"
+
+
+def train_mode_ok(train_mode: Optional[str]) -> bool:
+  try:
+    if train_mode:
+      trainable.TrainMode.parse(train_mode)
+  except ValueError:
+    return False
+  return True
+
+
+def sources_conflict(init_checkpoint: Optional[str],
+                     bert_hub_module_handle: Optional[str]) -> Optional[str]:
+  if init_checkpoint and bert_hub_module_handle:
+    return "give at most one of --init_checkpoint and --bert_hub_module_handle"
+  return None
+
+
+def adapter_conflict(mode: trainable.TrainMode, adapter_size: int) -> Optional[str]:
+  """Adapters that the train mode needs but lacks, or builds but never trains."""
+  if mode.name == "adapters" and adapter_size == 0:
+    return (f"--train_mode=adapters needs adapters: give --adapter_size > 0 or leave it "
+            f"out ({DEFAULT_ADAPTER_SIZE})")
+  if adapter_size > 0 and not mode.trains_adapters:
+    return (f"--train_mode={mode} trains no adapters: leave --adapter_size out or give "
+            "--adapter_size=0 (adapters that never train stay random)")
+  return None
 
 
 def set_seed(seed: Optional[int]) -> None:
@@ -85,6 +176,23 @@ def shuffle_seed(seed: Optional[int]) -> int:
   since each keeps its share of every global batch (loop.train).
   """
   return 12345 if seed is None else seed
+
+
+# --mixed_precision -> Keras dtype policy: float32 variables, 16-bit compute.
+DTYPE_POLICIES = {"none": "float32", "bfloat16": "mixed_bfloat16",
+                  "float16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision: str):
+  """Layers created inside take the policy of `--mixed_precision` (Keras reads
+  the global policy when a layer is created); the previous one is restored."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(DTYPE_POLICIES[mixed_precision])
+  try:
+    yield
+  finally:
+    keras.config.set_dtype_policy(previous)
 
 
 def create_model(strategy: tf.distribute.Strategy,
@@ -102,7 +210,7 @@ def create_model(strategy: tf.distribute.Strategy,
     The model (its parameter counts logged: adapter-bert's three lines) and the
     global step of its weights (`load_weights`).
   """
-  with strategy.scope():
+  with strategy.scope(), dtype_policy(options.mixed_precision):
     model = make_model(base.bert_config, options.adapter_config())
     model.ensure_built()
   # Before loading, so that the loader's "Trainable Variables" list is what trains.
@@ -128,6 +236,7 @@ def load_weights(model: keras.Model, options: ModelOptions, output_dir: str,
   Raises:
     ValueError: if output_dir's checkpoint holds trained variables only and
       the base loaded under them is not the one they were trained on.
+    errors.UserError: if --adapter_checkpoint was trained with other metadata.
   """
   latest = run_checkpoints.latest(output_dir)
   reference = run_checkpoints.read_reference(latest) if latest else None
@@ -172,16 +281,21 @@ def _load_base(model, options, hub_encoder, adapter_metadata) -> int:
       _load_base(model, recorded, hub and base_model.read_hub_encoder(hub), None)
       run_checkpoints.restore_from(model, path)
   else:
+    # As the original (it trained from random weights silently); legitimate for
+    # tests and from-scratch runs, so a warning, louder where the random weights stay.
+    frozen = options.mode().name != "full"
     logging.warning("No --init_checkpoint or --bert_hub_module_handle: the encoder "
-                    "starts from random weights.")
+                    "starts from random weights%s.",
+                    f", and --train_mode={options.mode()} keeps most of them frozen"
+                    if frozen else "")
   path = options.adapter_checkpoint
   if not path:
     return 0
   saved = adapter_weights.read_adapter_header(path)["metadata"]
   for key, value in (adapter_metadata or {}).items():
     if saved.get(key, value) != value:
-      raise ValueError(f"--adapter_checkpoint {path} was trained with {key} {saved[key]!r}, "
-                       f"this run has {value!r}")
+      raise errors.UserError(f"--adapter_checkpoint={path} was trained with {key} "
+                             f"{saved[key]!r}, this run has {value!r}")
   adapter_weights.load_adapter_weights(model, path)
   return int(saved.get("global_step", 0))
 

@@ -14,9 +14,11 @@ import tensorflow as tf
 
 from checkpoints import base_model
 from checkpoints import run_checkpoints
+import errors
 from runtime import loop
 from runtime import model_setup
 from storage import file_io
+from storage import input_files
 
 RUN_CONFIG_FILE = "run_config.json"
 
@@ -33,7 +35,8 @@ def build(options: model_setup.ModelOptions, base: base_model.Base,
                 train_mode=str(options.mode()), vocab_file=base.vocab_file,
                 init_checkpoint=options.init_checkpoint,
                 bert_hub_module_handle=options.bert_hub_module_handle,
-                adapter_checkpoint=options.adapter_checkpoint)
+                adapter_checkpoint=options.adapter_checkpoint,
+                mixed_precision=options.mixed_precision)
   if settings is not None:  # Where the run is written is not a setting of it.
     config.update((k, v) for k, v in dataclasses.asdict(settings).items() if k != "output_dir")
   config.update(task)
@@ -51,15 +54,19 @@ def check(output_dir: str, config: Mapping[str, object], also=()) -> None:
     also: further keys to compare: the task's (e.g. "label_list"), and
       "train_mode" when resuming training, whose optimizer slots exist only
       for the variables that train.
+  Raises:
+    errors.UserError: naming output_dir and the first setting that differs,
+      or run_config.json (and its line) if it cannot be read.
   """
   path = posixpath.join(output_dir, RUN_CONFIG_FILE)
   if not run_checkpoints.latest(output_dir) or not tf.io.gfile.exists(path):
     return
-  with tf.io.gfile.GFile(path, "r") as f:
-    saved = json.load(f)
+  saved = input_files.read_json(path)
+  if not isinstance(saved, dict):
+    raise errors.UserError("not a run_config.json: expected a JSON object", path)
   for key in _MODEL_KEYS + tuple(also):
     if key in saved and saved[key] != config.get(key):
-      raise ValueError(
+      raise errors.UserError(
           f"{output_dir} holds checkpoints of another run: {key} was {saved[key]!r} there "
           f"(see {path}) but is {config.get(key)!r} now; use a fresh --output_dir or the "
           f"same settings")

@@ -52,6 +52,11 @@ class TrainMode:
   def __str__(self):
     return f"top_layers:{self.top_layers}" if self.name == "top_layers" else self.name
 
+  @property
+  def trains_adapters(self) -> bool:
+    """Whether a model's adapters, where it has them, train in this mode."""
+    return self.name in ("adapters", "full")
+
   def trains(self, tf1_name: str, num_layers: int) -> bool:
     role = variable_role(tf1_name)
     if self.name == "full" or role == "head":

@@ -14,11 +14,12 @@ written data (see the comments on each function):
   no padding features in prediction mode), record writing (no extra fields,
   atomic) and the tf.data builder.
 
-All file I/O goes through `tf.io.gfile`, so gs:// and ram:// paths work.
+All file I/O goes through `tf.io.gfile`, so gs:// and ram:// paths work. A
+file that is missing, not UTF-8, not JSON, not laid out as SQuAD or without
+questions is an errors.UserError naming it (and the line, for JSON syntax).
 """
 
 import collections
-import json
 from typing import Callable, Iterable, List, Optional
 
 from absl import logging
@@ -26,8 +27,10 @@ import tensorflow as tf
 
 from official.nlp.data import squad_lib as _mg
 
+import errors
 from runtime import records
 from storage import file_io
+from storage import input_files
 
 # Identical to the original's classes and helpers (checked line by line).
 SquadExample = _mg.SquadExample
@@ -47,23 +50,12 @@ _DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 # --------------------------------------------------------------------------
 
 
-def read_json(path: str):
-  """Reads any JSON file; a parse error names the file and the position."""
-  with tf.io.gfile.GFile(path, "r") as reader:
-    text = reader.read()
-  try:
-    return json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ValueError("%s: malformed JSON at line %d column %d (char %d): %s" %
-                     (path, e.lineno, e.colno, e.pos, e.msg)) from e
-
-
 def load_squad_json(input_file: str) -> dict:
   """Reads a SQuAD-format JSON file ({"data": [...], "version": ...})."""
-  data = read_json(input_file)
+  data = input_files.read_json(input_file)
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-    raise ValueError("%s: not a SQuAD file (expected a JSON object with a "
-                     "'data' list)" % input_file)
+    raise errors.UserError("not a SQuAD file (expected a JSON object with a "
+                           "'data' list)", input_file)
   return data
 
 
@@ -97,13 +89,21 @@ def _split_context(paragraph_text: str):
   return doc_tokens, char_to_word_offset
 
 
-def _field(obj, key, input_file, where):
-  """obj[key] with an error that says which file and question lacks it."""
+def _field(obj, key, input_file, where, kind=None):
+  """obj[key] with an error that says which file and question lacks it.
+
+  With `kind` (a type or tuple of types) a value of another type is an error
+  too: a context that is a number would otherwise fail deep in tokenization.
+  """
   try:
-    return obj[key]
+    value = obj[key]
   except (KeyError, TypeError, IndexError):
-    raise ValueError("%s: missing field '%s' in %s" %
-                     (input_file, key, where)) from None
+    raise errors.UserError("missing field '%s' in %s" % (key, where), input_file) from None
+  if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+    names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    raise errors.UserError("field '%s' in %s is %r, expected %s" %
+                           (key, where, value, names), input_file)
+  return value
 
 
 def read_squad_examples(input_file: str, is_training: bool,
@@ -127,20 +127,23 @@ def read_squad_examples(input_file: str, is_training: bool,
     as in the original.
 
   Raises:
-    ValueError: malformed JSON, missing fields, a training question without
-      exactly one answer, or an answer offset outside its context.
+    errors.UserError: naming the file: unreadable or malformed JSON, missing
+      or mistyped fields, a training question without exactly one answer, an
+      answer offset outside its context, or no question to use at all.
   """
   input_data = load_squad_json(input_file)["data"]
   examples = []
+  num_questions = 0
   for entry in input_data:
-    for paragraph in _field(entry, "paragraphs", input_file, "an article"):
-      paragraph_text = _field(paragraph, "context", input_file, "a paragraph")
+    for paragraph in _field(entry, "paragraphs", input_file, "an article", list):
+      paragraph_text = _field(paragraph, "context", input_file, "a paragraph", str)
       doc_tokens, char_to_word_offset = _split_context(paragraph_text)
 
-      for qa in _field(paragraph, "qas", input_file, "a paragraph"):
-        qas_id = _field(qa, "id", input_file, "a question")
+      for qa in _field(paragraph, "qas", input_file, "a paragraph", list):
+        num_questions += 1
+        qas_id = _field(qa, "id", input_file, "a question", (str, int))
         where = "question %r" % (qas_id,)
-        question_text = _field(qa, "question", input_file, where)
+        question_text = _field(qa, "question", input_file, where, str)
         start_position = None
         end_position = None
         orig_answer_text = None
@@ -148,25 +151,25 @@ def read_squad_examples(input_file: str, is_training: bool,
         if is_training:
           if version_2_with_negative:
             is_impossible = bool(_field(qa, "is_impossible", input_file, where))
-          answers = _field(qa, "answers", input_file, where)
+          answers = _field(qa, "answers", input_file, where, list)
           if len(answers) != 1 and not is_impossible:
-            raise ValueError(
-                "For training, each question should have exactly 1 answer. "
-                "%s: question %r has %d." % (input_file, qas_id, len(answers)))
+            raise errors.UserError(
+                "For training, each question should have exactly 1 answer: "
+                "question %r has %d" % (qas_id, len(answers)), input_file)
           if not is_impossible:
             answer = answers[0]
-            orig_answer_text = _field(answer, "text", input_file, where)
-            answer_offset = _field(answer, "answer_start", input_file, where)
+            orig_answer_text = _field(answer, "text", input_file, where, str)
+            answer_offset = _field(answer, "answer_start", input_file, where, int)
             answer_length = len(orig_answer_text)
             # The original would raise a bare IndexError (or silently use the
             # previous word for an empty answer) here.
             if (answer_length == 0 or answer_offset < 0 or
                 answer_offset + answer_length > len(char_to_word_offset)):
-              raise ValueError(
-                  "%s: answer %r (answer_start %d) of question %r lies "
+              raise errors.UserError(
+                  "answer %r (answer_start %d) of question %r lies "
                   "outside its context of %d characters" %
-                  (input_file, orig_answer_text, answer_offset, qas_id,
-                   len(paragraph_text)))
+                  (orig_answer_text, answer_offset, qas_id,
+                   len(paragraph_text)), input_file)
             start_position = char_to_word_offset[answer_offset]
             end_position = char_to_word_offset[answer_offset + answer_length -
                                                1]
@@ -194,6 +197,11 @@ def read_squad_examples(input_file: str, is_training: bool,
                 start_position=start_position,
                 end_position=end_position,
                 is_impossible=is_impossible))
+  if not examples:
+    raise errors.UserError(
+        "no questions in this file" if not num_questions else
+        "none of its %d questions has an answer found in its context (see the "
+        "'Could not find answer' warnings)" % num_questions, input_file)
   return examples
 
 

@@ -19,19 +19,20 @@ from typing import List, Optional
 from absl import logging
 import tensorflow as tf
 
+import errors
 from storage import file_io
 from squad import data as squad_data
 from squad import metrics as squad_metrics
+from storage import input_files
 
 
 def run(version, data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
         out_file=None) -> dict:
   """Evaluates files; returns the result dict and writes/prints the JSON."""
   dataset_json = squad_data.load_squad_json(data_file)
-  predictions = squad_data.read_json(pred_file)
+  predictions = input_files.read_json(pred_file)
   if not isinstance(predictions, dict):
-    raise ValueError("%s: expected a JSON object {question id: answer}" %
-                     pred_file)
+    raise errors.UserError("expected a JSON object {question id: answer}", pred_file)
   if version == "1.1":
     if na_prob_file:
       raise ValueError("--na_prob_file only applies to --version=2.0")
@@ -41,7 +42,7 @@ def run(version, data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
                       dataset_json.get("version"))
     results = squad_metrics.evaluate_v1_1(dataset_json["data"], predictions)
   else:
-    na_probs = squad_data.read_json(na_prob_file) if na_prob_file else None
+    na_probs = input_files.read_json(na_prob_file) if na_prob_file else None
     results = squad_metrics.evaluate_v2_0(dataset_json["data"], predictions,
                                           na_probs, na_prob_thresh)
   if out_file:
@@ -89,7 +90,7 @@ def main(argv: Optional[List[str]] = None) -> dict:
   try:
     return run(args.version, args.data_file, args.pred_file, args.na_prob_file,
                args.na_prob_thresh, args.out_file)
-  except (ValueError, OSError, tf.errors.OpError) as e:
+  except (errors.UserError, ValueError, OSError, tf.errors.OpError) as e:
     parser.exit(1, "%s: error: %s\n" % (parser.prog, e))
 
 

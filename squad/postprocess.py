@@ -119,7 +119,9 @@ def write_predictions(all_examples, all_features, all_results,
   Arguments as `compute_predictions` plus the three output paths (any gfile
   path; the null-odds file is only written for v2, as in the original).
   Everything is computed before the first file is written, and each file is
-  written atomically, so an error leaves no half-written outputs.
+  written atomically, so an error leaves no half-written outputs. The file a
+  scorer reads, predictions.json, comes last: if it is this run's, so are
+  the others, even after a kill between two of the writes.
 
   Returns:
     What `compute_predictions` returns, for callers that evaluate directly.
@@ -130,10 +132,10 @@ def write_predictions(all_examples, all_features, all_results,
       all_examples, all_features, all_results, n_best_size, max_answer_length,
       do_lower_case, version_2_with_negative, null_score_diff_threshold,
       verbose_logging)
-  outputs = [(output_prediction_file, _to_json(all_predictions)),
-             (output_nbest_file, _to_json(all_nbest_json))]
+  outputs = [(output_nbest_file, _to_json(all_nbest_json))]
   if version_2_with_negative:
     outputs.append((output_null_log_odds_file, _to_json(scores_diff_json)))
+  outputs.append((output_prediction_file, _to_json(all_predictions)))
   for path, text in outputs:
     file_io.atomic_write(path, text)
   return all_predictions, all_nbest_json, scores_diff_json

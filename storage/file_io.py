@@ -15,6 +15,8 @@ Temporary names are hidden siblings, `.NAME.tmp-<random>`:
   * random, so two runs sharing an output_dir never write the same temporary;
   * not `NAME.tmp`: on ram:// a path that is a prefix of an existing path
     "exists" (and is a directory), so `NAME.tmp` would make NAME appear.
+A process killed mid-write (SIGKILL, power loss) cannot remove its temporary:
+it stays behind, hidden and never read, and the final name keeps the old file.
 """
 
 import posixpath
@@ -23,11 +25,21 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
+_TEMP_MARK = ".tmp-"
+_BACKUP_MARK = ".old-"  # AtomicDirectory's old directory while it is replaced.
+
+
+def _sibling(path: str, mark: str) -> str:
+  # The scheme is set aside first: posixpath would fold "ram://name" into "ram:/".
+  scheme, sep, rest = path.rstrip("/").rpartition("://")
+  parent, base = posixpath.split(rest)
+  sibling = posixpath.join(parent, f".{base}{mark}{uuid.uuid4().hex[:12]}")
+  return scheme + sep + sibling
+
 
 def temp_path(path: str) -> str:
   """A fresh temporary name beside `path` (see the module docstring)."""
-  parent, base = posixpath.split(path.rstrip("/"))
-  return posixpath.join(parent, f".{base}.tmp-{uuid.uuid4().hex[:12]}")
+  return _sibling(path, _TEMP_MARK)
 
 
 def make_parent_dirs(path: str) -> None:
@@ -89,24 +101,80 @@ class AtomicFile:
 
 
 class AtomicDirectory(AtomicFile):
-  """An AtomicFile for a directory: the temporary directory replaces `path` whole."""
+  """An AtomicFile for a directory: the temporary directory replaces `path` whole.
+
+  A directory cannot be swapped by one rename, so `commit` moves the old one
+  aside (`.NAME.old-<random>`), moves the new one in, then deletes the old
+  one. A crash between the two moves leaves the old directory under that
+  backup name; `recover_directory` (run by the next AtomicDirectory for the
+  same path, and by readers that want it) moves it back. So `path` holds the
+  old directory or the new one, never a mix and never nothing for good.
+  """
+
+  def __init__(self, path: str):
+    super().__init__(path)
+    recover_directory(self.path)
 
   def __enter__(self) -> str:
     tf.io.gfile.makedirs(self.temp)
     return self.temp
 
   def commit(self) -> None:
+    backup = None
     if tf.io.gfile.exists(self.path):
-      tf.io.gfile.rmtree(self.path)
-    names = tf.io.gfile.listdir(self.temp)
-    tf.io.gfile.rename(self.temp, self.path)
-    # Where a rename moves only the directory entry (ram://), move file by file.
-    if not all(tf.io.gfile.exists(posixpath.join(self.path, n)) for n in names):
-      tf.io.gfile.makedirs(self.path)
-      for n in names:
-        tf.io.gfile.rename(posixpath.join(self.temp, n), posixpath.join(self.path, n),
-                           overwrite=True)
-      remove_quietly(self.temp)
+      backup = _sibling(self.path, _BACKUP_MARK)
+      _move(self.path, backup)
+    try:
+      _move(self.temp, self.path)
+    except BaseException:
+      if backup is not None:  # Put the old directory back: as if never started.
+        remove_quietly(self.path)
+        _move(backup, self.path)
+      raise
+    if backup is not None:
+      remove_quietly(backup)
+
+
+def recover_directory(path: str) -> None:
+  """Completes what an AtomicDirectory commit interrupted by a crash left undone.
+
+  `path` missing with a backup of it beside: the crash came between the two
+  moves, and the backup (the old directory) goes back to `path`. `path`
+  present: backups are leftovers of a commit that got the new one in place,
+  and are deleted.
+  """
+  path = path.rstrip("/")
+  parent, base = posixpath.split(path)
+  parent = parent or "."
+  if not tf.io.gfile.isdir(parent):
+    return
+  prefix = f".{base}{_BACKUP_MARK}"
+  backups = sorted(posixpath.join(parent, n.rstrip("/"))
+                   for n in tf.io.gfile.listdir(parent) if n.startswith(prefix))
+  if backups and not tf.io.gfile.exists(path):
+    logging.warning("Restoring %s from %s, left there by an interrupted replacement",
+                    path, backups[0])
+    _move(backups.pop(0), path)
+  for backup in backups:
+    remove_quietly(backup)
+
+
+def _move(src: str, dst: str) -> None:
+  """Renames the file or directory tree `src` to `dst`, which must not exist."""
+  if not tf.io.gfile.isdir(src):
+    tf.io.gfile.rename(src, dst)
+    return
+  files = [posixpath.relpath(posixpath.join(d, n), src)
+           for d, _, names in tf.io.gfile.walk(src) for n in names]
+  tf.io.gfile.rename(src, dst)
+  if all(tf.io.gfile.exists(posixpath.join(dst, f)) for f in files):
+    return
+  # Where a rename moves only the directory entry (ram://), move file by file.
+  tf.io.gfile.makedirs(dst)
+  for f in files:
+    make_parent_dirs(posixpath.join(dst, f))
+    tf.io.gfile.rename(posixpath.join(src, f), posixpath.join(dst, f), overwrite=True)
+  remove_quietly(src)  # The subdirectory entries left behind.
 
 
 def atomic_write(path: str, data, binary: bool = False) -> None:

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from checkpoints import adapter_weights
 from checkpoints import checkpoint_io
+import errors
 import modeling
 import numpy_bert
 import tiny_bert
@@ -59,14 +60,14 @@ def test_missing_encoder_variable_and_shape_mismatch_are_clear_errors(tmp_path):
   partial = str(tmp_path / "partial" / "model.ckpt")
   checkpoint_io.write_tf1_checkpoint(partial, weights)
   model = modeling.BertEncoder(CONFIG)
-  with pytest.raises(ValueError, match="lacks 1 encoder variable.*layer_1/intermediate/dense/kernel"):
+  with pytest.raises(errors.UserError, match="lacks 1 encoder variable.*layer_1/intermediate/dense/kernel"):
     checkpoint_io.load_checkpoint(model, partial)
 
   other = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, max_position_embeddings=32))
-  with pytest.raises(ValueError, match=r"position_embeddings has shape \(64, 32\) in the "
+  with pytest.raises(errors.UserError, match=r"position_embeddings has shape \(64, 32\) in the "
                                        r"checkpoint but \(32, 32\) in the model"):
     checkpoint_io.load_checkpoint(modeling.BertEncoder(other), ckpt)
-  with pytest.raises(ValueError, match="checkpoint not found"):
+  with pytest.raises(errors.UserError, match="checkpoint not found"):
     checkpoint_io.load_checkpoint(model, str(tmp_path / "nope.ckpt"))
 
 
@@ -108,7 +109,7 @@ def test_own_object_based_checkpoint_from_a_directory(tmp_path):
   inputs = _inputs()
   np.testing.assert_array_equal(model(inputs).numpy(), other(inputs).numpy())
   mismatched = modeling.BertClassifier(CONFIG, 5, AdapterConfig(size=4))
-  with pytest.raises(ValueError, match="does not fit the model"):
+  with pytest.raises(errors.UserError, match="does not fit the model"):
     checkpoint_io.load_checkpoint(mismatched, str(tmp_path))
 
 
@@ -173,7 +174,7 @@ def test_parameter_counts_of_bert_base_with_mrpc_head(caplog):
   assert "***** Total Trainable Parameters = 2419202 *****" in caplog.text
   assert sum(int(np.prod(v.shape)) for v in model.trainable_variables) == 2419202
   # The adapter-only file of this model holds those 2.4M floats, not 110M.
-  path = adapter_weights.save_adapter_weights(model, "ram://bert_base_adapters")
+  path = adapter_weights.save_adapter_weights(model, "ram://bert_base/adapters")
   assert tf.io.gfile.stat(path).length < 2419202 * 4 + 100_000
 
 
@@ -212,10 +213,10 @@ def test_adapter_only_weights_restore_exactly_and_refuse_another_base(tmp_path):
 
   _, _, other_ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=9)
   wrong = _trained_model(other_ckpt)
-  with pytest.raises(ValueError, match="trained on another base model"):
+  with pytest.raises(errors.UserError, match="trained on another base model"):
     adapter_weights.load_adapter_weights(wrong, out)
   bigger = modeling.BertClassifier(CONFIG, 2, AdapterConfig(size=8))
-  with pytest.raises(ValueError, match="adapter config"):
+  with pytest.raises(errors.UserError, match="adapter config"):
     adapter_weights.load_adapter_weights(bigger, out)
 
 
@@ -223,8 +224,9 @@ def test_adapter_weights_on_ram_filesystem(tmp_path):
   _, _, ckpt, _ = tiny_bert.write_google_dir(str(tmp_path))
   model = _trained_model(ckpt)
   adapter_weights.save_adapter_weights(model, "ram://adapters/task")
-  # Exactly the two outputs: no temporary (`.NAME.tmp-<random>`) left beside them.
+  # Exactly the two outputs, and no temporary (`.NAME.tmp-<random>`) beside the directory.
   assert sorted(tf.io.gfile.listdir("ram://adapters/task")) == _SAVED_FILES
+  assert [n.rstrip("/") for n in tf.io.gfile.listdir("ram://adapters")] == ["task"]
   fresh = _trained_model(ckpt, seed=3)
   adapter_weights.load_adapter_weights(fresh, "ram://adapters/task")
   inputs = _inputs()
@@ -232,16 +234,19 @@ def test_adapter_weights_on_ram_filesystem(tmp_path):
 
 
 class _FailingWrite:
-  """tf.io.gfile.GFile that, for the adapter weights' temporary, writes half and fails."""
+  """tf.io.gfile.GFile that, for the weights file in the temporary directory, writes
+  half and fails."""
 
   real = tf.io.gfile.GFile
   temporaries = []
 
   def __init__(self, path, mode="r"):
     self._file = self.real(path, mode)
-    self._fail = os.path.basename(path).startswith(".adapter_weights.safetensors.tmp-")
+    parent = os.path.dirname(path)
+    self._fail = (os.path.basename(path) == "adapter_weights.safetensors" and
+                  os.path.basename(parent).startswith(".adapter_model.tmp-"))
     if self._fail:
-      self.temporaries.append(path)
+      self.temporaries.append(parent)
 
   def write(self, data):
     if self._fail:
@@ -275,9 +280,8 @@ def test_failed_adapter_weights_save_keeps_the_old_files_and_no_temporary(
   if fail_at == "write":
     monkeypatch.setattr(tf.io.gfile, "GFile", _FailingWrite)
     error = tf.errors.ResourceExhaustedError
-  else:  # The temporary is complete; moving it into place fails.
+  else:  # The temporary directory is complete; moving it into place fails.
     def failing_rename(src, dst, overwrite=False):
-      _FailingWrite.temporaries.append(src)
       assert os.path.exists(src)
       raise OSError("rename failed (test)")
     monkeypatch.setattr(tf.io.gfile, "rename", failing_rename)
@@ -286,9 +290,11 @@ def test_failed_adapter_weights_save_keeps_the_old_files_and_no_temporary(
     adapter_weights.save_adapter_weights(other, out, metadata={"run": 2})
   monkeypatch.undo()
 
-  # The failure happened on a `.NAME.tmp-<random>` sibling, which is gone again.
-  assert len(_FailingWrite.temporaries) == 1
-  assert os.path.dirname(_FailingWrite.temporaries[0]) == out
+  # Both files went to a `.adapter_model.tmp-<random>` sibling, which is gone again.
+  if fail_at == "write":
+    assert len(_FailingWrite.temporaries) == 1
+    assert os.path.dirname(_FailingWrite.temporaries[0]) == str(tmp_path)
+  assert sorted(n for n in os.listdir(tmp_path) if "adapter_model" in n) == ["adapter_model"]
   assert sorted(os.listdir(out)) == _SAVED_FILES
   assert {n: open(os.path.join(out, n), "rb").read() for n in _SAVED_FILES} == before
   assert adapter_weights.read_adapter_header(out)["metadata"] == {"run": 1}
@@ -327,9 +333,9 @@ def test_in_memory_arrays_load_with_the_checks_of_a_checkpoint(tmp_path):
   np.testing.assert_array_equal(from_arrays(inputs)["sequence_output"].numpy(),
                                 from_file(inputs)["sequence_output"].numpy())
   partial = {k: v for k, v in weights.items() if "layer_1/output/dense" not in k}
-  with pytest.raises(ValueError, match="test arrays lacks 2 encoder variable"):
+  with pytest.raises(errors.UserError, match="test arrays lacks 2 encoder variable"):
     checkpoint_io.load_arrays(modeling.BertEncoder(CONFIG), partial, "test arrays")
   other = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, max_position_embeddings=32))
-  with pytest.raises(ValueError, match=r"test arrays: variable bert/embeddings/position_"
+  with pytest.raises(errors.UserError, match=r"test arrays: variable bert/embeddings/position_"
                                        r"embeddings has shape \(64, 32\)"):
     checkpoint_io.load_arrays(modeling.BertEncoder(other), weights, "test arrays")

@@ -12,6 +12,7 @@ from checkpoints import checkpoint_io
 from checkpoints import huggingface
 from checkpoints import tf2_encoder
 import convert_checkpoint
+import errors
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=37, max_position_embeddings=40, type_vocab_size=2,
@@ -138,7 +139,7 @@ def test_hf_unknown_tensor_is_an_error_and_leaves_nothing(tmp_path):
   state = _hf_state()
   state["classifier.weight"] = np.zeros((2, 32), np.float32)
   hf_dir = _write_hf_dir(tmp_path / "hf", state)
-  with pytest.raises(ValueError, match=r"not part of a BERT encoder.*classifier\.weight"):
+  with pytest.raises(errors.UserError, match=r"not part of a BERT encoder.*classifier\.weight"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
   assert sorted(os.listdir(tmp_path)) == ["hf"]
 
@@ -147,7 +148,7 @@ def test_hf_extra_layer_is_an_error(tmp_path):
   state = _hf_state()
   state["encoder.layer.2.output.dense.bias"] = np.zeros(32, np.float32)
   hf_dir = _write_hf_dir(tmp_path / "hf", state)
-  with pytest.raises(ValueError, match=r"beyond its config.*layer_2/output/dense/bias"):
+  with pytest.raises(errors.UserError, match=r"beyond its config.*layer_2/output/dense/bias"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
 
 
@@ -155,7 +156,7 @@ def test_hf_wrong_shape_is_an_error(tmp_path):
   state = _hf_state()
   state["encoder.layer.0.intermediate.dense.weight"] = np.zeros((36, 32), np.float32)
   hf_dir = _write_hf_dir(tmp_path / "hf", state)
-  with pytest.raises(ValueError, match=r"shapes .* differ .*layer_0/intermediate/dense/kernel"):
+  with pytest.raises(errors.UserError, match=r"shapes .* differ .*layer_0/intermediate/dense/kernel"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
 
 
@@ -182,25 +183,25 @@ def test_hf_converts_on_ram_filesystem(tmp_path):
 
 def test_hf_non_bert_config_and_missing_tensors(tmp_path):
   hf_dir = _write_hf_dir(tmp_path / "roberta", _hf_state(), model_type="roberta")
-  with pytest.raises(ValueError, match="not a BERT checkpoint: .*roberta"):
+  with pytest.raises(errors.UserError, match="not a BERT checkpoint: .*roberta"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
 
   state = _hf_state()
   del state["encoder.layer.1.attention.self.key.weight"]
   hf_dir = _write_hf_dir(tmp_path / "partial", state)
-  with pytest.raises(ValueError, match=r"not a BERT checkpoint: .*lacks 1 .*"
+  with pytest.raises(errors.UserError, match=r"not a BERT checkpoint: .*lacks 1 .*"
                      r"layer_1/attention/self/key/kernel"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
 
   hf_dir = _write_hf_dir(tmp_path / "other", {"foo.bar": np.zeros(3, np.float32)})
-  with pytest.raises(ValueError, match=r"not part of a BERT encoder.*foo\.bar"):
+  with pytest.raises(errors.UserError, match=r"not part of a BERT encoder.*foo\.bar"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
   assert not os.path.exists(tmp_path / "out")
 
 
 def test_hf_missing_pooler_choices(tmp_path):
   hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state(pooler=False))
-  with pytest.raises(ValueError, match="no pooler"):
+  with pytest.raises(errors.UserError, match="no pooler"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "e"), missing_pooler="error")
 
   convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "i"), missing_pooler="identity")
@@ -234,7 +235,7 @@ def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
 def test_existing_output_dir_needs_overwrite(tmp_path):
   hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
   (tmp_path / "google").mkdir()
-  with pytest.raises(FileExistsError):
+  with pytest.raises(errors.UserError, match="exists; pass --overwrite"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
   convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"), overwrite=True)
   assert len(_read_google(str(tmp_path / "google"))) == 39
@@ -371,12 +372,12 @@ def test_tf2_checkpoint_converts(tmp_path):
   # And every weight in its place: Google's forward pass reproduces Model Garden's.
   _assert_matches_model_garden(encoder, google)
 
-  with pytest.raises(ValueError, match="no object 'model'.*top-level objects: .*encoder"):
+  with pytest.raises(errors.UserError, match="no object 'model'.*top-level objects: .*encoder"):
     convert_checkpoint.tf2_bert_encoder_to_google(
         str(tmp_path / "g2"), checkpoint=prefix, bert_config_file=str(config_file),
         vocab_file=str(vocab), checkpoint_model_name="model")
   config_file.write_text(TINY_JSON.replace('"num_hidden_layers": 2', '"num_hidden_layers": 3'))
-  with pytest.raises(ValueError, match="not a BERT checkpoint matching bert_config_file"):
+  with pytest.raises(errors.UserError, match="not a BERT checkpoint matching bert_config_file"):
     convert_checkpoint.tf2_bert_encoder_to_google(
         str(tmp_path / "g3"), checkpoint=prefix, bert_config_file=str(config_file),
         vocab_file=str(vocab))
@@ -402,8 +403,8 @@ def test_tf2_wrong_config_is_an_error(tmp_path):
   encoder = _model_garden_encoder()
   variables = {w.name: w.numpy() for w in encoder.weights}
   config = dict(TINY, num_hidden_layers=1)
-  with pytest.raises(ValueError, match="not part of a BERT encoder.*transformer/layer_1/"):
+  with pytest.raises(errors.UserError, match="not part of a BERT encoder.*transformer/layer_1/"):
     tf2_encoder.tf2_variables_to_google(variables, config)
   del variables["pooler_transform/bias:0"]
-  with pytest.raises(ValueError, match="not a BERT checkpoint: .*lacks.*pooler/dense/bias"):
+  with pytest.raises(errors.UserError, match="not a BERT checkpoint: .*lacks.*pooler/dense/bias"):
     tf2_encoder.tf2_variables_to_google(variables, TINY)

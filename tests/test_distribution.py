@@ -21,6 +21,7 @@ import pytest
 import tensorflow as tf
 
 import distributed_run as run
+import errors
 from runtime import distribution
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -226,9 +227,9 @@ def test_tpu_flag_without_tpu_fails_fast(monkeypatch):
       ("no-such-tpu", f"GCE metadata server {closed}, which does not answer"),
       (f"grpc://{closed}", f"nothing answers at grpc://{closed}")):
     start = time.time()
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(errors.UserError) as error:
       distribution.create_strategy(use_tpu=True, tpu_name=tpu_name)
     message = str(error.value)
-    assert message.startswith(f"--use_tpu: could not reach the TPU (tpu_name='{tpu_name}'")
+    assert message.startswith(f"--tpu_name={tpu_name}: could not reach the TPU (")
     assert reason in message
     assert time.time() - start < 30

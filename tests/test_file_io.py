@@ -48,3 +48,99 @@ def test_temp_path_is_a_hidden_sibling_that_does_not_prefix_the_target():
   assert os.path.dirname(tmp) == "gs://bucket/dir"
   assert os.path.basename(tmp).startswith(".model.json.tmp-")
   assert file_io.temp_path("gs://bucket/dir/model.json") != tmp
+
+
+def _tree(root):
+  """{relative file path: content} of every file under `root`."""
+  files = {}
+  for d, _, names in tf.io.gfile.walk(root):
+    for n in names:
+      with tf.io.gfile.GFile(f"{d}/{n}") as f:
+        files[os.path.relpath(f"{d}/{n}", root)] = f.read()
+  return files
+
+
+def _old_dir(root):
+  target = f"{root}/out"
+  with file_io.AtomicDirectory(target) as tmp:
+    file_io.atomic_write(f"{tmp}/a.txt", "old a")
+    file_io.atomic_write(f"{tmp}/sub/b.txt", "old b")
+  return target
+
+
+def _write_new(target):
+  with file_io.AtomicDirectory(target) as tmp:
+    file_io.atomic_write(f"{tmp}/c.txt", "new c")
+
+
+class _Crash(BaseException):
+  """Stands for the process dying: nothing after it runs."""
+
+
+def _failing_moves(monkeypatch, failing):
+  """Makes the file_io._move calls numbered in `failing` (1-based) raise _Crash."""
+  real, calls = file_io._move, []
+
+  def move(src, dst):
+    calls.append((src, dst))
+    if len(calls) in failing:
+      raise _Crash(f"crash moving {src}")
+    real(src, dst)
+
+  monkeypatch.setattr(file_io, "_move", move)
+  return calls
+
+
+@pytest.mark.parametrize("root", ["local", "ram://file_io_crash_rollback"])
+def test_atomic_directory_failing_move_in_keeps_the_old_one(tmp_path, root, monkeypatch):
+  root = str(tmp_path) if root == "local" else root
+  target = _old_dir(root)
+  calls = _failing_moves(monkeypatch, {2})  # Old -> backup works, new -> final fails.
+  with pytest.raises(_Crash):
+    _write_new(target)
+  assert len(calls) == 3
+  assert _tree(target) == {"a.txt": "old a", "sub/b.txt": "old b"}  # Rolled back.
+  assert [n.rstrip("/") for n in tf.io.gfile.listdir(root)] == ["out"]
+
+
+@pytest.mark.parametrize("root", ["local", "ram://file_io_crash_between"])
+def test_atomic_directory_crash_between_the_moves_is_recovered(tmp_path, root,
+                                                               monkeypatch):
+  root = str(tmp_path) if root == "local" else root
+  target = _old_dir(root)
+  calls = _failing_moves(monkeypatch, {2, 3})  # The roll-back fails too: a crash.
+  with pytest.raises(_Crash):
+    _write_new(target)
+  assert len(calls) == 3  # Old -> backup, new -> final (crash), backup -> final (crash).
+  monkeypatch.undo()
+  assert not tf.io.gfile.exists(target)  # Only the backup holds the old directory...
+  backup = calls[0][1]
+  assert _tree(backup) == {"a.txt": "old a", "sub/b.txt": "old b"}
+  file_io.recover_directory(target)  # ...which a reader or the next writer restores.
+  assert _tree(target) == {"a.txt": "old a", "sub/b.txt": "old b"}
+  assert not tf.io.gfile.exists(backup)
+  _write_new(target)
+  assert _tree(target) == {"c.txt": "new c"}
+  assert [n.rstrip("/") for n in tf.io.gfile.listdir(root)] == ["out"]
+
+
+@pytest.mark.parametrize("root", ["local", "ram://file_io_crash_after"])
+def test_atomic_directory_crash_before_the_backup_is_deleted(tmp_path, root, monkeypatch):
+  root = str(tmp_path) if root == "local" else root
+  target = _old_dir(root)
+  real_remove = file_io.remove_quietly
+
+  def remove(path):
+    if ".out.old-" in path:
+      raise _Crash(path)
+    real_remove(path)
+
+  monkeypatch.setattr(file_io, "remove_quietly", remove)
+  with pytest.raises(_Crash):
+    _write_new(target)
+  monkeypatch.undo()
+  assert _tree(target) == {"c.txt": "new c"}  # The new directory is in place.
+  assert any(n.startswith(".out.old-") for n in tf.io.gfile.listdir(root))
+  file_io.recover_directory(target)  # The old one is a leftover: deleted.
+  assert _tree(target) == {"c.txt": "new c"}
+  assert [n.rstrip("/") for n in tf.io.gfile.listdir(root)] == ["out"]

@@ -8,6 +8,7 @@ import tensorflow as tf
 from checkpoints import adapter_weights
 from checkpoints import base_model
 from checkpoints import run_checkpoints
+import errors
 import modeling
 from runtime import model_setup
 import tiny_bert
@@ -50,8 +51,8 @@ def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, cap
                           seed=3, adapter_metadata={"labels": ["0", "1"]})
   assert step == 7
   np.testing.assert_array_equal(restored(INPUTS).numpy(), expected)
-  with pytest.raises(ValueError, match=r"was trained with labels \['0', '1'\], this run "
-                                       r"has \['1', '0'\]"):
+  with pytest.raises(errors.UserError, match=r"was trained with labels \['0', '1'\], this "
+                                             r"run has \['1', '0'\]"):
     _model(model_setup.ModelOptions(adapter_size=4, **with_adapters), out,
            adapter_metadata={"labels": ["1", "0"]})
 
@@ -103,7 +104,7 @@ def test_adapter_mode_checkpoints_hold_what_trains_over_a_checked_base(tmp_path,
 
   # Another base under those trained variables is refused, naming the recorded one.
   _, _, other, _ = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=9)
-  with pytest.raises(ValueError, match="holds only the trained variables of a model whose "
+  with pytest.raises(errors.UserError, match="holds only the trained variables of a model whose "
                                        "frozen weights came from --init_checkpoint="):
     _model(model_setup.ModelOptions(adapter_size=4, init_checkpoint=other), out)
 

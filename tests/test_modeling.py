@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from checkpoints import checkpoint_io
+import errors
 import modeling
 import numpy_bert
 import tiny_bert
@@ -150,7 +151,7 @@ def test_bert_config_round_trip(tmp_path):
   assert config.hidden_size == 32 and config.extra == {"directionality": "bidi"}
   with open(path) as f:
     assert config.to_json_string() == f.read()
-  with pytest.raises(ValueError, match="not a BERT config"):
+  with pytest.raises(errors.UserError, match=r"bad\.json:1: malformed JSON at column 3"):
     (tmp_path / "bad.json").write_text("{ nope")
     modeling.BertConfig.from_json_file(str(tmp_path / "bad.json"))
 

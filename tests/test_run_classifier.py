@@ -22,6 +22,7 @@ from absl import flags
 
 from classification import features as classifier_features
 import convert_checkpoint
+import errors
 from classification import processors
 import numpy_bert
 import run_classifier
@@ -193,7 +194,7 @@ def test_adapter_weights_restore_on_base(base, mrpc_run, tmp_path):
                              _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
   # On another base the adapters are refused, before anything is written.
   _, _, other_ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=5)
-  with pytest.raises(ValueError, match="trained on another base model"):
+  with pytest.raises(errors.UserError, match="trained on another base model"):
     run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
                       output_dir=str(tmp_path / "other_out"), do_eval=True,
                       init_checkpoint=other_ckpt,
@@ -379,41 +380,45 @@ def _wrong_config(base, tmp_path):
 
 BAD_INPUTS = {
     "missing data_dir": (
-        lambda b, t: dict(data_dir=str(t / "nowhere")), FileNotFoundError,
-        r"--data_dir .*nowhere is not a directory"),
+        lambda b, t: dict(data_dir=str(t / "nowhere")), errors.UserError,
+        r"^--data_dir=.*nowhere is not a directory$"),
     "missing file": (
         lambda b, t: dict(data_dir=_mrpc_copy(t, lambda d: (d / "dev.tsv").unlink())),
-        FileNotFoundError, r"TSV file not found: .*MRPC/dev\.tsv"),
+        errors.UserError, r"^.*MRPC/dev\.tsv: TSV file not found$"),
     "too few columns": (
         lambda b, t: dict(data_dir=_mrpc_copy(
             t, _edit_line("train.tsv", 3, lambda l: "\t".join(l.split("\t")[:4])))),
-        ValueError, r"MRPC/train\.tsv:3: row has 4 tab-separated column\(s\), expected at "
-        r"least 5"),
+        errors.UserError, r"MRPC/train\.tsv:3: row has 4 tab-separated column\(s\), the "
+        r"header \(line 1\) has 5$"),
     "label outside the label list": (
         lambda b, t: dict(data_dir=_mrpc_copy(
             t, _edit_line("dev.tsv", 4, lambda l: "7" + l[1:]))),
-        ValueError, r"MRPC/dev\.tsv:4: label '7' is not one of \['0', '1'\]"),
+        errors.UserError, r"MRPC/dev\.tsv:4: label '7' is not one of \['0', '1'\]"),
     "tsv label outside --labels": (
         lambda b, t: dict(task_name="tsv", data_dir=os.path.join(REPO, "data", "tsv_example"),
                           labels="positive,negative"),
-        ValueError, r"tsv_example/train\.tsv:\d+: label 'neutral' is not one of"),
+        errors.UserError, r"tsv_example/train\.tsv:\d+: label 'neutral' is not one of"),
     "vocab/checkpoint case mismatch": (
-        lambda b, t: dict(init_checkpoint=_cased_dir(b, t)), ValueError,
+        lambda b, t: dict(init_checkpoint=_cased_dir(b, t)), errors.UserError,
         r"You passed in `--do_lower_case=True`.*seems to be a cased model"),
     "max_seq_length over max_position_embeddings": (
-        lambda b, t: dict(max_seq_length=65), ValueError,
-        r"Cannot use sequence length 65 because the BERT model was only trained up to "
-        r"sequence length 64"),
+        lambda b, t: dict(max_seq_length=65), errors.UserError,
+        r"^--max_seq_length=65 is larger than the model's position table: "
+        r"max_position_embeddings is 64 in .*bert_config\.json"),
     "unknown task": (
-        lambda b, t: dict(task_name="Nope"), ValueError, r"^Task not found: nope$"),
+        lambda b, t: dict(task_name="Nope"), flags.IllegalFlagValueError,
+        r"^flag --task_name=Nope: must be one of ax, cola, .*, xnli \(any case\)$"),
     "no action": (
-        lambda b, t: dict(do_train=False, do_eval=False, do_predict=False), ValueError,
-        r"At least one of `do_train`, `do_eval` or `do_predict' must be True\."),
+        lambda b, t: dict(do_train=False, do_eval=False, do_predict=False),
+        flags.IllegalFlagValueError,
+        r"at least one of --do_train, --do_eval or --do_predict must be given$"),
     "checkpoint does not fit the config": (
-        lambda b, t: dict(bert_config_file=_wrong_config(b, t)), ValueError,
-        r"intermediate/dense/kernel has shape \(32, 37\) in the checkpoint but \(32, 38\)"),
+        lambda b, t: dict(bert_config_file=_wrong_config(b, t)), errors.UserError,
+        r"intermediate/dense/kernel has shape \(32, 37\) in the checkpoint but \(32, 38\) "
+        r"in the model built from .*bert_config\.json"),
     "tsv flag on a GLUE task": (
-        lambda b, t: dict(labels="a,b"), ValueError, r"--labels apply to --task_name=tsv only"),
+        lambda b, t: dict(labels="a,b"), errors.UserError,
+        r"^--labels apply to --task_name=tsv only, not --task_name=mrpc$"),
 }
 
 
@@ -432,7 +437,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(base, tmp_path, case):
 def test_output_dir_of_another_model_is_refused(base, mrpc_run):
   out, _ = mrpc_run
   before = {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)}
-  with pytest.raises(ValueError, match=r"holds checkpoints of another run: adapter_config"):
+  with pytest.raises(errors.UserError, match=r"holds checkpoints of another run: adapter_config"):
     run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
                       output_dir=out, do_eval=True, adapter_size=4))
   assert before == {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)}

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
+import errors
 import numpy_bert
 import run_squad
 from squad import data as squad_data
@@ -228,8 +229,8 @@ def test_hub_module_is_read_and_used_as_the_base(base, tmp_path):
   _hub_saved_model(hub_dir, base["weights"])
   common = base["args"] + ["--adapter_size=4", "--seed=7", "--do_predict",
                            "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")]
-  with pytest.raises(ValueError, match="at most one of --init_checkpoint and "
-                                       "--bert_hub_module_handle"):
+  with pytest.raises(flags.IllegalFlagValueError, match="at most one of --init_checkpoint "
+                                                      "and --bert_hub_module_handle"):
     run(common + ["--output_dir=" + str(tmp_path / "both"), "--bert_hub_module_handle=" +
                   hub_dir, "--init_checkpoint=" + base["ckpt"]])
   assert not os.path.exists(tmp_path / "both")
@@ -334,7 +335,7 @@ def test_malformed_json_fails_before_training_or_writing(base, tmp_path):
   out, args = _bad_run(base, tmp_path, [
       "--do_train", "--train_file=" + os.path.join(DATA, "train-v1.1.json"),
       "--do_predict", "--predict_file=" + str(bad)])
-  with pytest.raises(ValueError, match=r"dev.json: malformed JSON at line 1 column 27"):
+  with pytest.raises(errors.UserError, match=r"dev\.json:1: malformed JSON at column 27"):
     run(args)
   assert not os.path.exists(out)  # No records, no checkpoint, no predictions.
 
@@ -346,7 +347,7 @@ def test_v1_training_question_without_answer_is_a_clear_error(base, tmp_path):
   bad = tmp_path / "train.json"
   bad.write_text(json.dumps(data))
   out, args = _bad_run(base, tmp_path, ["--do_train", "--train_file=" + str(bad)])
-  with pytest.raises(ValueError, match="exactly 1 answer.*%s.* has 0" % qa["id"]):
+  with pytest.raises(errors.UserError, match="exactly 1 answer.*%s.* has 0" % qa["id"]):
     run(args)
   assert not os.path.exists(out)
 
@@ -355,13 +356,16 @@ def test_max_seq_length_too_small_for_the_query_is_a_clear_error(base, tmp_path)
   out, args = _bad_run(base, tmp_path, [
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json"),
       "--max_seq_length=18", "--max_query_length=16"])
-  with pytest.raises(ValueError, match=r"max_seq_length \(18\) must be greater than "
-                                       r"max_query_length \(16\) \+ 3"):
+  with pytest.raises(flags.IllegalFlagValueError, match=(
+      r"flags max_seq_length=18, max_query_length=16: --max_seq_length must be greater "
+      r"than --max_query_length \+ 3 \(16 \+ 3\)")):
     run(args)
   assert not os.path.exists(out)
   out, args = _bad_run(base, tmp_path, [
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json"),
       "--max_seq_length=128"])
-  with pytest.raises(ValueError, match="only trained up to sequence length 64"):
+  with pytest.raises(errors.UserError, match=r"^--max_seq_length=128 is larger than the "
+                                             r"model's position table: .*only trained up to "
+                                             r"sequence length 64"):
     run(args)
   assert not os.path.exists(out)

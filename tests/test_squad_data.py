@@ -11,6 +11,7 @@ import uuid
 import pytest
 import tensorflow as tf
 
+import errors
 from squad import data as squad_data
 import tokenization
 
@@ -251,19 +252,19 @@ def test_malformed_json_names_file_and_position():
   path = _ram("bad.json")
   with tf.io.gfile.GFile(path, "w") as f:
     f.write('{"data": [\n  {"title": "x",,}\n]}')
-  with pytest.raises(ValueError, match=r"bad\.json: malformed JSON at line 2 "
+  with pytest.raises(errors.UserError, match=r"bad\.json:2: malformed JSON at "
                      r"column 17"):
     squad_data.read_squad_examples(path, is_training=False)
 
 
 def test_v11_training_question_without_answer_names_qid():
   path = _write_json(_ram("t.json"), _squad([_qa("qid-7", "Who went?")]))
-  with pytest.raises(ValueError, match="For training, each question should "
+  with pytest.raises(errors.UserError, match="For training, each question should "
                      "have exactly 1 answer.*'qid-7'"):
     squad_data.read_squad_examples(path, is_training=True)
   # v2 impossible questions need no answer; a missing flag is named.
   path = _write_json(_ram("t2.json"), _squad([_qa("q8", "Who?")]))
-  with pytest.raises(ValueError, match="is_impossible.*'q8'"):
+  with pytest.raises(errors.UserError, match="is_impossible.*'q8'"):
     squad_data.read_squad_examples(path, True, version_2_with_negative=True)
 
 
@@ -284,7 +285,7 @@ def test_answer_offset_outside_context():
   qa = {"id": "q9", "question": "Who went?",
         "answers": [{"text": "milk", "answer_start": 500}]}
   path = _write_json(_ram("t.json"), _squad([qa]))
-  with pytest.raises(ValueError, match="question 'q9' lies outside its context"):
+  with pytest.raises(errors.UserError, match="question 'q9' lies outside its context"):
     squad_data.read_squad_examples(path, is_training=True)
 
 

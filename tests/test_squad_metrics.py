@@ -9,6 +9,7 @@ import uuid
 import pytest
 import tensorflow as tf
 
+import errors
 from squad import evaluate as squad_evaluate
 from squad import metrics as squad_metrics
 
@@ -154,7 +155,7 @@ def test_run_v20_ram_paths_and_out_file(capsys):
     assert f.read() == json.dumps(result)
   # Malformed predictions: the error names the file and the position.
   bad = _write(root + "/bad.json", '{"h1": "x",\n "h2"}')
-  with pytest.raises(ValueError, match=r"bad\.json: malformed JSON at line 2"):
+  with pytest.raises(errors.UserError, match=r"bad\.json:2: malformed JSON at column 6"):
     squad_evaluate.run("2.0", data, bad)
 
 
@@ -232,8 +233,8 @@ def test_command_line_bad_file_exits_1_with_the_error(tmp_path, capsys):
   assert exit_info.value.code == 1
   captured = capsys.readouterr()
   assert captured.out == ""
-  assert captured.err.startswith("python -m squad.evaluate: error: %s: malformed JSON at "
-                                 "line 2" % bad)
+  assert captured.err.startswith("python -m squad.evaluate: error: %s:2: malformed JSON at "
+                                 "column 6" % bad)
 
 
 def test_python_dash_m_from_another_directory(tmp_path):

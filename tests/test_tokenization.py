@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+import errors
 import tokenization
 
 ORIGINAL_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa",
@@ -86,9 +87,9 @@ def test_is_punctuation():
 def test_validate_case_matches_checkpoint():
   uncased = "gs://bucket/uncased_L-12_H-768_A-12/bert_model.ckpt"
   cased = "/models/cased_L-12_H-768_A-12/bert_model.ckpt"
-  with pytest.raises(ValueError, match="seems to be a lowercased model"):
+  with pytest.raises(errors.UserError, match="seems to be a lowercased model"):
     tokenization.validate_case_matches_checkpoint(False, uncased)
-  with pytest.raises(ValueError, match="`--do_lower_case=False` so that"):
+  with pytest.raises(errors.UserError, match="`--do_lower_case=False` so that"):
     tokenization.validate_case_matches_checkpoint(True, cased)
   tokenization.validate_case_matches_checkpoint(True, uncased)
   tokenization.validate_case_matches_checkpoint(False, cased)

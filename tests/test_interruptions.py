@@ -1,0 +1,380 @@
+"""Interruptions and blow-ups lose nothing: SIGTERM, SIGKILL, NaN losses, torn checkpoints.
+
+The interrupted runs are the real command line in a subprocess, stopped by a
+real signal from the test. A small wrapper (WRAPPER below, written to a
+temporary file) runs run_classifier.py with one hook that holds the process at
+the point under test and prints a marker, so that the signal arrives there
+and not wherever the timing puts it; the product code has no test switch.
+Every interrupted run is then finished by the same command again, which must
+resume and end with the eval results of an uninterrupted run.
+"""
+
+import logging as py_logging
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from adapter_layers import AdapterConfig
+from checkpoints import run_checkpoints
+import errors
+import modeling
+import run_classifier
+from runtime import loop
+from runtime import sigterm
+from runtime import trainable
+import tiny_bert
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MRPC = os.path.join(REPO, "data", "glue", "MRPC")  # 8 training examples: 2 steps an epoch.
+NUM_STEPS, SAVE_EVERY = 20, 4
+
+# Runs run_classifier.py (arguments as given) with the hook named by
+# INTERRUPT_HOOK; markers go to stdout, the log to stderr.
+WRAPPER = r'''
+import os, runpy, sys, time
+sys.path.insert(0, {repo!r})
+import tensorflow as tf
+from classification import features
+from runtime import progress
+
+hook, _, arg = os.environ["INTERRUPT_HOOK"].partition(":")
+
+def marker(text):
+  print(text, flush=True)
+
+if hook == "slow_steps_from":  # Host calls from step `arg` on take 0.5 s more.
+  record = progress.Progress.record
+  def slow_record(self, step, *args, **kwargs):
+    line = record(self, step, *args, **kwargs)
+    if step >= int(arg):
+      marker(f"STEP {{step}}")
+      time.sleep(0.5)
+    return line
+  progress.Progress.record = slow_record
+
+elif hook == "tear_checkpoint":  # The save of step `arg` stops halfway; waits for the kill.
+  save = tf.train.CheckpointManager.save
+  def torn_save(self, checkpoint_number=None, **kwargs):
+    if checkpoint_number != int(arg):
+      return save(self, checkpoint_number=checkpoint_number, **kwargs)
+    prefix = f"{{self._prefix}}-{{checkpoint_number}}"
+    self.checkpoint.write(prefix)  # The files, without the state file update.
+    with open(prefix + ".index", "r+b") as f:  # The index half written,
+      f.truncate(os.path.getsize(prefix + ".index") // 2)
+    os.makedirs(prefix + "_temp", exist_ok=True)  # and the next shard begun.
+    with open(prefix + "_temp/part-00000-of-00001.data-00000-of-00001", "wb") as f:
+      f.write(b"partial")
+    marker("MID_CHECKPOINT_WRITE")
+    time.sleep(300)
+  tf.train.CheckpointManager.save = torn_save
+
+elif hook == "slow_predict":  # Each eval/predict batch takes 0.3 s.
+  make_dataset = features.make_dataset
+  def slow(*batch):
+    marker("PREDICT_BATCH")
+    time.sleep(0.3)
+    return 0
+  def slow_make_dataset(*args, **kwargs):
+    dataset = make_dataset(*args, **kwargs)
+    if kwargs.get("is_training"):
+      return dataset
+    def delay(features, labels):
+      with tf.control_dependencies([tf.py_function(slow, [], tf.int32)]):
+        return {{k: tf.identity(v) for k, v in features.items()}}, tf.identity(labels)
+    return dataset.map(delay)
+  features.make_dataset = slow_make_dataset
+
+sys.argv = [os.path.join({repo!r}, "run_classifier.py")] + sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+class _Records(py_logging.Handler):
+  def __init__(self):
+    super().__init__(py_logging.INFO)
+    self.messages = []
+
+  def emit(self, record):
+    self.messages.append(record.getMessage())
+
+
+def _argv(flag_values):
+  return [f"--{k}" if v is True else f"--{k}={v}" for k, v in flag_values.items()]
+
+
+def run_main(flag_values):
+  """The command in this process (absl flags, run_classifier.main); returns log lines."""
+  fv = flags.FlagValues()
+  run_classifier.define_flags(fv)
+  fv(["run_classifier.py"] + _argv(flag_values))
+  handler = _Records()
+  logger = py_logging.getLogger("absl")
+  logger.addHandler(handler)
+  try:
+    run_classifier.main([], fv)
+  finally:
+    logger.removeHandler(handler)
+  return handler.messages
+
+
+@pytest.fixture(scope="module")
+def command(tmp_path_factory):
+  """The flags of one training command on the tiny BERT: 20 steps, a checkpoint every 4."""
+  d = str(tmp_path_factory.mktemp("base"))
+  config, vocab, ckpt, _ = tiny_bert.write_google_dir(d)
+  return dict(task_name="mrpc", data_dir=MRPC, bert_config_file=config, vocab_file=vocab,
+              init_checkpoint=ckpt, max_seq_length=16, train_batch_size=4,
+              eval_batch_size=4, predict_batch_size=4, adapter_size=8, learning_rate=1e-3,
+              seed=1, do_train=True, do_eval=True, do_predict=True,
+              num_train_epochs=NUM_STEPS // 2, save_checkpoints_steps=SAVE_EVERY,
+              iterations_per_loop=1)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(command, tmp_path_factory):
+  """output_dir of the command run without interruption (in this process)."""
+  out = str(tmp_path_factory.mktemp("uninterrupted") / "out")
+
+  def previous_handler(signum, frame):
+    raise AssertionError("not to be called")
+
+  before = signal.signal(signal.SIGTERM, previous_handler)
+  try:
+    run_main(dict(command, output_dir=out))
+    # Training and prediction put back the SIGTERM handler they found.
+    assert signal.getsignal(signal.SIGTERM) is previous_handler
+  finally:
+    signal.signal(signal.SIGTERM, before)
+  return out
+
+
+def _read(path):
+  with open(path) as f:
+    return f.read()
+
+
+def _results(output_dir):
+  return {name: _read(os.path.join(output_dir, name))
+          for name in ("eval_results.txt", "test_results.tsv")}
+
+
+def _saved_steps(output_dir):
+  """The steps the `checkpoint` state file lists (what a restart can resume from)."""
+  state = tf.train.get_checkpoint_state(output_dir)
+  return sorted(run_checkpoints.step_of(p) for p in state.all_model_checkpoint_paths)
+
+
+def _temporaries(output_dir):
+  """file_io's temporaries and AtomicDirectory backups anywhere under output_dir."""
+  return [os.path.join(d, n) for d, dirs, files in os.walk(output_dir)
+          for n in dirs + files if re.match(r"\..*\.(tmp|old)-", n)]
+
+
+class _Subprocess:
+  """The command under the WRAPPER hook; stdout carries the hook's markers."""
+
+  def __init__(self, tmp_path, flag_values, hook):
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(WRAPPER.format(repo=REPO))
+    self.log_path = tmp_path / "log.txt"
+    self._log = open(self.log_path, "w")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", INTERRUPT_HOOK=hook)
+    self.proc = subprocess.Popen([sys.executable, str(wrapper)] + _argv(flag_values),
+                                 cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                 stderr=self._log, text=True)
+
+  def wait_for(self, pattern, timeout=120):
+    """Reads markers until one matches `pattern`; returns the match."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+      ready, _, _ = select.select([self.proc.stdout], [], [], deadline - time.time())
+      line = self.proc.stdout.readline() if ready else ""
+      if not line and self.proc.poll() is not None:
+        break
+      match = re.fullmatch(pattern, line.strip())
+      if match:
+        return match
+    raise AssertionError(f"no marker {pattern!r} (exit status {self.proc.poll()}):\n"
+                         + self.log()[-3000:])
+
+  def finish(self, timeout=120):
+    """Waits for the exit; returns the exit status."""
+    try:
+      self.proc.communicate(timeout=timeout)
+    finally:
+      if self.proc.poll() is None:
+        self.proc.kill()
+        self.proc.communicate()
+      self._log.close()
+    return self.proc.returncode
+
+  def log(self):
+    if not self._log.closed:
+      self._log.flush()
+    return self.log_path.read_text()
+
+
+def test_sigterm_during_training_saves_the_current_step_and_resumes(
+    command, uninterrupted, tmp_path):
+  out = str(tmp_path / "out")
+  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="slow_steps_from:5")
+  run.wait_for(r"STEP (\d+)")  # Between checkpoints 4 and 8, or a little later.
+  run.proc.send_signal(signal.SIGTERM)
+  status = run.finish()
+  log = run.log()
+  assert status == sigterm.TERMINATED_EXIT_STATUS, log[-3000:]
+  assert "Traceback" not in log
+  stopped = re.findall(r"SIGTERM: stopped at step (\d+) with checkpoint (\S+); run the "
+                       r"same command again to resume from there", log)
+  assert len(stopped) == 1, log[-3000:]
+  step, path = int(stopped[0][0]), stopped[0][1]
+  assert 5 <= step < NUM_STEPS
+  # A checkpoint of that very step is the latest, whole; nothing was evaluated.
+  assert path == os.path.join(out, f"model.ckpt-{step}")
+  assert run_checkpoints.latest(out) == path and step in _saved_steps(out)
+  assert not os.path.exists(os.path.join(out, "eval_results.txt"))
+  assert not _temporaries(out)
+
+  logs = run_main(dict(command, output_dir=out))  # The same command again.
+  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in logs
+  assert _saved_steps(out)[-1] == NUM_STEPS
+  assert _results(out) == _results(uninterrupted)
+
+
+def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
+    command, uninterrupted, tmp_path):
+  out = str(tmp_path / "out")
+  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="tear_checkpoint:12")
+  run.wait_for("MID_CHECKPOINT_WRITE")
+  run.proc.send_signal(signal.SIGKILL)
+  assert run.finish() == -signal.SIGKILL
+  # The torn files of step 12 are there, but the state file still names step 8.
+  assert os.path.exists(os.path.join(out, "model.ckpt-12.index"))
+  assert _saved_steps(out) == [4, 8]
+  assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-8")
+
+  logs = run_main(dict(command, output_dir=out))
+  assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
+  assert _saved_steps(out) == [4, 8, 12, 16, 20]
+  reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-12"))  # Rewritten whole.
+  assert reader.get_variable_to_shape_map()
+  assert _results(out) == _results(uninterrupted)
+  assert not _temporaries(out)
+
+
+def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp_path):
+  out = str(tmp_path / "out")
+  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="slow_predict")
+  run.wait_for("PREDICT_BATCH")  # Training is over; evaluation has begun.
+  run.proc.send_signal(signal.SIGTERM)
+  status = run.finish()
+  log = run.log()
+  assert status == sigterm.TERMINATED_EXIT_STATUS, log[-3000:]
+  assert "Traceback" not in log
+  assert re.search(r"SIGTERM: stopped predicting after \d+ batches; nothing of it is "
+                   r"written: run the same command again", log), log[-3000:]
+  for name in ("eval_results.txt", "test_results.tsv"):
+    assert not os.path.exists(os.path.join(out, name))
+  assert not _temporaries(out)
+  assert _saved_steps(out) == [4, 8, 12, 16, 20]  # Training's work is all there.
+  checkpoint_files = {n: os.path.getmtime(os.path.join(out, n))
+                      for n in os.listdir(out) if n.startswith("model.ckpt-")}
+
+  logs = run_main(dict(command, output_dir=out))
+  assert f"***** Running training from step {NUM_STEPS} to {NUM_STEPS} *****" in logs
+  assert checkpoint_files == {n: os.path.getmtime(os.path.join(out, n))
+                              for n in os.listdir(out) if n.startswith("model.ckpt-")}
+  assert _results(out) == _results(uninterrupted)
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_finite_checkpoints(command, tmp_path):
+  out = str(tmp_path / "out")
+  argv = _argv(dict(command, output_dir=out, learning_rate=1e30, save_checkpoints_steps=1,
+                    do_eval=False, do_predict=False))
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_classifier.py")] + argv,
+                        cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        timeout=180)
+  assert proc.returncode == errors.USER_ERROR_EXIT_STATUS, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  message = [l for l in proc.stderr.splitlines() if l.startswith("ERROR: ")]
+  assert len(message) == 1, proc.stderr[-3000:]
+  match = re.match(r"ERROR: training diverged: the loss is (nan|inf|-inf) at step (\d+)\. "
+                   r"Nothing after step (\d+) was saved: the last checkpoint, (\S+), is "
+                   r"intact\..*lower --learning_rate \(now 1e\+30\)", message[0])
+  assert match, message[0]
+  step, last = int(match.group(2)), int(match.group(3))
+  # A checkpoint every step, none from the step that went wrong or after.
+  assert last == step - 1 >= 1
+  assert _saved_steps(out)[-1] == last
+  assert match.group(4) == run_checkpoints.latest(out) == os.path.join(out, f"model.ckpt-{last}")
+  reader = tf.train.load_checkpoint(match.group(4))
+  values = [reader.get_tensor(n) for n, dtype in reader.get_variable_to_dtype_map().items()
+            if dtype.is_floating]
+  assert values and all(np.isfinite(v).all() for v in values)
+
+
+def test_nonfinite_weights_are_never_saved(tmp_path):
+  """A loss that stays finite while its gradients are NaN: the save refuses."""
+  keras.utils.set_random_seed(3)
+  model = modeling.BertClassifier(modeling.BertConfig(**tiny_bert.TINY_CONFIG), 2,
+                                  AdapterConfig(size=8))
+  model.ensure_built()
+  trainable.set_trainable(model, trainable.TrainMode.parse("adapters"))
+  ids = np.random.default_rng(0).integers(5, 99, size=(8, 16)).astype(np.int32)
+  dataset = tf.data.Dataset.from_tensor_slices((
+      {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)},
+      np.zeros(8, np.int32))).repeat().batch(4, drop_remainder=True)
+
+  def loss_fn(labels, logits):  # 0, with a NaN gradient: d sqrt(u) at u = 0 times 0.
+    del labels
+    return tf.sqrt(tf.square(logits[:, 0] - tf.stop_gradient(logits[:, 0])))
+
+  out = str(tmp_path / "out")
+  settings = loop.TrainSettings(output_dir=out, train_batch_size=4, num_train_steps=3,
+                                num_warmup_steps=0, learning_rate=1e-3,
+                                save_checkpoints_steps=1, iterations_per_loop=1)
+  with pytest.raises(errors.UserError, match=r"training diverged: the weights hold NaN or "
+                     r"Inf values \(the loss was still finite\) at step 1\. No checkpoint "
+                     r"was saved\."):
+    loop.train(tf.distribute.get_strategy(), model, loss_fn, dataset, settings)
+  assert run_checkpoints.latest(out) is None
+  assert not tf.io.gfile.glob(os.path.join(out, "model.ckpt-*"))
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
+    command, uninterrupted, tmp_path):
+  out = str(tmp_path / "out")
+  shutil.copytree(uninterrupted, out)
+  for name in ("eval_results.txt", "test_results.tsv"):
+    os.remove(os.path.join(out, name))
+  # The state file names step 20; its index is torn and step 16 lost a data file.
+  index = os.path.join(out, "model.ckpt-20.index")
+  with open(index, "r+b") as f:
+    f.truncate(os.path.getsize(index) // 2)
+  os.remove(os.path.join(out, "model.ckpt-16.data-00000-of-00001"))
+  handler = _Records()
+  py_logging.getLogger("absl").addHandler(handler)
+  try:
+    assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-12")
+  finally:
+    py_logging.getLogger("absl").removeHandler(handler)
+  assert any("model.ckpt-20 as the latest checkpoint, but its .index file is unreadable"
+             in m and "using " + os.path.join(out, "model.ckpt-12") in m
+             for m in handler.messages), handler.messages
+
+  logs = run_main(dict(command, output_dir=out))
+  assert f"***** Running training from step 12 to {NUM_STEPS} *****" in logs
+  assert _results(out) == _results(uninterrupted)
+  assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-20")

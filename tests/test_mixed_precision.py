@@ -1,0 +1,145 @@
+"""--mixed_precision: 16-bit compute with float32 weights, float16 with loss scaling.
+
+The reference is the float32 model with the same weights: outputs must agree
+to the 16-bit formats' precision (bfloat16 keeps 8 significant bits, float16
+11), training must reach the same losses to within that noise, and the
+checkpoints must be the float32 run's (same variables, float32), so that a run
+can resume or be evaluated in either precision.
+"""
+
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from adapter_layers import AdapterConfig
+from checkpoints import run_checkpoints
+import modeling
+from runtime import distribution
+from runtime import loop
+from runtime import model_setup
+from runtime import trainable
+
+CONFIG = modeling.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=37,
+                             max_position_embeddings=64, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0)
+BATCH, SEQ, LABELS = 16, 12, 2
+
+
+def _model(mixed_precision, reference=None):
+  with model_setup.dtype_policy(mixed_precision):
+    model = modeling.BertClassifier(CONFIG, LABELS, AdapterConfig(size=8))
+    model.ensure_built()
+  if reference is not None:
+    for mine, theirs in zip(model.weights, reference.weights):
+      mine.assign(theirs)
+  return model
+
+
+def _inputs(seed, n=BATCH):
+  rng = np.random.RandomState(seed)
+  ids = rng.randint(5, 99, size=(n, SEQ)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[: n // 2, SEQ // 2:] = 0  # Half the rows padded: the attention bias matters.
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+
+
+@pytest.fixture(scope="module")
+def reference():
+  keras.utils.set_random_seed(3)
+  return _model("none")
+
+
+# Largest |difference| over the largest |logit|: a few units in the last kept
+# bit of each format, accumulated over two layers.
+@pytest.mark.parametrize("mixed_precision,tolerance", [("bfloat16", 3e-2),
+                                                        ("float16", 4e-3)])
+def test_outputs_match_float32_to_16_bit_precision(reference, mixed_precision, tolerance):
+  model = _model(mixed_precision, reference)
+  assert model.dtype_policy.name == model_setup.DTYPE_POLICIES[mixed_precision]
+  assert {v.dtype for v in model.weights} == {"float32"}  # Checkpoints stay float32.
+  inputs = _inputs(0)
+  expected = reference(inputs).numpy()
+  logits = model(inputs)
+  assert logits.dtype == tf.float32  # The loss and metrics see float32.
+  error = np.abs(logits.numpy() - expected).max() / np.abs(expected).max()
+  assert error < tolerance
+  # Not the float32 computation under another name.
+  assert error > 1e-6
+  sequence = model.bert(inputs)["sequence_output"]
+  assert sequence.dtype == tf.as_dtype(mixed_precision)
+  assert keras.config.dtype_policy().name == "float32"  # The policy was restored.
+
+
+def _examples(seed, n):
+  """Label 1 iff the first token is 7: learnable in a few dozen steps."""
+  rng = np.random.RandomState(seed)
+  ids = rng.randint(8, 99, size=(n, SEQ)).astype(np.int32)
+  labels = rng.randint(0, 2, size=n).astype(np.int32)
+  ids[labels == 1, 0] = 7  # At the pooled position: a short path to the head.
+  features = {"input_ids": ids, "input_mask": np.ones_like(ids),
+              "segment_ids": np.zeros_like(ids)}
+  return features, labels
+
+
+def _dataset():
+  return tf.data.Dataset.from_tensor_slices(_examples(1, 256)).repeat().batch(
+      BATCH, drop_remainder=True)
+
+
+def _train(model, output_dir, steps=16):
+  trainable.set_trainable(model, trainable.TrainMode.parse("adapters"))
+  settings = loop.TrainSettings(output_dir=output_dir, train_batch_size=BATCH,
+                                num_train_steps=steps, num_warmup_steps=4,
+                                learning_rate=1e-2, save_checkpoints_steps=steps,
+                                iterations_per_loop=8)
+  def loss(labels, logits):
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  return loop.train(distribution.create_strategy(), model, loss, _dataset(), settings)
+
+
+def test_float16_training_scales_the_loss_and_matches_float32(reference, tmp_path):
+  keras.utils.set_random_seed(5)
+  features, labels = _examples(2, 128)  # Held out.
+  runs = {}
+  for mixed_precision in ("none", "float16", "bfloat16"):
+    model = _model(mixed_precision, reference)
+    out = str(tmp_path / mixed_precision)
+    result = _train(model, out)
+    ckpt = run_checkpoints.latest(out)
+    runs[mixed_precision] = dict(
+        loss=result["loss"], step=result["global_step"],
+        variables=dict(tf.train.list_variables(ckpt)),
+        accuracy=float(np.mean(np.argmax(model(features).numpy(), -1) == labels)),
+        trained=model.get_layer("bert").get_layer("layer_0").attention_adapters.weights1.numpy())
+  f32 = runs["none"]
+  assert f32["step"] == 16
+  assert f32["loss"] < 0.5  # Learning: chance is ln 2 = 0.69.
+  assert f32["accuracy"] > 0.85
+  for mixed_precision in ("float16", "bfloat16"):
+    run = runs[mixed_precision]
+    assert run["step"] == 16  # No step lost to a skipped (overflowing) update.
+    assert abs(run["loss"] - f32["loss"]) < 0.05, (mixed_precision, run["loss"], f32["loss"])
+    assert abs(run["accuracy"] - f32["accuracy"]) <= 0.05, (mixed_precision, run, f32)
+    # The same checkpoint: same variables, same shapes, no loss-scale state.
+    assert run["variables"] == f32["variables"]
+    assert not any("loss_scale" in name or "dynamic_scale" in name
+                   for name in run["variables"])
+    # Training moved the adapters about as far as in float32.
+    moved = np.abs(run["trained"] - reference.get_layer("bert").get_layer(
+        "layer_0").attention_adapters.weights1.numpy()).max()
+    assert moved > 1e-3
+
+
+def test_float16_checkpoint_evaluates_in_float32(reference, tmp_path):
+  model = _model("float16", reference)
+  out = str(tmp_path / "f16")
+  _train(model, out, steps=8)
+  restored = _model("none")
+  run_checkpoints.restore(restored, out)
+  inputs = _inputs(2)
+  np.testing.assert_allclose(restored(inputs).numpy(), model(inputs).numpy(), atol=5e-3)
+  for mine, theirs in zip(restored.weights, model.weights):
+    np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
