@@ -14,9 +14,12 @@ Files in output_dir: run_config.json (bert, adapter and run settings),
 {train,eval,predict}.tf_record (+ .meta.json), model.ckpt-STEP.*, checkpoint,
 events for TensorBoard (training in output_dir, eval in output_dir/eval),
 adapter_model/ (the task's adapter-only weights, after training),
-eval_results.txt and test_results.tsv.
+eval_results.txt and test_results.tsv. With --adapter_bank the adapter-only
+weights also go to (or, without --do_train, come from) an adapter bank:
+BANK/tasks/<--bank_task> (bank/adapter_bank.py).
 """
 
+import dataclasses
 import os
 
 from absl import app
@@ -24,6 +27,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from bank import adapter_bank
 from classification import features as classifier_features
 from classification import metrics as classifier_metrics
 from classification import processors
@@ -163,6 +167,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string("label_column", "label", "tsv task: header name of the label.", **fv)
   flags.DEFINE_list("labels", None, "tsv task: the labels in id order (comma list); default: "
                     "the sorted labels of train.tsv.", **fv)
+  define_bank_flags(flag_values)
   check = flag_checks.check_flag
   for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=flag_values)
@@ -180,6 +185,52 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values, ("do_train", "do_eval", "do_predict"),
       lambda *actions: None if any(actions) else
       "at least one of --do_train, --do_eval or --do_predict must be given")
+
+
+def define_bank_flags(flag_values):
+  """--adapter_bank and --bank_task: many tasks' adapters over one base (bank/)."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("adapter_bank", None, "An adapter bank directory. With --do_train the "
+                      "task's adapter-only weights are added to it as --bank_task (the bank "
+                      "is created for this run's base if there is none); without, "
+                      "--bank_task's weights are loaded, as --adapter_checkpoint="
+                      "BANK/tasks/NAME would.", **fv)
+  flags.DEFINE_string("bank_task", None, "The task's name in --adapter_bank. Default: "
+                      "--task_name in lower case (mrpc, sst-2, ...); needed with "
+                      "--task_name=tsv.", **fv)
+  fc = flag_checks
+  fc.check_flag(flag_values, "bank_task", adapter_bank.is_valid_task_name,
+                adapter_bank.TASK_NAMES_ALLOWED)
+
+  def name_problem(bank, bank_task, task_name):
+    if not bank:
+      return "--bank_task needs --adapter_bank" if bank_task else None
+    if not bank_task and task_name and processors.canonical_task_name(task_name) == "tsv":
+      return "--task_name=tsv needs --bank_task=NAME with --adapter_bank"
+    return None
+  fc.check_flags_together(flag_values, ("adapter_bank", "bank_task", "task_name"),
+                          name_problem)
+
+  def train_mode_problem(bank, do_train, train_mode, adapter_size):
+    # A bank's fingerprint covers what these modes leave frozen (bank/adapter_bank.py).
+    if (not (bank and do_train) or not model_setup.train_mode_ok(train_mode)
+        or adapter_size < 0):
+      return None
+    given = model_setup.flag_given(flag_values["adapter_size"])
+    mode = model_setup.ModelOptions(adapter_size=adapter_size if given else None,
+                                    train_mode=train_mode).mode()
+    if mode.name in adapter_bank.TRAIN_MODES:
+      return None
+    what = "freezes the LayerNorms" if mode.name == "head" else "trains encoder weights"
+    return (f"--train_mode={mode} {what} that the tasks of a bank share; a bank holds "
+            f"--train_mode={' or '.join(adapter_bank.TRAIN_MODES)} tasks")
+  fc.check_flags_together(flag_values, ("adapter_bank", "do_train", "train_mode",
+                                        "adapter_size"), train_mode_problem)
+  fc.check_flags_together(
+      flag_values, ("adapter_bank", "do_train", "adapter_checkpoint"),
+      lambda bank, do_train, checkpoint: "without --do_train, --adapter_bank gives the "
+      "adapters: leave --adapter_checkpoint out" if bank and checkpoint and not do_train
+      else None)
 
 
 _TSV_FLAGS = ("text_a_column", "text_b_column", "label_column", "labels")
@@ -212,6 +263,21 @@ def read_examples(processor, data_dir, do_train, do_eval, do_predict):
   }
 
 
+def _check_bank(bank_dir, task, base, do_lower_case, do_train):
+  """The bank of --adapter_bank (None if training creates it), checked against this run.
+
+  The frozen weights are compared once loaded (main); the config and casing here.
+  """
+  bank = adapter_bank.find_bank(bank_dir) if do_train else adapter_bank.open_bank(bank_dir)
+  if bank is not None:
+    adapter_bank.check_base(bank_dir, bank, None, base.bert_config.to_dict(), do_lower_case,
+                            "this run's base")
+    if do_train and task in adapter_bank.task_names(bank_dir):
+      logging.info("Adapter bank %s holds task %s: this run replaces it when it ends",
+                   bank_dir, task)
+  return bank
+
+
 def run_model(strategy, model, record_file, seq_length, batch_size, drop_remainder,
               is_regression, jit_compile):
   dataset = classifier_features.make_dataset(record_file, seq_length, batch_size,
@@ -236,6 +302,13 @@ def main(argv, flag_values=None):
                            F.max_seq_length)
   is_regression = processor.is_regression
   label_list = processor.get_labels()
+  bank_task = F.bank_task or processors.canonical_task_name(F.task_name)
+  bank = None
+  if F.adapter_bank:
+    bank = _check_bank(F.adapter_bank, bank_task, base, F.do_lower_case, F.do_train)
+    if not F.do_train:
+      options = dataclasses.replace(
+          options, adapter_checkpoint=adapter_bank.task_checkpoint(F.adapter_bank, bank_task))
   examples = read_examples(processor, F.data_dir, F.do_train, F.do_eval, F.do_predict)
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                          do_lower_case=F.do_lower_case)
@@ -264,10 +337,21 @@ def main(argv, flag_values=None):
   if F.use_tpu and strategy.num_replicas_in_sync != F.num_tpu_cores:
     logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d", F.num_tpu_cores,
                     strategy.num_replicas_in_sync, strategy.num_replicas_in_sync)
+  # What adapters loaded from a file must have been trained for (a regression
+  # head has no labels: None in older files, [] since).
+  adapter_metadata = {"is_regression": is_regression}
+  if not is_regression:
+    adapter_metadata["labels"] = label_list
   model, global_step = model_setup.create_model(
       strategy, lambda bert, adapters: modeling.BertClassifier(
           bert, processor.num_labels(), adapters),
-      options, base, output_dir, adapter_metadata={"labels": label_list})
+      options, base, output_dir, adapter_metadata=adapter_metadata)
+  if F.adapter_bank and F.do_train:
+    # The loaded base must be the bank's before hours of training, not after.
+    fingerprint = adapter_bank.frozen_fingerprint(model.tf1_variable_map())
+    if bank is not None:
+      adapter_bank.check_base(F.adapter_bank, bank, fingerprint, base.bert_config.to_dict(),
+                              F.do_lower_case, "this run's base")
 
   # From here on files are written.
   tf.io.gfile.makedirs(output_dir)
@@ -288,10 +372,17 @@ def main(argv, flag_values=None):
     global_step = loop.train(
         strategy, model, classifier_task.loss_fn(is_regression), dataset, settings,
         model_setup.base_reference(model, options, output_dir))["global_step"]
-    model_setup.save_adapter_model(model, options, output_dir, metadata=dict(
-        task=task_name, labels=label_list, max_seq_length=F.max_seq_length,
+    saved = model_setup.save_adapter_model(model, options, output_dir, metadata=dict(
+        task=task_name, labels=[] if is_regression else label_list,
+        is_regression=is_regression, max_seq_length=F.max_seq_length,
         do_lower_case=F.do_lower_case, train_mode=config["train_mode"],
         global_step=global_step))
+    if F.adapter_bank and strategy.extended.should_checkpoint:
+      sources = model_setup.base_reference(model, options, output_dir) or {}
+      adapter_bank.create_bank(F.adapter_bank, adapter_bank.BankBase.of_run(
+          fingerprint, base.bert_config.to_dict(), sources.get("init_checkpoint"),
+          sources.get("bert_hub_module_handle"), base.vocab_file, F.do_lower_case))
+      adapter_bank.add_task(F.adapter_bank, bank_task, os.path.dirname(saved))
 
   def features(split, batch_size):
     """Writes the split's feature record (padded on TPU) and returns its path."""

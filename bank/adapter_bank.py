@@ -1,0 +1,477 @@
+"""An adapter bank: any number of tasks' adapter-only weights over one frozen base.
+
+Adapter tuning leaves the pre-trained encoder untouched, so one copy of it
+serves every task; each task adds only what it trained (adapters, LayerNorms,
+head: about 3% of BERT-base). A bank is a directory that holds those per-task
+files together with a description of the one base they all need:
+
+  BANK/
+    bank.json                                  {"format": 1, "base": {...}}
+    tasks/<TASK>/adapter_weights.safetensors   a run's adapter_model/, unchanged
+    tasks/<TASK>/adapter_config.json
+
+bank.json's base: `fingerprint` (SHA-256 of the frozen weights, as in the
+adapter files' headers), `bert_config`, `init_checkpoint`,
+`bert_hub_module_handle`, `vocab_file`, `do_lower_case`.
+
+What the fingerprint covers: every encoder weight except the adapters and the
+LayerNorms (and the task head, which is no part of the encoder). That is
+exactly what stays frozen with --train_mode=adapters, and also with
+--train_mode=layer_norm (no adapters, the same frozen set), so the header of
+such a file carries the bank's fingerprint itself. The other modes train
+encoder weights (full, top_layers:K) or freeze the LayerNorms (head): their
+tasks need a base of their own, so a bank refuses them.
+
+Each task is written with storage/file_io.AtomicDirectory: a reader finds a
+task's two files from one run or none, and adding or removing a task never
+touches another's files. Mistakes (a file of another base, a bad task name, a
+directory that is no bank) are errors.UserError naming the file.
+"""
+
+import dataclasses
+import json
+import os
+import posixpath
+import re
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from checkpoints import adapter_weights
+import errors
+from modeling import variable_role
+from storage import file_io
+
+BANK_FILE = "bank.json"
+TASKS_DIR = "tasks"
+FORMAT = 1
+
+# A task name is a directory name; a leading dot is left out because hidden
+# siblings are file_io's temporaries and backups.
+TASK_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+TASK_NAMES_ALLOWED = "letters, digits, _ . - (not starting with .)"
+
+# What a bank task may have trained: what it leaves frozen is then the same
+# set of weights for every task, the one the bank's fingerprint covers.
+TRAINED_ROLES = ("adapter", "layer_norm", "head")
+TRAIN_MODES = ("adapters", "layer_norm")
+
+# What a task's header metadata must hold, for people and for serving.
+REQUIRED_METADATA = ("task", "labels", "is_regression", "max_seq_length", "do_lower_case",
+                     "train_mode", "global_step")
+
+_BASE_KEYS = ("fingerprint", "bert_config", "init_checkpoint", "bert_hub_module_handle",
+              "vocab_file", "do_lower_case")
+
+
+@dataclasses.dataclass(frozen=True)
+class BankBase:
+  """The base every task of a bank was trained on (bank.json's "base")."""
+  fingerprint: str
+  bert_config: dict
+  init_checkpoint: Optional[str]
+  bert_hub_module_handle: Optional[str]
+  vocab_file: str
+  do_lower_case: bool
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def of_run(cls, fingerprint: str, bert_config: dict, init_checkpoint: Optional[str],
+             bert_hub_module_handle: Optional[str], vocab_file: str,
+             do_lower_case: bool) -> "BankBase":
+    """A run's base; local paths made absolute, as a bank is read from anywhere."""
+    return cls(fingerprint, bert_config, _absolute(init_checkpoint),
+               _absolute(bert_hub_module_handle), _absolute(vocab_file), bool(do_lower_case))
+
+
+def _absolute(path: Optional[str]) -> Optional[str]:
+  # URLs (gs://, https:// hub handles) are left as they are.
+  if not path or "://" in path:
+    return path
+  return os.path.abspath(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+  """One task of a bank, read from its header (no weights are loaded)."""
+  name: str
+  path: str  # tasks/<name>
+  header: dict
+  shapes: Dict[str, tuple]  # trained variable -> shape, from the safetensors header
+  num_bytes: int  # of both files
+
+  @property
+  def metadata(self) -> dict:
+    return self.header.get("metadata") or {}
+
+  @property
+  def adapter_size(self) -> int:
+    return int((self.header.get("adapter_config") or {}).get("size", 0))
+
+  def parameters(self, role: Optional[str] = None) -> int:
+    """Trained parameters: all, or those of one variable role (adapter, layer_norm, head)."""
+    return sum(_product(shape) for name, shape in self.shapes.items()
+               if role is None or variable_role(name) == role)
+
+
+def is_valid_task_name(name: str) -> bool:
+  return bool(TASK_NAME.fullmatch(name or ""))
+
+
+def check_task_name(name: str) -> None:
+  if not is_valid_task_name(name):
+    raise errors.UserError(f"task name {name!r}: must be {TASK_NAMES_ALLOWED}")
+
+
+def task_dir(bank_dir: str, task: str) -> str:
+  check_task_name(task)
+  return posixpath.join(bank_dir, TASKS_DIR, task)
+
+
+def frozen_fingerprint(variables: Mapping[str, object]) -> str:
+  """The bank fingerprint of a base (module docstring), from its variables or arrays
+  by original name (e.g. a task model's `tf1_variable_map()`)."""
+  return adapter_weights.base_fingerprint(
+      variables, [n for n in variables if variable_role(n) in TRAINED_ROLES])
+
+
+# --- bank.json ---------------------------------------------------------------
+
+def exists(bank_dir: str) -> bool:
+  return tf.io.gfile.exists(posixpath.join(bank_dir, BANK_FILE))
+
+
+def open_bank(bank_dir: str) -> BankBase:
+  """Reads bank.json. Raises errors.UserError if bank_dir holds none or a bad one."""
+  path = posixpath.join(bank_dir, BANK_FILE)
+  if not tf.io.gfile.exists(path):
+    raise errors.UserError(
+        f"not an adapter bank: no {BANK_FILE} (a bank is created by run_classifier.py "
+        f"--do_train --adapter_bank=DIR, or by python -m bank.manage --bank=DIR add)",
+        bank_dir)
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      data = json.loads(f.read())
+  except json.JSONDecodeError as e:
+    raise errors.UserError(f"not valid JSON: {e.msg}", path, e.lineno) from e
+  if not isinstance(data, dict) or data.get("format") != FORMAT:
+    raise errors.UserError(f"not a bank file of format {FORMAT}", path)
+  base = data.get("base")
+  missing = [k for k in _BASE_KEYS if not isinstance(base, dict) or k not in base]
+  if missing:
+    raise errors.UserError(f"its base lacks {', '.join(missing)}", path)
+  return BankBase(**{k: base[k] for k in _BASE_KEYS})
+
+
+def find_bank(bank_dir: str) -> Optional[BankBase]:
+  """The bank at bank_dir; None where one can be created (no such or an empty directory).
+
+  Raises:
+    errors.UserError: if bank_dir is a non-empty directory that is no bank (it
+      might be anything of the user's), or its bank.json is bad.
+  """
+  if exists(bank_dir):
+    return open_bank(bank_dir)
+  if tf.io.gfile.isdir(bank_dir) and tf.io.gfile.listdir(bank_dir):
+    raise errors.UserError(f"not an adapter bank (no {BANK_FILE}) and not empty: give a new "
+                           f"or empty directory to create a bank in", bank_dir)
+  return None
+
+
+def create_bank(bank_dir: str, base: BankBase) -> BankBase:
+  """Opens the bank at bank_dir, creating it for `base` if there is none.
+
+  Raises:
+    errors.UserError: if the bank exists for another base, or bank_dir is a
+      non-empty directory that is no bank (it might be anything of the user's).
+  """
+  existing = find_bank(bank_dir)
+  if existing is not None:
+    check_base(bank_dir, existing, base.fingerprint, base.bert_config, base.do_lower_case,
+               "this base")
+    return existing
+  tf.io.gfile.makedirs(posixpath.join(bank_dir, TASKS_DIR))
+  file_io.atomic_write(posixpath.join(bank_dir, BANK_FILE), json.dumps(
+      {"format": FORMAT, "base": base.to_dict()}, indent=2, sort_keys=True) + "\n")
+  logging.info("Created adapter bank %s for base %s (fingerprint %s)", bank_dir,
+               base.init_checkpoint or base.bert_hub_module_handle or "(random weights)",
+               base.fingerprint)
+  return base
+
+
+def check_base(bank_dir: str, bank: BankBase, fingerprint: Optional[str],
+               bert_config: dict, do_lower_case: Optional[bool], what: str) -> None:
+  """Refuses a model or file (`what`) whose base is not the bank's.
+
+  fingerprint None: not known yet (the model is not loaded); the config alone.
+  """
+  problems = []
+  if bert_config != bank.bert_config:
+    keys = sorted(k for k in set(bert_config) | set(bank.bert_config)
+                  if bert_config.get(k) != bank.bert_config.get(k))
+    problems.append("bert_config differs in " + ", ".join(
+        f"{k} ({bert_config.get(k)!r}, the bank's {bank.bert_config.get(k)!r})" for k in keys))
+  if fingerprint is not None and fingerprint != bank.fingerprint:
+    problems.append(f"base fingerprint {fingerprint}, the bank's {bank.fingerprint}")
+  if problems:
+    raise errors.UserError(f"{what} is not the base of adapter bank {bank_dir}: "
+                           + "; ".join(problems))
+  if do_lower_case is not None and do_lower_case != bank.do_lower_case:
+    raise errors.UserError(f"{what} has do_lower_case={do_lower_case}, adapter bank "
+                           f"{bank_dir} has do_lower_case={bank.do_lower_case} (one "
+                           f"tokenizer serves every task of a bank)")
+
+
+# --- tasks -------------------------------------------------------------------
+
+def _check_file(bank_dir: str, bank: BankBase, header: dict, path: str) -> None:
+  """Refuses an adapter file that does not belong in this bank (module docstring)."""
+  metadata = header.get("metadata") or {}
+  bert_config = header.get("bert_config") or {}
+
+  def refuse_base():
+    try:
+      check_base(bank_dir, bank, header["base_fingerprint"], bert_config, None,
+                 "the base these adapters were trained on")
+    except errors.UserError as e:
+      raise errors.UserError(str(e), path) from None
+
+  if bert_config != bank.bert_config:
+    refuse_base()
+  # Before the fingerprint: another frozen set has another fingerprint, and
+  # "another base" would be the wrong reason.
+  names = header.get("variables") or []
+  num_layer_norms = 2 * (1 + 2 * int(bank.bert_config.get("num_hidden_layers", 0)))
+  if (any(variable_role(n) not in TRAINED_ROLES for n in names)
+      or sum(variable_role(n) == "layer_norm" for n in names) != num_layer_norms):
+    raise errors.UserError(
+        f"trained with --train_mode={metadata.get('train_mode', '?')}; a bank holds tasks "
+        f"that trained adapters, LayerNorms and the head only (--train_mode="
+        f"{' or '.join(TRAIN_MODES)}), so that they all share the same frozen weights",
+        path)
+  if header["base_fingerprint"] != bank.fingerprint:
+    refuse_base()
+  missing = [k for k in REQUIRED_METADATA if k not in metadata]
+  if missing:
+    raise errors.UserError(
+        f"its metadata lacks {', '.join(missing)}: not written by run_classifier.py of "
+        f"this version (retrain, or train with --adapter_bank)", path)
+  labels = metadata["labels"]
+  if not (isinstance(labels, list) and all(isinstance(l, str) for l in labels)):
+    raise errors.UserError(f"its metadata labels {labels!r} are not a list of strings", path)
+  if bool(metadata["is_regression"]) == bool(labels):
+    raise errors.UserError(f"its metadata says is_regression={metadata['is_regression']} "
+                           f"with labels {labels!r} (regression: no labels)", path)
+  if metadata["do_lower_case"] != bank.do_lower_case:
+    raise errors.UserError(
+        f"trained with do_lower_case={metadata['do_lower_case']}, adapter bank {bank_dir} "
+        f"has do_lower_case={bank.do_lower_case} (one tokenizer serves every task)", path)
+
+
+def weights_path(adapter_model: str) -> str:
+  """A run's adapter_model directory or its weights file -> the weights file."""
+  if tf.io.gfile.isdir(adapter_model):
+    return posixpath.join(adapter_model, adapter_weights.WEIGHTS_FILE)
+  return adapter_model
+
+
+def add_task(bank_dir: str, task: str, adapter_model: str) -> str:
+  """Copies a run's adapter-only weights into the bank as `task`.
+
+  Args:
+    adapter_model: a run's adapter_model/ directory (or its weights file).
+  Returns:
+    The task's directory in the bank.
+  Raises:
+    errors.UserError: naming the file, if it is missing or corrupt, trained
+      on another base, in a train mode whose frozen set is not the bank's, or
+      without the metadata a bank task needs. The bank is then unchanged.
+  """
+  bank = open_bank(bank_dir)
+  dest = task_dir(bank_dir, task)
+  # Validates the whole file (readable, complete), not only its header.
+  header = adapter_weights.read_adapter_header(adapter_model)
+  source = weights_path(adapter_model)
+  _check_file(bank_dir, bank, header, source)
+  with tf.io.gfile.GFile(source, "rb") as f:
+    blob = f.read()
+  config_path = posixpath.join(posixpath.dirname(source), adapter_weights.CONFIG_FILE)
+  if tf.io.gfile.exists(config_path):
+    with tf.io.gfile.GFile(config_path, "rb") as f:
+      config_blob = f.read()
+  else:  # Given the weights file alone: the readable copy as save_adapter_weights writes it.
+    config_blob = (json.dumps(header, indent=2, sort_keys=True) + "\n").encode()
+  previous = _previous_step(dest)
+  with file_io.AtomicDirectory(dest) as tmp:
+    for name, data in ((adapter_weights.WEIGHTS_FILE, blob),
+                       (adapter_weights.CONFIG_FILE, config_blob)):
+      with tf.io.gfile.GFile(posixpath.join(tmp, name), "wb") as f:
+        f.write(data)
+  step = header["metadata"]["global_step"]
+  if previous is None:
+    logging.info("Added task %s (global step %s) to adapter bank %s", task, step, bank_dir)
+  else:
+    logging.info("Replaced task %s in adapter bank %s: global step %s, was %s", task,
+                 bank_dir, step, previous)
+  return dest
+
+
+def _previous_step(dest: str) -> Optional[str]:
+  """The global step of the task being replaced ("?" if unreadable); None if new."""
+  file_io.recover_directory(dest)
+  if not tf.io.gfile.exists(dest):
+    return None
+  try:
+    return str(adapter_weights.read_adapter_header(dest)["metadata"].get("global_step", "?"))
+  except errors.UserError:
+    return "?"
+
+
+def task_checkpoint(bank_dir: str, task: str) -> str:
+  """tasks/<task> of the bank, for --adapter_checkpoint; refuses a task it lacks."""
+  open_bank(bank_dir)
+  path = task_dir(bank_dir, task)
+  if task not in task_names(bank_dir):
+    raise errors.UserError(f"no task {task!r} in adapter bank {bank_dir} (it has: "
+                           f"{', '.join(task_names(bank_dir)) or 'none'})")
+  return path
+
+
+def remove_task(bank_dir: str, task: str) -> None:
+  """Deletes a task's files; other tasks are untouched."""
+  path = task_checkpoint(bank_dir, task)
+  # Out of the listing first (a hidden name), so no reader finds half a task.
+  hidden = file_io.temp_path(path)
+  try:
+    tf.io.gfile.rename(path, hidden)
+  except tf.errors.OpError:
+    hidden = path  # Where directories cannot be renamed (gs://): delete in place.
+  tf.io.gfile.rmtree(hidden)
+  logging.info("Removed task %s from adapter bank %s", task, bank_dir)
+
+
+def task_names(bank_dir: str) -> List[str]:
+  """The bank's tasks, sorted (temporaries and leftovers of a crash excluded)."""
+  root = posixpath.join(bank_dir, TASKS_DIR)
+  if not tf.io.gfile.isdir(root):
+    return []
+  names = set()
+  for entry in tf.io.gfile.listdir(root):
+    entry = entry.rstrip("/")
+    # `.NAME.old-x`: the old copy of a task whose replacement a crash interrupted.
+    backup = re.fullmatch(r"\.(.+)\.old-[0-9a-f]+", entry)
+    if backup and is_valid_task_name(backup.group(1)):
+      file_io.recover_directory(posixpath.join(root, backup.group(1)))
+      entry = backup.group(1)
+    if is_valid_task_name(entry) and tf.io.gfile.isdir(posixpath.join(root, entry)):
+      names.add(entry)
+  return sorted(names)
+
+
+def read_task(bank_dir: str, task: str) -> TaskInfo:
+  """A task's header, variable shapes and size on disk (weights are not read)."""
+  path = task_dir(bank_dir, task)
+  file_io.recover_directory(path)
+  weights = posixpath.join(path, adapter_weights.WEIGHTS_FILE)
+  if not tf.io.gfile.exists(weights):
+    raise errors.UserError(
+        f"task {task!r} of adapter bank {bank_dir} has no {adapter_weights.WEIGHTS_FILE} "
+        f"(remove it with python -m bank.manage --bank={bank_dir} remove {task})", path)
+  shapes, header = _safetensors_header(weights)
+  num_bytes = sum(tf.io.gfile.stat(posixpath.join(path, n)).length
+                  for n in tf.io.gfile.listdir(path)
+                  if not tf.io.gfile.isdir(posixpath.join(path, n)))
+  return TaskInfo(task, path, header, shapes, num_bytes)
+
+
+def list_tasks(bank_dir: str) -> List[TaskInfo]:
+  open_bank(bank_dir)
+  return [read_task(bank_dir, name) for name in task_names(bank_dir)]
+
+
+def _safetensors_header(path: str):
+  """(name -> shape, this project's header) from the JSON at the start of the file."""
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      length = int.from_bytes(f.read(8), "little")
+      entries = json.loads(f.read(length))
+    header = json.loads(entries.pop("__metadata__")["header"])
+    shapes = {name: tuple(e["shape"]) for name, e in entries.items()}
+  except Exception as e:  # Any way a file can be cut short or be something else.
+    raise errors.UserError(f"not an adapter weights file (empty, truncated or corrupt?): "
+                           f"{e!r}", path) from e
+  return shapes, header
+
+
+# --- accounting in the paper's terms -----------------------------------------
+
+def base_parameter_count(bert_config: dict) -> int:
+  """P: every weight of the encoder, pooler included (no adapters, no task head).
+
+  BERT-base (V 30522, H 768, L 12, I 3072, 512 positions, 2 token types):
+  23,837,184 embeddings + 12 x 7,087,872 per layer + 590,592 pooler = 109,482,240.
+  """
+  c = bert_config
+  h, i = c["hidden_size"], c["intermediate_size"]
+  embeddings = (c["vocab_size"] + c["max_position_embeddings"] + c["type_vocab_size"]) * h
+  embeddings += 2 * h  # LayerNorm gamma, beta
+  attention = 4 * (h * h + h)  # query, key, value, output dense
+  feed_forward = (h * i + i) + (i * h + h)
+  layer = attention + feed_forward + 2 * 2 * h  # two LayerNorms
+  pooler = h * h + h
+  return embeddings + c["num_hidden_layers"] * layer + pooler
+
+
+@dataclasses.dataclass(frozen=True)
+class Accounting:
+  """Parameters of a bank as the paper counts them (Houlsby et al. 2019, Table 1)."""
+  base_parameters: int  # P
+  tasks: Sequence[TaskInfo]
+
+  @property
+  def trained_parameters(self) -> int:
+    return sum(t.parameters() for t in self.tasks)
+
+  @property
+  def total_parameters(self) -> int:
+    return self.base_parameters + self.trained_parameters
+
+  @property
+  def multiple_of_base(self) -> float:
+    """(P + sum of the tasks' trained parameters) / P: 1.3x for the paper's nine GLUE tasks."""
+    return self.total_parameters / self.base_parameters
+
+  @property
+  def num_bytes(self) -> int:
+    return sum(t.num_bytes for t in self.tasks)
+
+
+def accounting(bank_dir: str, tasks: Optional[Sequence[TaskInfo]] = None) -> Accounting:
+  bank = open_bank(bank_dir)
+  return Accounting(base_parameter_count(bank.bert_config),
+                    list_tasks(bank_dir) if tasks is None else list(tasks))
+
+
+def accounting_lines(acc: Accounting, fingerprint: str = "") -> List[str]:
+  """The summary that `python -m bank.manage list` prints under its table."""
+  n, p = len(acc.tasks), acc.base_parameters
+  base = f"Base parameters P = {p} (encoder with pooler)"
+  if fingerprint:
+    base += f", fingerprint {fingerprint[:16]}..."
+  return [
+      base,
+      f"Trained parameters of {n} task{'s' if n != 1 else ''} = {acc.trained_parameters} "
+      f"({100 * acc.trained_parameters / p:.2f}% of P), {acc.num_bytes} bytes",
+      f"Total parameters = {acc.total_parameters} = {acc.multiple_of_base:.3f}x P "
+      f"(full fine-tuning: {n}x P)",
+  ]
+
+
+def _product(shape) -> int:
+  result = 1
+  for d in shape:
+    result *= int(d)
+  return result

@@ -1,0 +1,8 @@
+"""Serving many tasks from one frozen BERT: an adapter bank as one SavedModel.
+
+  bank_tasks   reads a bank's tasks and its base weights, with every check
+  multitask    the multi-task model: one encoder, each example with its task's
+               adapters, LayerNorms and head (gathered along a task axis)
+  text         in-graph tokenization from a SavedModel asset, packing per task
+  export       `python -m serving.export`: the SavedModel and its signatures
+"""

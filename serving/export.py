@@ -1,0 +1,248 @@
+r"""Exports an adapter bank as one SavedModel that serves every task from raw text.
+
+  python -m serving.export --bank=BANK --export_dir=EXPORT_DIR \
+      [--init_checkpoint=... | --bert_hub_module_handle=...] [--tasks=a,b]
+
+The base weights come from bank.json (or the flag given instead) and must have
+the bank's fingerprint; every task's adapter file must name that base. The
+SavedModel holds the encoder once, every task's adapters, LayerNorms and head
+(serving/multitask.py), the WordPiece vocabulary as assets/vocab.txt and the
+tokenizer as TensorFlow ops (tensorflow_text), so it needs neither this
+repository nor Python to run: TensorFlow Serving, or tf.saved_model.load after
+`import tensorflow_text`. Adding or removing a task is a re-export; nothing
+retrains. EXPORT_DIR is replaced whole (written beside it, then renamed); for
+TensorFlow Serving give a version directory, e.g. models/glue/1.
+
+Signatures (batch size B free; S_MAX the largest task max_seq_length, L the
+widest head: the most labels of any task, 1 if all are regression):
+
+  serving_default  text_a string [B], text_b string [B], task string [B]
+                   text_b "" (or text that tokenizes to nothing) = no second
+                   segment, as run_classifier.py treats an empty text_b; each
+                   example is truncated as run_classifier.py --do_predict does
+                   at its task's max_seq_length.
+  token_ids        input_ids, input_mask, segment_ids int32 [B, S] (S <=
+                   max_position_embeddings), task string [B]: for inputs
+                   tokenized and packed by the caller.
+  tokenize         text_a, text_b, task as serving_default -> input_ids,
+                   input_mask, segment_ids int32 [B, S_MAX], task_index int32 [B]:
+                   what serving_default feeds the model.
+
+serving_default and token_ids return:
+  probabilities    float32 [B, L]  softmax over the task's labels, 0 beyond them
+                                   (all 0 for a regression task)
+  labels           string [B, L]   the task's label names, "" beyond them
+  predicted_label  string [B]      the most probable label ("" for regression)
+  score            float32 [B]     a regression task's value (0 for classification)
+  logits           float32 [B, L]  the task head's outputs, 0 beyond its width
+  task_index       int32 [B]       the task's index in assets.extra/tasks.json
+
+A task name that is not in the model fails the request (InvalidArgumentError)
+with a message that lists the model's tasks. assets.extra/tasks.json lists
+the tasks, labels and lengths for people and clients.
+
+Mistakes in the bank or flags end the command with one `ERROR:` line, status 2.
+"""
+
+import json
+import os
+import posixpath
+import tempfile
+from typing import Callable, Dict, List, Optional, Sequence
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import errors
+from errors import flag_checks
+from serving import bank_tasks
+from serving import multitask
+from serving import text
+from storage import file_io
+import tokenization
+
+TASKS_FILE = "assets.extra/tasks.json"
+
+
+def _string_spec(name):
+  return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _ids_spec(name):
+  return tf.TensorSpec([None, None], tf.int32, name=name)
+
+
+class ServingModule(tf.Module):
+  """What the SavedModel holds: the multi-task model, the tokenizer, the task tables."""
+
+  def __init__(self, model: multitask.MultiTaskBert, tasks: Sequence[bank_tasks.Task],
+               tokenizer: text.AssetTokenizer, cls_id: int, sep_id: int):
+    super().__init__(name="adapter_bank_serving")
+    self.model = model
+    self.tokenizer = tokenizer
+    names = [t.name for t in tasks]
+    width = max(t.num_outputs for t in tasks)
+    self._names = names
+    self._cls_id, self._sep_id = cls_id, sep_id
+    self.task_table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(names),
+                                            tf.range(len(names), dtype=tf.int64)),
+        default_value=-1)
+    self.seq_length = max(t.max_seq_length for t in tasks)
+    self._max_seq_length = tf.constant([t.max_seq_length for t in tasks], tf.int32)
+    self._labels = tf.constant(
+        [list(t.labels) + [""] * (width - len(t.labels)) for t in tasks], tf.string)
+    self._num_labels = tf.constant([len(t.labels) for t in tasks], tf.int32)
+    self._is_regression = tf.constant([t.is_regression for t in tasks], tf.bool)
+
+  def signatures(self) -> Dict[str, Callable]:
+    """For tf.saved_model.save: the signature names and their functions."""
+    return {"serving_default": self.serve_text, "token_ids": self.serve_token_ids,
+            "tokenize": self.tokenize}
+
+  def _task_index(self, task):
+    index = tf.cast(self.task_table.lookup(task), tf.int32)
+    known = index >= 0
+    check = tf.debugging.Assert(
+        tf.reduce_all(known),
+        ["Unknown task name(s):", tf.boolean_mask(task, tf.logical_not(known)),
+         f"this model serves the tasks: {', '.join(self._names)}"], summarize=20)
+    with tf.control_dependencies([check]):
+      return tf.identity(index)
+
+  # One function that both text signatures call: traced (and stored) once.
+  @tf.function(autograph=False, input_signature=[
+      _string_spec("text_a"), _string_spec("text_b"), tf.TensorSpec([None], tf.int32)])
+  def _pack(self, text_a, text_b, task_index):
+    # Both texts in one tokenizer call: half the graph.
+    ids = self.tokenizer(tf.concat([text_a, text_b], axis=0))
+    batch_size = tf.shape(text_a)[0]
+    return text.pack_per_example(ids[:batch_size], ids[batch_size:],
+                                 tf.gather(self._max_seq_length, task_index),
+                                 self.seq_length, self._cls_id, self._sep_id)
+
+  def _outputs(self, logits, task_index):
+    width = logits.shape[-1]
+    num_labels = tf.gather(self._num_labels, task_index)
+    valid = tf.range(width)[tf.newaxis, :] < num_labels[:, tf.newaxis]
+    probabilities = tf.nn.softmax(tf.where(valid, logits, -np.inf), axis=-1)
+    # A regression row has no valid entry: its NaNs become zeros here.
+    probabilities = tf.where(valid, probabilities, 0.0)
+    labels = tf.gather(self._labels, task_index)
+    is_regression = tf.gather(self._is_regression, task_index)
+    best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+    predicted = tf.gather(labels, best, batch_dims=1)
+    return {
+        "probabilities": probabilities,
+        "labels": labels,
+        "predicted_label": tf.where(is_regression, "", predicted),
+        "score": tf.where(is_regression, logits[:, 0], 0.0),
+        "logits": logits,
+        "task_index": task_index,
+    }
+
+  @tf.function(autograph=False, input_signature=[_string_spec("text_a"), _string_spec("text_b"),
+                                _string_spec("task")])
+  def serve_text(self, text_a, text_b, task):
+    task_index = self._task_index(task)
+    return self._outputs(self.model(self._pack(text_a, text_b, task_index), task_index),
+                         task_index)
+
+  @tf.function(autograph=False, input_signature=[_ids_spec("input_ids"), _ids_spec("input_mask"),
+                                _ids_spec("segment_ids"), _string_spec("task")])
+  def serve_token_ids(self, input_ids, input_mask, segment_ids, task):
+    task_index = self._task_index(task)
+    inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+    return self._outputs(self.model(inputs, task_index), task_index)
+
+  @tf.function(autograph=False, input_signature=[_string_spec("text_a"), _string_spec("text_b"),
+                                _string_spec("task")])
+  def tokenize(self, text_a, text_b, task):
+    task_index = self._task_index(task)
+    return dict(self._pack(text_a, text_b, task_index), task_index=task_index)
+
+
+def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task]) -> dict:
+  """assets.extra/tasks.json: what the SavedModel serves."""
+  return {
+      "tasks": [{"name": t.name, "task_index": i, "labels": list(t.labels),
+                 "is_regression": t.is_regression, "max_seq_length": t.max_seq_length,
+                 "adapter_size": t.adapter_config.size,
+                 "global_step": t.metadata.get("global_step")}
+                for i, t in enumerate(tasks)],
+      "seq_length": max(t.max_seq_length for t in tasks),
+      "num_outputs": max(t.num_outputs for t in tasks),
+      "do_lower_case": base.do_lower_case,
+      "base": base.source,
+  }
+
+
+def build_module(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
+                 vocab_asset: str) -> ServingModule:
+  """The module to save; `vocab_asset` a file from text.write_vocab_asset, kept until saved."""
+  vocab_size = text.write_vocab_asset(base.vocab_file, vocab_asset)
+  tokenizer = text.AssetTokenizer(vocab_asset, vocab_size, base.do_lower_case)
+  vocab = tokenization.load_vocab(base.vocab_file)  # Has them: base_model.check_vocab.
+  model = multitask.MultiTaskBert(base.bert_config, base.arrays, tasks)
+  return ServingModule(model, tasks, tokenizer, vocab["[CLS]"], vocab["[SEP]"])
+
+
+def export(bank_dir: str, export_dir: str, init_checkpoint: Optional[str] = None,
+           bert_hub_module_handle: Optional[str] = None,
+           task_names: Optional[Sequence[str]] = None) -> List[bank_tasks.Task]:
+  """Reads and checks the bank, then writes the SavedModel to export_dir (module docstring).
+
+  Returns:
+    The exported tasks, in task-index order.
+  Raises:
+    errors.UserError: for a bad bank, task or base (bank_tasks); export_dir is
+      then untouched.
+  """
+  bank = bank_tasks.open_bank(bank_dir)
+  tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
+  base = bank_tasks.load_base(bank_dir, bank, init_checkpoint, bert_hub_module_handle)
+  bank_tasks.check_fingerprints(base, tasks)
+  with tempfile.TemporaryDirectory() as scratch:
+    module = build_module(base, tasks, os.path.join(scratch, text.VOCAB_ASSET))
+    with file_io.AtomicDirectory(export_dir) as tmp:
+      tf.saved_model.save(module, tmp, signatures=module.signatures())
+      tf.io.gfile.makedirs(posixpath.join(tmp, posixpath.dirname(TASKS_FILE)))
+      with tf.io.gfile.GFile(posixpath.join(tmp, TASKS_FILE), "w") as f:
+        f.write(json.dumps(tasks_description(base, tasks), indent=2) + "\n")
+  logging.info("Exported %d tasks (%s) over %s to %s: inputs packed to %d tokens, %d outputs",
+               len(tasks), ", ".join(t.name for t in tasks), base.source, export_dir,
+               module.seq_length, max(t.num_outputs for t in tasks))
+  return tasks
+
+
+def define_flags(flag_values=flags.FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("bank", None, "The adapter bank directory (bank.json, tasks/).", **fv)
+  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (replaced whole).",
+                      **fv)
+  flags.DEFINE_string("init_checkpoint", None, "Base checkpoint to use instead of "
+                      "bank.json's (e.g. the same one at another path).", **fv)
+  flags.DEFINE_string("bert_hub_module_handle", None, "TF Hub / Model Garden BERT encoder "
+                      "to use instead of bank.json's base.", **fv)
+  flags.DEFINE_list("tasks", None, "Export only these tasks of the bank (default: all).",
+                    **fv)
+  flags.mark_flags_as_required(["bank", "export_dir"], **fv)
+  flag_checks.check_flags_together(
+      flag_values, ("init_checkpoint", "bert_hub_module_handle"),
+      lambda a, b: "give at most one of them" if a and b else None)
+
+
+def main(argv, flag_values=flags.FLAGS):
+  if len(argv) > 1:
+    raise app.UsageError("Too many command-line arguments.")
+  f = flag_values
+  export(f.bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks)
+  print(f.export_dir)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)
