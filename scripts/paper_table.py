@@ -58,7 +58,8 @@ TASKS = {
     "wordnet_lexname": Task("wordnet_lexname", "definition -> 10 categories (chance 0.10)",
                             ("--text_a_column=sentence", "--label_column=label")),
     "wordnet_example": Task("wordnet_example",
-                            "gloss + example: same sense? (chance 0.50)",
+                            "gloss + example: does the example illustrate the "
+                            "definition? (chance 0.50)",
                             ("--text_a_column=gloss", "--text_b_column=example",
                              "--label_column=label")),
 }

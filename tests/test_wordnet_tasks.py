@@ -26,10 +26,11 @@ bwt = _load_builder()
 # two-space licence header lines that real files start with.
 NOUN_FIXTURE = """\
   1 This software and database is being provided to you, the LICENSEE, by  
-09213565 17 n 01 bank 0 001 @ 09366317 n 0000 | sloping land (especially the slope beside a body of water); "he sat on the bank of the river"; "they pulled the canoe up"  
+09213565 17 n 01 bank 0 002 @ 09366317 n 0000 + 02343595 v 0101 | sloping land (especially the slope beside a body of water); "he sat on the bank of the river"; "they pulled the canoe up"  
 08420278 14 n 03 bank 0 banking_company 0 depository_financial_institution 0 000 | a financial institution that accepts deposits and channels the money into lending activities; "he cashed a check at the bank"  
 02787772 06 n 01 bank 4 000 | a container (usually with a slot in the top) for keeping money at home; "the coin bank was empty"  
 00001740 03 n 01 entity 0 000 | that which is perceived or known or inferred to have its own distinct existence (living or nonliving)  
+09433442 17 n 01 shore 0 000 | the land along the edge of a body of water; "they walked along the shore"  
 """
 VERB_FIXTURE = """\
 02343595 40 v 02 bank 0 deposit 0 000 01 + 08 00 | do business with a bank or keep an account at a bank; "Where do you bank in this town?"  
@@ -37,36 +38,46 @@ VERB_FIXTURE = """\
 ADJ_FIXTURE = """\
 00001740 00 a 01 galore(ip) 0 000 | in great numbers; "apples galore"  
 """
+ADV_FIXTURE = """\
+00001837 02 r 01 barely 0 000 | by a small margin; "they lost barely"  
+"""
 
 OBJECT = "09213565-n"
 GROUP = "08420278-n"
 CONTAINER = "02787772-n"
 ENTITY = "00001740-n"
 VERB = "02343595-v"
+SHORE = "09433442-n"
 
 
 @pytest.fixture
 def wordnet_dir(tmp_path):
-  for part, text in (("noun", NOUN_FIXTURE), ("verb", VERB_FIXTURE), ("adj", ADJ_FIXTURE)):
+  for part, text in (("noun", NOUN_FIXTURE), ("verb", VERB_FIXTURE), ("adj", ADJ_FIXTURE),
+                     ("adv", ADV_FIXTURE)):
     (tmp_path / ("data." + part)).write_text(text)
   return str(tmp_path)
 
 
 def test_parse_data_lines(wordnet_dir):
-  synsets = bwt.read_synsets(wordnet_dir, parts=("noun", "verb", "adj"))
-  assert [s.id for s in synsets] == [OBJECT, GROUP, CONTAINER, ENTITY, VERB, "00001740-a"]
+  synsets = bwt.read_synsets(wordnet_dir, parts=("noun", "verb", "adj", "adv"))
+  assert [s.id for s in synsets] == [OBJECT, GROUP, CONTAINER, ENTITY, SHORE, VERB,
+                                     "00001740-a", "00001837-r"]
+  # The "+" pointer is lexical (source/target 0101): not a synset relation.
   assert synsets[0] == bwt.Synset(
       OBJECT, "noun.object", ("bank",),
       "sloping land (especially the slope beside a body of water)",
-      ("he sat on the bank of the river", "they pulled the canoe up"))
+      ("he sat on the bank of the river", "they pulled the canoe up"),
+      (("@", "09366317-n"),))
   assert synsets[1].lexname == "noun.group"
   assert synsets[1].lemmas == ("bank", "banking_company", "depository_financial_institution")
   assert synsets[1].examples == ("he cashed a check at the bank",)
   assert synsets[3].examples == () and synsets[3].definition.endswith("(living or nonliving)")
-  assert synsets[4] == bwt.Synset(VERB, "verb.possession", ("bank", "deposit"),
+  # Verb frames after the pointers are not pointers.
+  assert synsets[5] == bwt.Synset(VERB, "verb.possession", ("bank", "deposit"),
                                   "do business with a bank or keep an account at a bank",
-                                  ("Where do you bank in this town?",))
-  assert synsets[5].lemmas == ("galore",) and synsets[5].lexname == "adj.all"
+                                  ("Where do you bank in this town?",), ())
+  assert synsets[6].lemmas == ("galore",) and synsets[6].lexname == "adj.all"
+  assert synsets[7].lexname == "adv.all" and synsets[7].examples == ("they lost barely",)
 
 
 def test_parse_rejects_category_of_other_part_of_speech():
@@ -76,7 +87,8 @@ def test_parse_rejects_category_of_other_part_of_speech():
 
 def test_lexname_task_on_fixture(wordnet_dir):
   synsets = bwt.read_synsets(wordnet_dir)
-  split_of = {OBJECT: "train", GROUP: "dev", CONTAINER: "test", ENTITY: "train", VERB: "train"}
+  split_of = {OBJECT: "train", GROUP: "dev", CONTAINER: "test", ENTITY: "train", VERB: "train",
+              SHORE: "dev"}
   classes = ["noun.artifact", "noun.group", "noun.object"]
   with pytest.raises(ValueError, match="train has only 0 noun.artifact"):
     bwt.build_lexname_task(synsets, split_of, classes, {"train": 1, "dev": 0, "test": 0}, 0)
@@ -84,33 +96,92 @@ def test_lexname_task_on_fixture(wordnet_dir):
                                 {"train": 1, "dev": 0, "test": 0}, seed=0)
   assert rows == {"train": [(OBJECT, "sloping land (especially the slope beside a body of "
                                       "water)", "noun.object")], "dev": [], "test": []}
+  # noun.object has 2 synsets, the other categories 1 each: ties broken by name.
   assert bwt.lexname_classes(synsets, num_noun=2, num_verb=1) == [
-      "noun.Tops", "noun.artifact", "verb.possession"]  # Ties (1 each) by name.
+      "noun.Tops", "noun.object", "verb.possession"]
 
 
 def test_example_task_on_fixture(wordnet_dir):
   synsets = bwt.read_synsets(wordnet_dir)
-  # CONTAINER is a sense of "bank" too, but in dev: it must not pair with train.
+  # CONTAINER is in dev: it must not pair with train.
   split_of = {OBJECT: "train", GROUP: "train", CONTAINER: "dev", ENTITY: "train",
-              VERB: "train"}
+              SHORE: "train", VERB: "train"}
   rows = bwt.build_example_task(synsets, split_of, {"train": 4, "dev": 0, "test": 0}, 7)
   object_def = "sloping land (especially the slope beside a body of water)"
-  group_def = ("a financial institution that accepts deposits and channels the money "
-               "into lending activities")
+  shore_def = "the land along the edge of a body of water"
+  # The river bank and the shore are the only noun.object synsets with examples:
+  # each is the other's negative. GROUP shares the word "bank" with OBJECT and
+  # is alone in noun.group; the verb's definition contains its own word.
   assert sorted(rows["train"]) == sorted([
       (OBJECT + "/" + OBJECT, "bank", OBJECT, OBJECT, object_def,
        "he sat on the bank of the river", "1"),
-      (OBJECT + "/" + GROUP, "bank", OBJECT, GROUP, object_def,
-       "he cashed a check at the bank", "0"),
-      (GROUP + "/" + GROUP, "bank", GROUP, GROUP, group_def,
-       "he cashed a check at the bank", "1"),
-      (GROUP + "/" + OBJECT, "bank", GROUP, OBJECT, group_def,
+      (OBJECT + "/" + SHORE, "shore", OBJECT, SHORE, object_def,
+       "they walked along the shore", "0"),
+      (SHORE + "/" + SHORE, "shore", SHORE, SHORE, shore_def,
+       "they walked along the shore", "1"),
+      (SHORE + "/" + OBJECT, "bank", SHORE, OBJECT, shore_def,
        "he sat on the bank of the river", "0"),
   ])
   assert rows["dev"] == [] and rows["test"] == []
-  # The verb "bank" is another part of speech: never paired with the nouns.
   with pytest.raises(ValueError, match="only 4 train rows possible, need 6"):
     bwt.build_example_task(synsets, split_of, {"train": 6, "dev": 0, "test": 0}, 7)
+
+
+def test_pos_task_on_fixture(wordnet_dir):
+  synsets = bwt.read_synsets(wordnet_dir, parts=("noun", "verb", "adj", "adv"))
+  split_of = {s.id: "train" for s in synsets}
+  rows = bwt.build_pos_task(synsets, split_of, {"train": 1, "dev": 0, "test": 0}, seed=0)
+  by_label = {label: synset_id for synset_id, _, label in rows["train"]}
+  assert by_label["verb"] == VERB and by_label["adjective"] == "00001740-a"
+  assert by_label["adverb"] == "00001837-r" and by_label["noun"].endswith("-n")
+  assert ("00001837-r", "by a small margin", "adverb") in rows["train"]
+  with pytest.raises(ValueError, match="train has only 1 adjective synsets, need 2"):
+    bwt.build_pos_task(synsets, split_of, {"train": 2, "dev": 0, "test": 0}, seed=0)
+
+
+# Noun synsets linked by the four relations: dog is a kind of canine and a
+# member of genus canis, cab a kind of car, a wheel part of a car. Each link is
+# stored at both ends (@ / ~, #m / %m, #p / %p), as in WordNet.
+RELATION_FIXTURE = """\
+02084071 05 n 01 dog 0 003 @ 02083346 n 0000 #m 02085998 n 0000 + 01234567 v 0101 | a domesticated canid  
+02083346 05 n 01 canine 0 001 ~ 02084071 n 0000 | a carnivore with a long muzzle  
+02085998 05 n 02 genus_canis 0 canis 0 001 %m 02084071 n 0000 | type genus of the Canidae  
+02930766 06 n 01 cab 0 001 @ 02958343 n 0000 | a car driven by a person whose job is to take passengers  
+02958343 06 n 01 car 0 002 ~ 02930766 n 0000 %p 04574999 n 0000 | a motor vehicle with four wheels  
+04574999 06 n 01 wheel 0 001 #p 02958343 n 0000 | a simple machine consisting of a circular frame  
+"""
+DOG, CANINE, CANIS, CAB, CAR, WHEEL = ("02084071-n", "02083346-n", "02085998-n",
+                                       "02930766-n", "02958343-n", "04574999-n")
+
+
+def test_relation_task_on_fixture(tmp_path):
+  (tmp_path / "data.noun").write_text(RELATION_FIXTURE)
+  synsets = bwt.read_synsets(str(tmp_path), parts=("noun",))
+  assert synsets[0].pointers == (("@", CANINE), ("#m", CANIS))
+  split_of = {s.id: "train" for s in synsets}
+  one = {"train": 1, "dev": 0, "test": 0}
+  rows = bwt.build_relation_task(synsets, split_of, one, seed=3)["train"]
+  by_label = {row[-1]: row for row in rows}
+  assert by_label["member_holonym"] == (DOG + "/" + CANIS, DOG, CANIS, "dog", "genus canis",
+                                        "member_holonym")
+  assert by_label["part_holonym"] == (WHEEL + "/" + CAR, WHEEL, CAR, "wheel", "car",
+                                      "part_holonym")
+  # dog -> canine and cab -> car are both hypernym links and, read backwards,
+  # hyponym links; a pair of synsets is used once, so the two labels take
+  # different pairs, each in its own direction.
+  hypernym, hyponym = by_label["hypernym"], by_label["hyponym"]
+  assert {frozenset(hypernym[1:3]), frozenset(hyponym[1:3])} == {
+      frozenset((DOG, CANINE)), frozenset((CAB, CAR))}
+  assert (hypernym[1:3] in ((DOG, CANINE), (CAB, CAR))
+          and hyponym[1:3] in ((CANINE, DOG), (CAR, CAB)))
+  # dog is in the hypernym or the hyponym row and in the member_holonym row:
+  # refused with one use per synset.
+  with pytest.raises(ValueError, match="train has only 0 member_holonym pairs, need 1"):
+    bwt.build_relation_task(synsets, split_of, one, seed=3, uses_per_synset=1)
+  # A link across splits is not a row.
+  split_of[CANIS] = "dev"
+  with pytest.raises(ValueError, match="train has only 0 member_holonym pairs, need 1"):
+    bwt.build_relation_task(synsets, split_of, one, seed=3)
 
 
 def test_assign_splits_is_seeded_and_proportional():
@@ -179,29 +250,94 @@ def test_snapshot_example_task():
     for row_id, lemma, gloss_synset, example_synset, gloss, example, label in rows:
       assert row_id == gloss_synset + "/" + example_synset
       assert (label == "1") == (gloss_synset == example_synset)
-      assert bwt.mentions(example, lemma)
+      # The example uses its word; the definition never names it.
+      assert bwt.mentions(example, lemma) and not bwt.mentions(gloss, lemma)
       for synset_id in (gloss_synset, example_synset):  # No synset in two splits.
         assert seen.setdefault(synset_id, split) == split, synset_id
-      by_gloss[gloss_synset].append((lemma, example_synset[-1], gloss, label))
-    # Every gloss: once with its own example, once with another sense's example
-    # of the same lemma and part of speech.
+      by_gloss[gloss_synset].append((example_synset, gloss, label))
+    # Every gloss: once with its own example, once with an example of another
+    # synset of the same part of speech (the category is checked on rebuild).
     for gloss_synset, pair in by_gloss.items():
-      assert sorted(p[3] for p in pair) == ["0", "1"]
-      assert pair[0][:3] == pair[1][:3] and pair[0][1] == gloss_synset[-1]
+      assert sorted(p[2] for p in pair) == ["0", "1"] and pair[0][1] == pair[1][1]
+      assert {p[0][-1] for p in pair} == {gloss_synset[-1]}
+    negatives = [row[3] for row in rows if row[6] == "0"]
+    assert len(set(negatives)) == len(negatives)  # A negative's source once.
+
+
+def test_snapshot_pos_task():
+  seen = {}
+  for split, per_class in (("train", 1000), ("dev", 250), ("test", 250)):
+    header, rows = _read("wordnet_pos", split)
+    assert header == ["id", "sentence", "label"]
+    assert collections.Counter(row[2] for row in rows) == {
+        "noun": per_class, "verb": per_class, "adjective": per_class, "adverb": per_class}
+    for synset_id, sentence, label in rows:
+      assert bwt.POS_LABELS[synset_id[-1]] == label and len(synset_id) == 10
+      assert sentence and sentence == " ".join(sentence.split())
+      assert seen.setdefault(synset_id, split) == split, synset_id
+    assert len({row[0] for row in rows}) == len(rows)
+  # Satellite adjectives are adjectives too.
+  assert {s[-1] for s, split in seen.items()} == {"n", "v", "a", "s", "r"}
+
+
+def test_snapshot_relation_task():
+  seen, word_pairs = {}, set()
+  for split, per_class in (("train", 1000), ("dev", 250), ("test", 250)):
+    header, rows = _read("wordnet_relation", split)
+    assert header == ["id", "synset_a", "synset_b", "word_a", "word_b", "label"]
+    assert collections.Counter(row[5] for row in rows) == {
+        "hypernym": per_class, "hyponym": per_class, "part_holonym": per_class,
+        "member_holonym": per_class}
+    uses = collections.Counter()
+    for row_id, synset_a, synset_b, word_a, word_b, label in rows:
+      assert row_id == synset_a + "/" + synset_b and synset_a[-1] == synset_b[-1] == "n"
+      assert word_a != word_b and word_a == word_a.strip() and "_" not in word_a + word_b
+      for synset_id in (synset_a, synset_b):
+        assert seen.setdefault(synset_id, split) == split, synset_id
+      pair = frozenset((word_a, word_b))  # The same two words once in all splits.
+      assert pair not in word_pairs, pair
+      word_pairs.add(pair)
+      uses.update((synset_a, synset_b))
+    assert max(uses.values()) <= bwt.RELATION_USES_PER_SYNSET
+
+
+def test_snapshot_tasks_share_one_split():
+  """Multi-task training on all train files sees no dev or test synset of any task."""
+  synset_columns = {"wordnet_lexname": [0], "wordnet_example": [2, 3], "wordnet_pos": [0],
+                    "wordnet_relation": [1, 2]}
+  split_of = {}
+  for task, columns in synset_columns.items():
+    for split in ("train", "dev", "test"):
+      for row in _read(task, split)[1]:
+        for column in columns:
+          assert split_of.setdefault(row[column], split) == split, (task, row[column])
+  assert len(split_of) > 20000
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(SYSTEM_WORDNET, "data.noun")),
                     reason="needs WordNet (apt-get install wordnet-base)")
 def test_snapshot_rebuilds_identically(tmp_path):
   rows = bwt.build(SYSTEM_WORDNET, str(tmp_path), seed=12345)
-  for task in ("wordnet_lexname", "wordnet_example"):
+  for task in ("wordnet_lexname", "wordnet_example", "wordnet_pos", "wordnet_relation"):
     for split in ("train", "dev", "test"):
       with open(os.path.join(WORDNET_DATA, task, split + ".tsv"), "rb") as f:
         committed = f.read()
       with open(os.path.join(tmp_path, task, split + ".tsv"), "rb") as f:
         assert f.read() == committed, (task, split)
-  # Negatives' lemma really is a word of both synsets.
-  lemmas = {s.id: s.lemmas for s in bwt.read_synsets(SYSTEM_WORDNET)}
+  synsets = {s.id: s for s in bwt.read_synsets(SYSTEM_WORDNET)}
+  # An example's word is a word of its synset, not of the definition's synset;
+  # a negative comes from the same category.
   for split_rows in rows["wordnet_example"].values():
-    for _, lemma, gloss_synset, example_synset, _, _, _ in split_rows:
-      assert lemma in lemmas[gloss_synset] and lemma in lemmas[example_synset]
+    for _, lemma, gloss_synset, example_synset, _, example, label in split_rows:
+      assert lemma in synsets[example_synset].lemmas
+      assert synsets[gloss_synset].lexname == synsets[example_synset].lexname
+      if label == "0":
+        assert not set(synsets[gloss_synset].lemmas) & set(synsets[example_synset].lemmas)
+        assert not any(bwt.mentions(example, w) for w in synsets[gloss_synset].lemmas)
+  # Every relation row is a WordNet pointer of its kind, A -> B.
+  symbol_of = {label: symbol for symbol, label in bwt.RELATIONS.items()}
+  for split_rows in rows["wordnet_relation"].values():
+    for _, synset_a, synset_b, word_a, word_b, label in split_rows:
+      assert (symbol_of[label], synset_b) in synsets[synset_a].pointers
+      assert word_a == synsets[synset_a].lemmas[0].replace("_", " ")
+      assert word_b == synsets[synset_b].lemmas[0].replace("_", " ")
