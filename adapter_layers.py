@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from typing import Tuple
 
 import keras
 import tensorflow as tf
@@ -17,6 +18,11 @@ def gelu(x):
 _ACTIVATIONS = {"gelu": gelu, "relu": keras.activations.relu,
                 "tanh": keras.activations.tanh, "linear": keras.activations.linear}
 ACTIVATION_NAMES = tuple(_ACTIVATIONS)
+
+# Where a Transformer layer's adapters go: after both sub-layers (the paper's
+# model and the default), or after one of them only (the paper also tried
+# adapters after the attention sub-layer alone, and found two per layer best).
+PLACEMENTS = ("both", "attention", "feed_forward")
 
 
 def get_activation(name: str):
@@ -40,10 +46,14 @@ class AdapterConfig:
       (1e-3 in the paper, so a fresh adapter is near the identity).
     activation: non-linearity of the bottleneck; the original uses BERT's
       tanh-approximated GELU.
+    placement: "both" (an adapter after the attention and one after the
+      feed-forward sub-layer of every layer), "attention" or "feed_forward"
+      (after that sub-layer only).
   """
   size: int = 64
   init_scale: float = 1e-3
   activation: str = "gelu"
+  placement: str = "both"
 
   def __post_init__(self):
     if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
@@ -53,13 +63,29 @@ class AdapterConfig:
     if self.activation not in ACTIVATION_NAMES:
       raise ValueError(f"adapter activation must be one of {list(ACTIVATION_NAMES)}, "
                        f"got {self.activation!r}")
+    if self.placement not in PLACEMENTS:
+      raise ValueError(f"adapter placement must be one of {list(PLACEMENTS)}, "
+                       f"got {self.placement!r}")
 
   @property
   def enabled(self) -> bool:
     return self.size > 0
 
+  @property
+  def sublayers(self) -> Tuple[str, ...]:
+    """The sub-layers an adapter follows ("attention", "feed_forward"); () without adapters."""
+    if not self.enabled:
+      return ()
+    return ("attention", "feed_forward") if self.placement == "both" else (self.placement,)
+
   def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
+    d = dataclasses.asdict(self)
+    # Only where it is not the default: run_config.json and adapter files of
+    # two-adapter models stay as they were before placement existed, so they
+    # compare equal to older ones (from_dict reads a missing key as "both").
+    if d["placement"] == "both":
+      del d["placement"]
+    return d
 
   @classmethod
   def from_dict(cls, d: dict) -> "AdapterConfig":

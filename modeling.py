@@ -4,7 +4,8 @@ Numerics follow google-research/bert: tanh-approximated GELU, LayerNorm epsilon
 1e-12, -10000 added to masked attention scores, truncated-normal initialisers,
 dropout only when `training=True`. Adapters sit where google-research/adapter-bert
 put them: after each sub-layer's output projection and dropout, before the
-residual add and LayerNorm.
+residual add and LayerNorm (AdapterConfig.placement: after both sub-layers, or
+one of them). `adapters_removed` switches trained adapters off for an ablation.
 
 Every variable has a name in Google's TF1 checkpoints; `tf1_variable_map()` on
 each model is the one table from Keras variables to those names, used for
@@ -15,10 +16,11 @@ Every layer and model is Keras-serializable (`get_config`/`from_config`, package
 "adapter_bert"); BertConfig and AdapterConfig travel as their plain dicts.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
-from typing import Dict
+from typing import Dict, Iterable, Tuple
 
 import keras
 import tensorflow as tf
@@ -30,6 +32,14 @@ from storage import input_files
 _PACKAGE = "adapter_bert"
 
 NO_ADAPTERS = AdapterConfig(size=0)
+
+# The TF1 scope of the adapter after each sub-layer (adapter-bert's names).
+_ADAPTER_SCOPES = {"attention": "attention/output", "feed_forward": "output"}
+
+
+def adapter_scopes(adapter_config: AdapterConfig) -> Tuple[str, ...]:
+  """The TF1 scopes, under each `bert/encoder/layer_N`, of a model's adapters."""
+  return tuple(_ADAPTER_SCOPES[s] for s in adapter_config.sublayers)
 
 
 @dataclasses.dataclass
@@ -212,10 +222,11 @@ class TokenDense(keras.layers.Dense):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class TransformerBlock(_Serializable, keras.layers.Layer):
-  """One post-LayerNorm Transformer layer of BERT, with two optional adapters.
+  """One post-LayerNorm Transformer layer of BERT, with optional adapters.
 
   attention: dense -> dropout -> adapter -> LayerNorm(. + layer_input)
   feed-forward: dense -> dropout -> adapter -> LayerNorm(. + attention_output)
+  Each adapter is there if adapter_config.placement puts one after that sub-layer.
 
   Every token-wise product (projections, feed-forward, adapters) runs as one
   2-D MatMul over all batch_size * seq_length tokens, its bias add fused
@@ -249,14 +260,15 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     self.output_layer_norm = _layer_norm("output_LayerNorm")
     self.attention_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
     self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
-    if adapter_config.enabled:
-      a = adapter_config
-      self.attention_adapters = Adapter(a.size, a.init_scale, a.activation,
-                                        name="attention_adapters")
-      self.output_adapters = Adapter(a.size, a.init_scale, a.activation,
-                                     name="output_adapters")
-    else:
-      self.attention_adapters = self.output_adapters = None
+    a = adapter_config
+    adapter = lambda sublayer, name: (
+        Adapter(a.size, a.init_scale, a.activation, name=name)
+        if sublayer in a.sublayers else None)
+    self.attention_adapters = adapter("attention", "attention_adapters")
+    self.output_adapters = adapter("feed_forward", "output_adapters")
+    # False: this layer's adapters are skipped (the identity), for an ablation
+    # (adapters_removed). Read when the call is traced; no part of the config.
+    self.adapters_enabled = True
 
   def call(self, x, attention_bias, training=None):
     shape = tf.shape(x)
@@ -274,13 +286,13 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     context = tf.einsum("bnqk,bknd->bqnd", probs, v)
     context = tf.reshape(context, [-1, self.config.hidden_size])
     h = self.hidden_dropout(self.attention_output(context), training=training)
-    if self.attention_adapters is not None:
+    if self.attention_adapters is not None and self.adapters_enabled:
       h = self.attention_adapters(h)
     attention_output = self.attention_layer_norm(h + tokens)
 
     h = self.output_dense(self.intermediate(attention_output))
     h = self.hidden_dropout(h, training=training)
-    if self.output_adapters is not None:
+    if self.output_adapters is not None and self.adapters_enabled:
       h = self.output_adapters(h)
     return tf.reshape(self.output_layer_norm(h + attention_output), shape)
 
@@ -301,6 +313,36 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     return {f"{prefix}/{scope}/{v.name}": v
             for scope, layer in sublayers.items() if layer is not None
             for v in layer.weights}
+
+
+@contextlib.contextmanager
+def adapters_removed(model: keras.Model, layers: Iterable[int]):
+  """Within it, the adapters of Transformer layers `layers` (indices) are skipped.
+
+  For the ablation of Houlsby et al. (2019, Figure 6): a skipped adapter is the
+  identity, so the layer computes what it would without adapters; no weight
+  changes. The switch is read when a call is traced: a tf.function traced
+  before keeps what it traced (loop.predict traces afresh on every call).
+
+  Args:
+    model: a task model of this module or a BertEncoder.
+  Raises:
+    ValueError: a layer index the model does not have.
+  """
+  blocks = (model if isinstance(model, BertEncoder) else model.bert).transformer_layers
+  layers = sorted(set(layers))
+  bad = [i for i in layers if not 0 <= i < len(blocks)]
+  if bad:
+    raise ValueError(f"the model has layers 0..{len(blocks) - 1}, not layer "
+                     f"{', '.join(map(str, bad))}")
+  previous = [block.adapters_enabled for block in blocks]
+  try:
+    for i in layers:
+      blocks[i].adapters_enabled = False
+    yield
+  finally:
+    for block, enabled in zip(blocks, previous):
+      block.adapters_enabled = enabled
 
 
 def variable_role(tf1_name: str) -> str:

@@ -27,6 +27,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+import adapter_layers
 from bank import adapter_bank
 from classification import features as classifier_features
 from classification import metrics as classifier_metrics
@@ -67,6 +68,9 @@ def define_adapter_flags(flag_values=flags.FLAGS):
                        "other than adapters: 0.", **fv)
   flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights "
                      "(truncated normal).", **fv)
+  flags.DEFINE_string("adapter_placement", "both", "Where each layer's adapters go: both "
+                      "(after the attention and after the feed-forward sub-layer, as the "
+                      "paper), attention or feed_forward (after that sub-layer only).", **fv)
   flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
                      "variables (other weights: 0.01, as the original).", **fv)
   flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
@@ -87,6 +91,8 @@ def define_adapter_flags(flag_values=flags.FLAGS):
   check, fc = flag_checks.check_flag, flag_checks
   check(flag_values, "adapter_size", lambda v: v >= 0, model_setup.ADAPTER_SIZES_ALLOWED)
   check(flag_values, "adapter_init_scale", *fc.POSITIVE)
+  check(flag_values, "adapter_placement", lambda v: v in adapter_layers.PLACEMENTS,
+        model_setup.PLACEMENTS_ALLOWED)
   check(flag_values, "adapter_weight_decay_rate", *fc.NON_NEGATIVE)
   check(flag_values, "train_mode", model_setup.train_mode_ok,
         model_setup.TRAIN_MODES_ALLOWED)
@@ -104,6 +110,17 @@ def define_adapter_flags(flag_values=flags.FLAGS):
     mode = model_setup.ModelOptions(adapter_size=adapter_size, train_mode=train_mode).mode()
     return model_setup.adapter_conflict(mode, adapter_size)
   fc.check_flags_together(flag_values, ("train_mode", "adapter_size"), adapters_problem)
+
+  def placement_problem(placement, train_mode, adapter_size):
+    if (placement not in adapter_layers.PLACEMENTS or adapter_size < 0
+        or not model_setup.train_mode_ok(train_mode)):
+      return None  # Reported by the flags' own checks.
+    given = model_setup.flag_given(flag_values["adapter_size"])
+    options = model_setup.ModelOptions(adapter_size=adapter_size if given else None,
+                                       train_mode=train_mode)
+    return model_setup.placement_conflict(placement, options.adapter_size)
+  fc.check_flags_together(flag_values, ("adapter_placement", "train_mode", "adapter_size"),
+                          placement_problem)
 
 
 def define_flags(flag_values=flags.FLAGS):

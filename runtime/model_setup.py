@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig
+from adapter_layers import AdapterConfig, PLACEMENTS
 from checkpoints import adapter_weights
 from checkpoints import base_model
 from checkpoints import checkpoint_io
@@ -50,6 +50,7 @@ class ModelOptions:
   """
   adapter_size: Optional[int] = None
   adapter_init_scale: float = 1e-3
+  adapter_placement: str = "both"
   train_mode: Optional[str] = None
   init_checkpoint: Optional[str] = None
   bert_hub_module_handle: Optional[str] = None
@@ -72,7 +73,8 @@ class ModelOptions:
     return cls(**values)
 
   def adapter_config(self) -> AdapterConfig:
-    return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale)
+    return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale,
+                         placement=self.adapter_placement)
 
   def validate(self, do_lower_case: bool) -> None:
     """Fails on inconsistent flags before a script does any work.
@@ -88,7 +90,9 @@ class ModelOptions:
         (named(adapter_size=self.adapter_size),
          None if self.adapter_size >= 0 else "must be " + ADAPTER_SIZES_ALLOWED),
         (named(train_mode=self.train_mode),
-         None if train_mode_ok(self.train_mode) else "must be " + TRAIN_MODES_ALLOWED))
+         None if train_mode_ok(self.train_mode) else "must be " + TRAIN_MODES_ALLOWED),
+        (named(adapter_placement=self.adapter_placement),
+         None if self.adapter_placement in PLACEMENTS else "must be " + PLACEMENTS_ALLOWED))
     for flags_and_values, message in problems:
       if message:
         raise errors.UserError(f"{flags_and_values}: {message}")
@@ -96,6 +100,9 @@ class ModelOptions:
     if message:
       raise errors.UserError(
           f"{named(train_mode=self.train_mode, adapter_size=self.adapter_size)}: {message}")
+    message = placement_conflict(self.adapter_placement, self.adapter_size)
+    if message:
+      raise errors.UserError(f"{named(adapter_placement=self.adapter_placement)}: {message}")
     tokenization.validate_case_matches_checkpoint(do_lower_case, self.init_checkpoint)
 
   def mode(self) -> trainable.TrainMode:
@@ -135,6 +142,7 @@ def implied_adapter_size(train_mode: Optional[str]) -> int:
 
 ADAPTER_SIZES_ALLOWED = "an integer >= 0 (0: no adapters)"
 TRAIN_MODES_ALLOWED = "one of adapters, full, layer_norm, head, top_layers:K (K >= 0)"
+PLACEMENTS_ALLOWED = "one of " + ", ".join(PLACEMENTS)
 
 
 def train_mode_ok(train_mode: Optional[str]) -> bool:
@@ -161,6 +169,14 @@ def adapter_conflict(mode: trainable.TrainMode, adapter_size: int) -> Optional[s
   if adapter_size > 0 and not mode.trains_adapters:
     return (f"--train_mode={mode} trains no adapters: leave --adapter_size out or give "
             "--adapter_size=0 (adapters that never train stay random)")
+  return None
+
+
+def placement_conflict(placement: str, adapter_size: int) -> Optional[str]:
+  """A placement other than the default asked for a model without adapters."""
+  if placement != "both" and adapter_size == 0:
+    return (f"--adapter_placement={placement} places adapters, but the model has none "
+            "(--adapter_size=0, or a --train_mode without adapters)")
   return None
 
 

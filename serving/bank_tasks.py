@@ -147,12 +147,11 @@ def _check_variables(arrays, adapter_config: AdapterConfig, config: modeling.Ber
   h, m = config.hidden_size, adapter_config.size
   layer_norms = {n: (h,) for n in _layer_norm_names(config)}
   adapters = {}
-  if adapter_config.enabled:
-    for i in range(config.num_hidden_layers):
-      for scope in ("attention/output", "output"):
-        p = f"bert/encoder/layer_{i}/{scope}/adapters/"
-        adapters.update({p + "weights1": (h, m), p + "biases1": (1, m),
-                         p + "weights2": (m, h), p + "biases2": (1, h)})
+  for i in range(config.num_hidden_layers):
+    for scope in modeling.adapter_scopes(adapter_config):  # None without adapters.
+      p = f"bert/encoder/layer_{i}/{scope}/adapters/"
+      adapters.update({p + "weights1": (h, m), p + "biases1": (1, m),
+                       p + "weights2": (m, h), p + "biases2": (1, h)})
   mode = metadata.get("train_mode", "?")
   for name in arrays:
     role = modeling.variable_role(name)
@@ -165,7 +164,8 @@ def _check_variables(arrays, adapter_config: AdapterConfig, config: modeling.Ber
                              f"classifier has {' and '.join(HEAD)})", path)
     if name not in layer_norms and name not in adapters and name not in HEAD:
       raise errors.UserError(f"variable {name} does not exist in a model of the bank's "
-                             f"bert_config and adapter size {m}", path)
+                             f"bert_config, adapter size {m} and adapter placement "
+                             f"{adapter_config.placement}", path)
   missing = [n for n in list(adapters) + list(HEAD) if n not in arrays]
   if missing:
     raise errors.UserError(f"lacks {len(missing)} variable(s) of its model: "

@@ -15,8 +15,10 @@ Stacking is exact:
   * adapters of different sizes are zero-padded to the largest: the padded
     bottleneck units get 0 in, act(0) = 0 out for every adapter activation
     (gelu, relu, tanh, linear), and their rows of weights2 are 0;
-  * a task without adapters (--train_mode=layer_norm) gets all-zero
-    adapters, which add exactly 0;
+  * a task without adapters (--train_mode=layer_norm), or without one of a
+    layer's two (--adapter_placement=attention or feed_forward), gets
+    all-zero adapters there, which add exactly 0; an adapter no task has is
+    left out;
   * heads are zero-padded to the widest; the caller masks the padded logits;
   * a LayerNorm a task did not train keeps the base's values.
 
@@ -136,7 +138,7 @@ class MultiTaskBert(tf.Module):
         for v in ("gamma", "beta"):
           name = p + f"{scope}/LayerNorm/{v}"
           stacked[f"{key}_LayerNorm_{v}"] = stack(name, (h,), base[name])
-        if m:
+        if any(p + f"{scope}/adapters/weights1" in t.arrays for t in tasks):
           shapes = {"weights1": (h, m), "biases1": (m,), "weights2": (m, h),
                     "biases2": (h,)}
           for v in _ADAPTER_VARIABLES:
@@ -196,7 +198,7 @@ class MultiTaskBert(tf.Module):
 
   def _adapter(self, layer: _Layer, scope: str, h, task_index):
     """adapter_layers.Adapter with each example's task weights; h: [batch, seq, hidden]."""
-    if not self.adapter_size:
+    if f"{scope}_adapters_weights1" not in layer.stacked:  # No task has this adapter.
       return h
     w1, b1, w2, b2 = (tf.gather(layer.stacked[f"{scope}_adapters_{v}"], task_index)
                       for v in _ADAPTER_VARIABLES)

@@ -1,0 +1,32 @@
+"""The paper's experiments as commands: sweeps, selection on dev, seeds, plots.
+
+Houlsby et al. (2019) sweep each method's learning rate and epochs, pick the
+setting with the best dev metric per task, repeat runs over seeds, and plot
+accuracy against training-set size, trained parameters and the adapters'
+initial scale. This package does the same with `run_classifier.py`:
+
+  python -m experiments.sweep   runs a grid of run_classifier.py settings, one
+                                subprocess and output_dir per point, resumable,
+                                in parallel if asked; writes results.{json,csv}
+  python -m experiments.select  the best setting on dev per method and
+                                training-set size, mean ± std over seeds
+  python -m experiments.plots   metric vs training examples, vs trained
+                                parameters, vs adapter init scale (PNG + data)
+  python -m experiments.ablation  a trained adapter model evaluated without the
+                                adapters of spans of layers (heatmap)
+
+Modules:
+  grid      the grid: axes given on the command line or in a JSON file, the
+            points they make, each point's name and identity
+  data      training-set subsets: the first or a random N rows of train.tsv
+  runs      one point: its command, running it, what its files and log say
+  sweep     the sweep command: plan, resume, parallel runs, the results table
+  select    selection on dev and means over seeds
+  plots     the figures and the data files beside them
+  tables    JSON and CSV tables written whole or not at all
+  ablation  the layer ablation (its own command; see its docstring)
+
+grids/ holds example grid files for the pretrained MiniLM and WordNet tasks
+(models/minilm from demo.sh): the trade-off, training-set size and init-scale
+sweeps.
+"""

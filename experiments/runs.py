@@ -1,0 +1,166 @@
+"""One point of a sweep: its command, running it, and the record of what it gave.
+
+A point runs `run_classifier.py` (or any program given in its place, such as
+a test's stand-in) in its own output_dir, with stdout and stderr in
+`run.log` there. When it ends, `sweep_point.json` records the settings, the
+exit status, wall time, the dev metrics of `eval_results.txt`, the parameter
+counts of the log's `***** ... Parameters = N *****` lines and the train mode
+and adapter size the run used (its `run_config.json`). That file marks the
+point as done: a sweep that is run again skips it.
+"""
+
+import datetime
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+from experiments import grid as grid_lib
+from experiments import tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORD_FILE = "sweep_point.json"
+LOG_FILE = "run.log"
+DEFAULT_ADAPTER_SIZE = 64  # run_classifier.py's, for runs that wrote no run_config.json.
+
+_COUNT = re.compile(r"\*\*\*\*\* (Total|Adapter|Total Trainable) Parameters = (\d+) \*\*\*\*\*")
+_COUNT_KEYS = {"Total": "total", "Adapter": "adapter", "Total Trainable": "trainable"}
+_TRAIN_EXAMPLES = re.compile(r"Running training \*+[^\n]*\n[^\n]*Num examples = (\d+)")
+
+
+def default_program() -> List[str]:
+  return [sys.executable, os.path.join(ROOT, "run_classifier.py")]
+
+
+def command(program: Sequence[str], flags: Mapping[str, object], output_dir: str) -> List[str]:
+  return list(program) + grid_lib.flag_args(flags) + [f"--output_dir={output_dir}"]
+
+
+def parse_parameter_counts(log_text: str) -> Dict[str, int]:
+  """The log's parameter lines as {total, adapter, trainable} (the last of each: a retried
+  run logs them again); keys whose line is missing are left out."""
+  return {_COUNT_KEYS[m.group(1)]: int(m.group(2)) for m in _COUNT.finditer(log_text)}
+
+
+def parse_eval_results(text: str) -> Dict[str, float]:
+  """eval_results.txt ("key = value" lines) as floats (global_step as an int)."""
+  results = {}
+  for line in text.splitlines():
+    key, sep, value = line.partition(" = ")
+    if sep:
+      number = float(value)
+      results[key.strip()] = int(number) if key.strip() == "global_step" else number
+  return results
+
+
+def parse_num_train_examples(log_text: str) -> Optional[int]:
+  found = _TRAIN_EXAMPLES.findall(log_text)
+  return int(found[-1]) if found else None
+
+
+def resolve_method(settings: Mapping[str, object], run_config: Optional[Mapping] = None):
+  """(train_mode, adapter_size) the run used: from its run_config.json, else as
+  run_classifier.py derives them from the flags (runtime/model_setup.py)."""
+  if run_config and "train_mode" in run_config:
+    size = (run_config.get("adapter_config") or {}).get("size", 0)
+    return str(run_config["train_mode"]), int(size)
+  mode, size = settings.get("train_mode"), settings.get("adapter_size")
+  if size is None:
+    size = DEFAULT_ADAPTER_SIZE if mode in (None, "adapters") else 0
+  if mode is None:
+    mode = "adapters" if int(size) > 0 else "full"
+  return str(mode), int(size)
+
+
+def method_name(train_mode: str, adapter_size: int) -> str:
+  """A method's short name: adapters_64, full, top_layers_3, layer_norm, head."""
+  name = train_mode.replace(":", "_")
+  if train_mode == "adapters" or (adapter_size and train_mode == "full"):
+    name += f"_adapters_{adapter_size}" if train_mode == "full" else f"_{adapter_size}"
+  return name
+
+
+def method_family(train_mode: str) -> str:
+  """What the trade-off plot draws as one line: adapters, top_layers, full, ..."""
+  return train_mode.partition(":")[0]
+
+
+def _tail(path: str, lines: int = 15) -> str:
+  try:
+    with open(path, errors="replace") as f:
+      return "\n".join(f.read().splitlines()[-lines:])
+  except OSError:
+    return ""
+
+
+def run(cmd: Sequence[str], output_dir: str, popen: Callable = subprocess.Popen,
+        on_start: Optional[Callable] = None) -> Dict[str, object]:
+  """Runs `cmd` with its output in output_dir/run.log; returns what it measured.
+
+  A run interrupted before its record was written runs again in the same
+  output_dir: run_classifier.py resumes from its last checkpoint there. Its
+  log is appended to, and results of an earlier attempt are removed first so
+  that they are never taken for this attempt's.
+  """
+  os.makedirs(output_dir, exist_ok=True)
+  results_path = os.path.join(output_dir, "eval_results.txt")
+  if os.path.exists(results_path):
+    os.remove(results_path)
+  log_path = os.path.join(output_dir, LOG_FILE)
+  start = time.time()
+  with open(log_path, "a") as log:
+    log.write(f"==== {datetime.datetime.now().isoformat(timespec='seconds')} "
+              f"{' '.join(cmd)}\n")
+    log.flush()
+    process = popen(list(cmd), stdout=log, stderr=subprocess.STDOUT)
+    if on_start is not None:
+      on_start(process)
+    code = process.wait()
+  wall = time.time() - start
+  with open(log_path, errors="replace") as f:
+    log_text = f.read()
+  measured = {"exit_code": code, "wall_seconds": round(wall, 3)}
+  metrics = None
+  if code == 0:
+    try:
+      with open(results_path) as f:
+        metrics = parse_eval_results(f.read())
+    except (OSError, ValueError) as e:
+      measured["error"] = f"exited 0 without readable eval_results.txt ({e})"
+  else:
+    measured["error"] = f"exit status {code}; the end of {log_path}:\n" + _tail(log_path)
+  measured["status"] = "ok" if metrics is not None else "failed"
+  measured["metrics"] = metrics or {}
+  measured["params"] = parse_parameter_counts(log_text)
+  measured["num_train_examples"] = parse_num_train_examples(log_text)
+  return measured
+
+
+def read_run_config(output_dir: str) -> Optional[dict]:
+  path = os.path.join(output_dir, "run_config.json")
+  try:
+    return tables.read_json(path)
+  except (OSError, ValueError):
+    return None
+
+
+def table_row(record: Mapping[str, object]) -> Dict[str, object]:
+  """A point's record as one flat row of the results table."""
+  params = record.get("params") or {}
+  row = {"point": record["point"], "status": record["status"],
+         "exit_code": record.get("exit_code")}
+  row.update(record.get("vary") or {})
+  row.update(method=record.get("method"), train_mode=record.get("train_mode"),
+             adapter_size=record.get("adapter_size"),
+             num_train_examples=record.get("num_train_examples"),
+             num_train_steps=record.get("num_train_steps"))
+  row.update(record.get("metrics") or {})
+  total, trainable = params.get("total"), params.get("trainable")
+  row.update(params_total=total, params_adapter=params.get("adapter"),
+             params_trainable=trainable,
+             trained_share=trainable / total if total and trainable is not None else None,
+             wall_seconds=record.get("wall_seconds"), output_dir=record.get("output_dir"),
+             error=record.get("error"))
+  return row

@@ -1,0 +1,306 @@
+r"""Runs run_classifier.py over a grid of settings, resumably; writes one results table.
+
+  python -m experiments.sweep --output_dir=output/sweeps/lexname \
+    --vary=train_mode/adapter_size=adapters/8,adapters/64,full/0 \
+    --vary=learning_rate=1e-4,1e-3 --vary=seed=1,2,3 --parallel=2 -- \
+    --task_name=tsv --data_dir=data/wordnet/wordnet_lexname --text_a_column=sentence \
+    --vocab_file=models/minilm/vocab.txt --bert_config_file=models/minilm/bert_config.json \
+    --init_checkpoint=models/minilm/bert_model.ckpt --max_seq_length=32 \
+    --num_train_epochs=2 --save_checkpoints_steps=100000
+
+`--vary` axes and the flags after `--` (fixed for every point) are described
+in experiments/grid.py, as is `--grid=FILE.json` (a union of grids, e.g. other
+learning rates per method). Besides run_classifier.py's flags a point may set
+`train_examples` (N rows of train.tsv, or all), `subset` (random | first),
+`subset_seed` and `train_steps` (experiments/data.py). `--do_train --do_eval`
+are added unless given.
+
+OUTPUT_DIR holds
+  sweep.json            the grid; rerunning with only --output_dir resumes it
+  results.json, .csv    one row per finished point (schema: RESULT_COLUMNS)
+  runs/<point>/         the point's output_dir: run.log, sweep_point.json, ...
+  data/                 training-set subsets (one directory per size)
+
+Rerunning the same command resumes: points with a sweep_point.json are done
+(a failed point too, recorded with its exit status and the end of its log;
+`--retry_failed` runs those again), the others run, and a point stopped midway
+resumes from its last checkpoint. SIGTERM to the sweep sends SIGTERM to the
+running points (run_classifier.py saves a checkpoint and stops) and records
+nothing for them; so does Ctrl-C, which in a terminal also reaches the points.
+By default a finished point's model.ckpt-* and feature records are deleted
+(adapter_model/, eval_results.txt and the log stay): `--keep_checkpoints`
+keeps them.
+"""
+
+import concurrent.futures
+import datetime
+import os
+import shlex
+import signal
+import sys
+import threading
+from typing import Callable, Dict, List, Optional, Sequence
+
+from absl import app
+from absl import flags
+
+import errors
+from experiments import data as data_lib
+from experiments import grid as grid_lib
+from experiments import runs
+from experiments import tables
+
+SWEEP_FILE = "sweep.json"
+RESULTS_JSON = "results.json"
+RESULTS_CSV = "results.csv"
+DEFAULTS = {"do_train": True, "do_eval": True}
+# The results table's columns: these, then the varied keys and metrics where
+# they fall (columns of tables.py order them as listed here first).
+RESULT_COLUMNS = (
+    "point", "status", "exit_code", "method", "train_mode", "adapter_size",
+    "num_train_examples", "num_train_steps", "eval_accuracy", "eval_loss", "global_step",
+    "loss", "params_total", "params_adapter", "params_trainable", "trained_share",
+    "wall_seconds", "output_dir", "error")
+
+
+class Interrupted(Exception):
+  """SIGTERM to the sweep: stop as Ctrl-C does."""
+
+
+class Sweep:
+  """The points of a grid under one output directory, and running them."""
+
+  def __init__(self, grid: grid_lib.Grid, output_dir: str,
+               program: Optional[Sequence[str]] = None, parallel: int = 1,
+               retry_failed: bool = False, keep_checkpoints: bool = False,
+               log: Callable[[str], None] = print):
+    if parallel < 1:
+      raise grid_lib.GridError(f"--parallel={parallel}: must be at least 1")
+    self.grid = grid
+    self.output_dir = output_dir
+    self.program = list(program or runs.default_program())
+    self.parallel = parallel
+    self.retry_failed = retry_failed
+    self.keep_checkpoints = keep_checkpoints
+    self.log = log
+    self.points = grid.points(DEFAULTS)
+    self.records: Dict[str, dict] = {}
+    self._lock = threading.Lock()
+    self._write_lock = threading.Lock()
+    self._stopping = threading.Event()
+    self._processes = set()
+    for point in self.points:
+      record = self._read_record(point)
+      if record is not None:
+        self.records[point.name] = record
+
+  def point_dir(self, point: grid_lib.Point) -> str:
+    return os.path.join(self.output_dir, "runs", point.name)
+
+  def _read_record(self, point):
+    try:
+      return tables.read_json(os.path.join(self.point_dir(point), runs.RECORD_FILE))
+    except (OSError, ValueError):
+      return None  # None yet, or cut short by a crash while written: not done.
+
+  def pending(self) -> List[grid_lib.Point]:
+    """The points to run: without a record, or failed ones with retry_failed."""
+    return [p for p in self.points if p.name not in self.records
+            or (self.retry_failed and self.records[p.name]["status"] != "ok")]
+
+  def commands(self, points: Sequence[grid_lib.Point]) -> List[List[str]]:
+    """Each point's command line; makes the training-set subsets they need."""
+    cache = {}
+    data_root = os.path.join(self.output_dir, "data")
+    return [runs.command(self.program, data_lib.resolve(p.settings, data_root, cache),
+                         self.point_dir(p)) for p in points]
+
+  def run(self) -> Dict[str, int]:
+    """Runs the pending points (`parallel` at a time); returns counts by status."""
+    pending = self.pending()
+    commands = self.commands(pending)  # Bad settings fail here, before any run.
+    tables.write_json(os.path.join(self.output_dir, SWEEP_FILE),
+                      {"grid": self.grid.to_json(), "program": self.program})
+    self.log(f"{len(self.points)} points, {len(self.points) - len(pending)} done before, "
+             f"{len(pending)} to run, {self.parallel} at a time")
+    self.write_table()
+    done = 0
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=self.parallel)
+    try:
+      futures = {executor.submit(self._run_point, p, c): p for p, c in zip(pending, commands)}
+      for future in concurrent.futures.as_completed(futures):
+        record = future.result()
+        if record is None:
+          continue
+        done += 1
+        self.log(f"[{done}/{len(pending)}] {record['point']}: " + describe(record))
+    except (KeyboardInterrupt, Interrupted):
+      self.log("Stopping: SIGTERM to the running points; they are not recorded")
+      self.stop()
+      raise
+    finally:
+      executor.shutdown(wait=True, cancel_futures=True)
+      self.write_table()
+    return self.summary()
+
+  def stop(self) -> None:
+    self._stopping.set()
+    with self._lock:
+      processes = list(self._processes)
+    for process in processes:
+      if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+
+  def _started(self, process) -> None:
+    with self._lock:
+      self._processes.add(process)
+    if self._stopping.is_set():  # Stopped while it started.
+      process.send_signal(signal.SIGTERM)
+
+  def _run_point(self, point: grid_lib.Point, cmd: List[str]) -> Optional[dict]:
+    if self._stopping.is_set():
+      return None
+    output_dir = self.point_dir(point)
+    measured = runs.run(cmd, output_dir, on_start=self._started)
+    with self._lock:
+      self._processes = {p for p in self._processes if p.poll() is None}
+    if self._stopping.is_set() and measured["status"] != "ok":
+      return None  # Stopped by the sweep: not a result; the next sweep resumes it.
+    run_config = runs.read_run_config(output_dir) or {}
+    train_mode, adapter_size = runs.resolve_method(point.settings, run_config)
+    record = {
+        "point": point.name, "status": measured["status"],
+        "exit_code": measured["exit_code"], "vary": point.vary, "settings": point.settings,
+        "command": cmd, "output_dir": os.path.relpath(output_dir, self.output_dir),
+        "finished_at": datetime.datetime.now().isoformat(timespec="seconds"),
+        "wall_seconds": measured["wall_seconds"], "train_mode": train_mode,
+        "adapter_size": adapter_size, "method": runs.method_name(train_mode, adapter_size),
+        "num_train_examples": measured["num_train_examples"],
+        "num_train_steps": run_config.get("num_train_steps"),
+        "metrics": measured["metrics"], "params": measured["params"],
+        "error": measured.get("error")}
+    tables.write_json(os.path.join(output_dir, runs.RECORD_FILE), record)
+    if record["status"] == "ok" and not self.keep_checkpoints:
+      remove_checkpoints(output_dir)
+    with self._lock:
+      self.records[point.name] = record
+    self.write_table()
+    return record
+
+  def rows(self) -> List[dict]:
+    with self._lock:
+      return [runs.table_row(self.records[p.name]) for p in self.points
+              if p.name in self.records]
+
+  def write_table(self) -> None:
+    # One writer at a time, each reading the records inside its turn: the last
+    # rename then holds every record, whichever thread wrote last.
+    with self._write_lock:
+      rows = self.rows()
+      columns = tables.columns_of(rows, ("point", "status", "exit_code")
+                                  + tuple(self.grid.varied_keys()) + RESULT_COLUMNS)
+      tables.write_table(
+          os.path.join(self.output_dir, RESULTS_JSON), os.path.join(self.output_dir, RESULTS_CSV),
+          rows, columns, grid=self.grid.to_json(), varied_keys=self.grid.varied_keys(),
+          pending=[p.name for p in self.points if p.name not in self.records])
+
+  def summary(self) -> Dict[str, int]:
+    counts = {"ok": 0, "failed": 0, "pending": 0}
+    for point in self.points:
+      record = self.records.get(point.name)
+      counts["pending" if record is None else record["status"]] += 1
+    return counts
+
+
+def describe(record: dict) -> str:
+  if record["status"] != "ok":
+    return f"FAILED (exit {record['exit_code']}), see {record['output_dir']}/{runs.LOG_FILE}"
+  metrics = ", ".join(f"{k} = {v:.4g}" for k, v in record["metrics"].items()
+                      if k.startswith("eval_"))
+  trained = (record["params"] or {}).get("trainable")
+  return (f"{metrics}; {trained if trained is not None else '?'} trained parameters; "
+          f"{record['wall_seconds']:.0f} s")
+
+
+def remove_checkpoints(output_dir: str) -> None:
+  """Deletes what only resuming needs: model.ckpt-*, `checkpoint`, feature records."""
+  for name in os.listdir(output_dir):
+    if (name.startswith("model.ckpt-") or name == "checkpoint"
+        or ".tf_record" in name):
+      path = os.path.join(output_dir, name)
+      if os.path.isfile(path):
+        os.remove(path)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=flags.FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("output_dir", None, "The sweep's directory (results, runs, subsets).",
+                      **fv)
+  flags.DEFINE_multi_string("vary", [], "An axis: KEY=V1,V2,... or KEY1/KEY2=A1/B1,A2/B2 "
+                            "(repeat for more axes; every combination runs).", **fv)
+  flags.DEFINE_string("grid", None, "A JSON grid file: {fixed, vary, grids} "
+                      "(experiments/grid.py); --vary and the flags after -- add to it.", **fv)
+  flags.DEFINE_integer("parallel", 1, "Points run at once (subprocesses).", **fv)
+  flags.DEFINE_bool("retry_failed", False, "Run failed points again.", **fv)
+  flags.DEFINE_bool("keep_checkpoints", False, "Keep finished points' model.ckpt-* and "
+                    "feature records (deleted by default; adapter_model/ stays).", **fv)
+  flags.DEFINE_string("program", None, "The command each point runs, before its flags "
+                      "(default: this Python with run_classifier.py).", **fv)
+  flags.DEFINE_bool("dry_run", False, "Print the pending points' commands, run nothing.", **fv)
+  flags.mark_flag_as_required("output_dir", flag_values=flag_values)
+
+
+def load_grid(flag_values, fixed_args: Sequence[str]):
+  """(grid, program) of the flags, or of OUTPUT_DIR/sweep.json if only --output_dir was
+  given (its program unless --program is given)."""
+  program = shlex.split(flag_values.program) if flag_values.program else None
+  given = grid_lib.Grid(fixed=grid_lib.parse_flags(fixed_args),
+                        vary=grid_lib.parse_axes(flag_values.vary))
+  if flag_values.grid:
+    given = grid_lib.Grid.from_json(tables.read_json(flag_values.grid)).merge(given)
+  saved = os.path.join(flag_values.output_dir, SWEEP_FILE)
+  if not (given.fixed or given.vary or given.grids):
+    if not os.path.exists(saved):
+      raise grid_lib.GridError(f"nothing to sweep: give --vary / --grid / fixed flags, or an "
+                               f"--output_dir with a {SWEEP_FILE}")
+    saved = tables.read_json(saved)
+    return grid_lib.Grid.from_json(saved["grid"]), program or saved.get("program")
+  return given, program
+
+
+def main(argv, flag_values=None):
+  F = flag_values or FLAGS
+  try:
+    grid, program = load_grid(F, argv[1:])
+    sweep = Sweep(grid, F.output_dir, program, F.parallel, F.retry_failed,
+                  F.keep_checkpoints)
+    if F.dry_run:
+      for point, cmd in zip(sweep.pending(), sweep.commands(sweep.pending())):
+        print(f"# {point.name}\n{shlex.join(cmd)}")
+      return 0
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+      counts = sweep.run()
+    finally:
+      signal.signal(signal.SIGTERM, previous)
+  except errors.UserError as e:  # Bad grids (GridError) and bad task files.
+    print(f"ERROR: {e}", file=sys.stderr)
+    return 2
+  except (KeyboardInterrupt, Interrupted):
+    return 130
+  print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['pending']} pending: "
+        f"{os.path.join(F.output_dir, RESULTS_CSV)}"
+        + (" (--retry_failed runs the failed ones again)" if counts["failed"] else ""))
+  return 0
+
+
+def _raise_interrupted(signum, frame):
+  raise Interrupted()
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,475 @@
+"""experiments/: grids, sweeps (resume, failures, parallel points), selection on dev, plots.
+
+Most sweeps run a stand-in for run_classifier.py (FAKE_RUNNER, a few lines of
+Python that write what run_classifier.py writes); one point runs the real
+run_classifier.py on the tiny BERT, to hold the wiring and the parsing to it.
+"""
+
+import csv
+import json
+import os
+import sys
+import threading
+
+from absl import flags
+import pytest
+
+from experiments import data as data_lib
+from experiments import grid as grid_lib
+from experiments import plots
+from experiments import runs
+from experiments import select as select_lib
+from experiments import sweep as sweep_lib
+from experiments import tables
+import tiny_bert
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Writes eval_results.txt and the parameter lines as run_classifier.py does; the
+# accuracy is a known function of the flags; learning_rate >= 1 "diverges"
+# (exit status 2) unless FAKE_NO_FAIL is set. Each call appends its flags and
+# start / end times to $FAKE_CALLS.
+FAKE_RUNNER = r'''
+import json, os, sys, time
+args = dict((a[2:].split("=", 1) + ["true"])[:2] for a in sys.argv[1:])
+start = time.time()
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+with open(os.environ["FAKE_CALLS"], "a") as f:
+  f.write(json.dumps({"args": args, "start": start, "end": time.time()}) + "\n")
+lr, seed = float(args["learning_rate"]), int(args.get("seed", 0))
+size = int(args.get("adapter_size", 64))
+if lr >= 1 and not os.environ.get("FAKE_NO_FAIL"):
+  print("ERROR: training diverged: the loss is nan at step 3", file=sys.stderr)
+  sys.exit(2)
+rows = 10
+if "data_dir" in args and os.path.exists(os.path.join(args["data_dir"], "train.tsv")):
+  with open(os.path.join(args["data_dir"], "train.tsv")) as f:
+    rows = sum(1 for line in f if line.strip()) - 1
+trainable = 1000 + 10 * size
+print("***** Total Parameters = 100000 *****", file=sys.stderr)
+print("***** Adapter Parameters = %d *****" % (10 * size), file=sys.stderr)
+print("***** Total Trainable Parameters = %d *****" % trainable, file=sys.stderr)
+print("I0101 classifier.py:1] ***** Running training *****", file=sys.stderr)
+print("I0101 classifier.py:2]   Num examples = %d" % rows, file=sys.stderr)
+os.makedirs(args["output_dir"], exist_ok=True)
+accuracy = round(0.5 + 10 * lr + size / 1000 + seed / 100, 6)
+with open(os.path.join(args["output_dir"], "eval_results.txt"), "w") as f:
+  f.write("eval_accuracy = %r\neval_loss = %r\nglobal_step = 4\n" % (accuracy, 1 - accuracy))
+'''
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+  script = tmp_path / "fake_runner.py"
+  script.write_text(FAKE_RUNNER)
+  calls = tmp_path / "calls.jsonl"
+  monkeypatch.setenv("FAKE_CALLS", str(calls))
+
+  def read_calls():
+    if not calls.exists():
+      return []
+    return [json.loads(line) for line in calls.read_text().splitlines()]
+  return [sys.executable, str(script)], read_calls
+
+
+def _grid(fixed=(), vary=()):
+  return grid_lib.Grid(fixed=grid_lib.parse_flags(fixed), vary=grid_lib.parse_axes(vary))
+
+
+def _read_csv(path):
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def _cell(value):
+  return tables.csv_text([{"v": value}], ["v"]).splitlines()[1]
+
+
+# Grids.
+
+def test_grid_axes_bundles_union_and_flag_syntax():
+  grid = _grid(["--task_name=tsv", "--do_lower_case", "--nouse_xla", "--learning_rate=3e-4"],
+               ["train_mode/adapter_size=adapters/8,top_layers:3/0", "seed=1,2"])
+  points = grid.points(sweep_lib.DEFAULTS)
+  assert [p.vary for p in points] == [
+      {"train_mode": "adapters", "adapter_size": 8, "seed": 1},
+      {"train_mode": "adapters", "adapter_size": 8, "seed": 2},
+      {"train_mode": "top_layers:3", "adapter_size": 0, "seed": 1},
+      {"train_mode": "top_layers:3", "adapter_size": 0, "seed": 2}]
+  assert grid_lib.flag_args(points[2].settings) == [
+      "--do_train", "--do_eval", "--task_name=tsv", "--do_lower_case", "--nouse_xla",
+      "--learning_rate=0.0003", "--train_mode=top_layers:3", "--adapter_size=0", "--seed=1"]
+  assert points[2].name.startswith("mode-top_layers-3_size-0_seed-1-")
+  assert len({p.name for p in points}) == 4
+  # Another fixed flag is another point (the name's hash covers every setting).
+  other = _grid(["--task_name=tsv", "--learning_rate=1e-3"], ["seed=1"]).points()[0]
+  same = _grid(["--task_name=tsv", "--learning_rate=0.001"], ["seed=1"]).points()[0]
+  assert other.name == same.name
+  assert other.name != _grid(["--task_name=tsv"], ["seed=1"]).points()[0].name
+  # Sweep keys stay out of the command; floats are exact; null leaves a flag out.
+  assert grid_lib.flag_args({"train_examples": 100, "adapter_init_scale": 1e-07,
+                             "text_b_column": None, "labels": ["a", "b"]}) == [
+      "--adapter_init_scale=1e-07", "--labels=a,b"]
+
+  union = grid_lib.Grid.from_json({
+      "fixed": {"task_name": "tsv"}, "vary": {"seed": [1, 2]},
+      "grids": [{"train_mode/adapter_size": [["adapters", 64]], "learning_rate": [1e-3, 1e-4]},
+                {"train_mode": ["full"], "learning_rate": [1e-4]},
+                {"train_mode": ["full"], "learning_rate": [1e-4]}]})  # Repeats run once.
+  assert [(p.vary["train_mode"], p.vary["learning_rate"], p.vary["seed"])
+          for p in union.points()] == [
+      ("adapters", 1e-3, 1), ("adapters", 1e-4, 1), ("adapters", 1e-3, 2),
+      ("adapters", 1e-4, 2), ("full", 1e-4, 1), ("full", 1e-4, 2)]
+  assert union.varied_keys() == ["seed", "train_mode", "adapter_size", "learning_rate"]
+  assert grid_lib.Grid.from_json(union.to_json()).points() == union.points()
+
+  for bad, match in [(_grid(["--seed=1"], ["seed=1,2"]), "both fixed and varied"),
+                     (_grid([], ["seed=1", "seed/lr=1/2"]), "two axes")]:
+    with pytest.raises(grid_lib.GridError, match=match):
+      bad.points()
+  with pytest.raises(grid_lib.GridError, match="set by the sweep"):
+    grid_lib.parse_flags(["--output_dir=x"])
+  with pytest.raises(grid_lib.GridError, match="2 parts"):
+    grid_lib.Axis.parse("train_mode/adapter_size=adapters/8,full")
+
+
+# Selection.
+
+def _row(point, lr, seed, accuracy, loss=0.5, mode="adapters", size=64, status="ok", **extra):
+  row = dict(point=point, status=status, learning_rate=lr, seed=seed, train_mode=mode,
+             adapter_size=size, method=runs.method_name(mode, size),
+             params_trainable=1000 if mode == "adapters" else 100000, params_total=100000,
+             trained_share=0.01 if mode == "adapters" else 1.0, num_train_examples=100,
+             wall_seconds=10.0, **extra)
+  if status == "ok":
+    row.update(eval_accuracy=accuracy, eval_loss=loss)
+  return row
+
+
+VARIED = ["train_mode", "adapter_size", "learning_rate", "seed"]
+
+
+def test_select_best_mean_over_seeds():
+  rows = [
+      # adapters: 1e-3 has the best single run (0.90) but the lower mean.
+      _row("a1", 1e-3, 1, 0.90), _row("a2", 1e-3, 2, 0.60), _row("a3", 1e-3, 3, 0.60),
+      _row("b1", 1e-4, 1, 0.80), _row("b2", 1e-4, 2, 0.80), _row("b3", 1e-4, 3, 0.70),
+      # full: one seed failed; the other two decide.
+      _row("c1", 3e-5, 1, 0.70, mode="full", size=0),
+      _row("c2", 3e-5, 2, None, mode="full", size=0, status="failed"),
+      _row("c3", 3e-5, 3, 0.90, mode="full", size=0),
+      _row("d1", 1e-4, 1, 0.75, mode="full", size=0),
+      _row("d2", 1e-4, 2, 0.75, mode="full", size=0),
+      _row("d3", 1e-4, 3, 0.75, mode="full", size=0),
+  ]
+  selected, candidates = select_lib.select(rows, VARIED)
+  assert [(r["method"], r["learning_rate"]) for r in selected] == [
+      ("adapters_64", 1e-4), ("full", 3e-5)]
+  adapters, full = selected
+  assert adapters["n_seeds"] == 3 and adapters["n_failed"] == 0 and adapters["candidates"] == 2
+  assert adapters["eval_accuracy_mean"] == pytest.approx(0.7666667)
+  assert adapters["eval_accuracy_std"] == pytest.approx(0.0577350)  # Sample std (n - 1).
+  assert adapters["points"] == ["b1", "b2", "b3"]
+  assert full["n_seeds"] == 2 and full["n_failed"] == 1
+  assert full["eval_accuracy_mean"] == pytest.approx(0.8)
+  assert full["params_trainable"] == 100000 and full["trained_share"] == 1.0
+  assert [c["selected"] for c in candidates] == [False, True, True, False]
+  # A loss is selected downwards.
+  by_loss, _ = select_lib.select([_row("x", 1e-3, 1, 0.5, loss=0.2),
+                                  _row("y", 1e-4, 1, 0.9, loss=0.1)], VARIED,
+                                 metric="eval_loss")
+  assert by_loss[0]["learning_rate"] == 1e-4
+
+
+def test_select_ties_go_to_lower_dev_loss_then_grid_order():
+  tied = [_row("a", 1e-3, 1, 0.5, loss=0.69), _row("b", 1e-4, 1, 0.5, loss=0.60),
+          _row("c", 3e-4, 1, 0.5, loss=0.60)]
+  assert select_lib.select(tied, VARIED)[0][0]["learning_rate"] == 1e-4
+  no_loss = [dict(r, eval_loss=None) for r in tied]
+  assert select_lib.select(no_loss, VARIED)[0][0]["learning_rate"] == 1e-3
+  # One seed: no standard deviation; per training-set size, its own selection.
+  sized = [_row("s1", 1e-3, 1, 0.6, train_examples=100), _row("s2", 1e-4, 1, 0.7,
+                                                              train_examples=100),
+           _row("s3", 1e-3, 1, 0.9, train_examples=1000), _row("s4", 1e-4, 1, 0.8,
+                                                               train_examples=1000)]
+  picked, _ = select_lib.select(sized, VARIED + ["train_examples"])
+  assert [(r["train_examples"], r["learning_rate"], r["eval_accuracy_std"]) for r in picked] \
+      == [(100, 1e-4, None), (1000, 1e-3, None)]
+
+
+def test_select_command_writes_selected_tables(tmp_path, capsys):
+  rows = [_row("a1", 1e-3, 1, 0.8), _row("a2", 1e-3, 2, 0.7), _row("b1", 1e-4, 1, 0.6),
+          _row("b2", 1e-4, 2, 0.6), _row("c1", 1e-4, 1, 0.9, mode="full", size=0)]
+  results = str(tmp_path / "results.json")
+  tables.write_json(results, {"varied_keys": VARIED, "rows": rows})
+  fv = flags.FlagValues()
+  select_lib.define_flags(fv)
+  assert select_lib.main(fv(["select", f"--results={results}"]), fv) == 0
+  printed = capsys.readouterr().out.splitlines()
+  assert printed[2].startswith("| adapters_64 | 0.001 | 0.7500 ± 0.0707 | 2 | 1,000 (1.00%)")
+  assert printed[3].startswith("| full | 0.0001 | 0.9000 | 1 |")
+  written = _read_csv(str(tmp_path / "selected.csv"))
+  assert [(r["method"], r["learning_rate"], r["eval_accuracy_mean"]) for r in written] == [
+      ("adapters_64", "0.001", _cell(0.75)), ("full", "0.0001", _cell(0.9))]
+  saved = tables.read_json(str(tmp_path / "selected.json"))
+  assert saved["group_by"] == ["train_mode", "adapter_size"] and saved["tune"] == [
+      "learning_rate"] and saved["seed_keys"] == ["seed"]
+  assert len(saved["candidates"]) == 3
+
+
+# Sweeps with the stand-in runner.
+
+def test_sweep_records_failures_resumes_and_retries(tmp_path, fake, monkeypatch):
+  program, calls = fake
+  out = str(tmp_path / "sweep")
+  grid = _grid(["--task_name=tsv", "--data_dir=unused"],
+               ["learning_rate=1e-3,1.0", "seed=1,2"])
+  logs = []
+  sweep = sweep_lib.Sweep(grid, out, program, log=logs.append)
+  assert sweep.run() == {"ok": 2, "failed": 2, "pending": 0}
+  assert len(calls()) == 4
+  rows = _read_csv(os.path.join(out, "results.csv"))
+  assert [(r["learning_rate"], r["seed"], r["status"], r["exit_code"]) for r in rows] == [
+      ("0.001", "1", "ok", "0"), ("0.001", "2", "ok", "0"),
+      ("1.0", "1", "failed", "2"), ("1.0", "2", "failed", "2")]
+  ok, failed = rows[0], rows[2]
+  assert ok["eval_accuracy"] == "0.584"  # 0.5 + 10 * lr + size / 1000 + seed / 100.
+  assert ok["params_trainable"] == "1640" and ok["params_total"] == "100000"
+  assert ok["trained_share"] == _cell(1640 / 100000)
+  assert ok["method"] == "adapters_64" and ok["num_train_examples"] == "10"
+  assert "training diverged" in failed["error"] and failed["eval_accuracy"] == ""
+  # The JSON table has the same rows, typed.
+  table = tables.read_json(os.path.join(out, "results.json"))
+  assert [r["point"] for r in table["rows"]] == [r["point"] for r in rows]
+  assert table["varied_keys"] == ["learning_rate", "seed"] and table["pending"] == []
+  assert table["rows"][0]["eval_accuracy"] == pytest.approx(0.584)
+  record = tables.read_json(os.path.join(out, ok["output_dir"], runs.RECORD_FILE))
+  assert record["command"][:2] == program and record["settings"]["seed"] == 1
+
+  # Run again: everything is done (failed points too).
+  assert sweep_lib.Sweep(grid, out, program, log=logs.append).run()["pending"] == 0
+  assert len(calls()) == 4
+  # A point whose record is missing (stopped midway) runs again, alone.
+  os.remove(os.path.join(out, rows[1]["output_dir"], runs.RECORD_FILE))
+  sweep_lib.Sweep(grid, out, program, log=logs.append).run()
+  assert len(calls()) == 5 and calls()[-1]["args"]["seed"] == "2"
+  # --retry_failed runs the failed ones, which now succeed.
+  monkeypatch.setenv("FAKE_NO_FAIL", "1")
+  again = sweep_lib.Sweep(grid, out, program, retry_failed=True, log=logs.append)
+  assert again.run() == {"ok": 4, "failed": 0, "pending": 0}
+  assert len(calls()) == 7
+  assert [r["status"] for r in _read_csv(os.path.join(out, "results.csv"))] == ["ok"] * 4
+  assert any("FAILED (exit 2)" in line for line in logs)
+
+
+def test_parallel_points_run_concurrently(tmp_path, fake, monkeypatch):
+  program, calls = fake
+  monkeypatch.setenv("FAKE_SLEEP", "1.0")
+  grid = _grid(["--learning_rate=1e-3"], ["seed=1,2,3,4"])
+  sweep = sweep_lib.Sweep(grid, str(tmp_path / "sweep"), program, parallel=2, log=print)
+  assert sweep.run() == {"ok": 4, "failed": 0, "pending": 0}
+  spans = [(c["start"], c["end"]) for c in calls()]
+  running = [sum(s <= t < e for s, e in spans) for t, _ in spans]
+  assert max(running) == 2  # Two at once, never more.
+  # Rows keep grid order whatever order the points finished in.
+  rows = tables.read_json(os.path.join(str(tmp_path / "sweep"), "results.json"))["rows"]
+  assert [r["seed"] for r in rows] == [1, 2, 3, 4]
+
+
+def test_stopped_points_stay_pending(tmp_path, fake, monkeypatch):
+  program, calls = fake
+  monkeypatch.setenv("FAKE_SLEEP", "30")
+  out = str(tmp_path / "sweep")
+  grid = _grid(["--learning_rate=1e-3"], ["seed=1,2,3"])
+  sweep = sweep_lib.Sweep(grid, out, program, parallel=2, log=print)
+  # What Ctrl-C or SIGTERM does (main thread): SIGTERM to the running points.
+  threading.Timer(1.0, sweep.stop).start()
+  assert sweep.run() == {"ok": 0, "failed": 0, "pending": 3}
+  assert tables.read_json(os.path.join(out, "results.json"))["rows"] == []
+  monkeypatch.setenv("FAKE_SLEEP", "0")
+  assert sweep_lib.Sweep(grid, out, program, log=print).run()["ok"] == 3
+
+
+def _write_tsv(path, header, rows):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    f.write("\n".join(["\t".join(header)] + ["\t".join(r) for r in rows]) + "\n")
+
+
+def test_training_set_subsets_and_steps(tmp_path, fake):
+  program, calls = fake
+  task = str(tmp_path / "task")
+  train = [(f"r{i}", f"text {i}", "c" if i == 7 else "ab"[i % 2]) for i in range(20)]
+  _write_tsv(os.path.join(task, "train.tsv"), ["id", "sentence", "label"], train)
+  with open(os.path.join(task, "train.tsv"), "a") as f:
+    f.write("\n")  # A blank line is not a row.
+  _write_tsv(os.path.join(task, "dev.tsv"), ["id", "sentence", "label"], [("d", "x", "c")])
+  _write_tsv(os.path.join(task, "test.tsv"), ["id", "sentence"], [("t", "y")])
+  out = str(tmp_path / "sweep")
+  grid = _grid(["--task_name=tsv", f"--data_dir={task}", "--learning_rate=1e-3",
+                "--train_batch_size=4"],
+               ["train_examples=5,10,all", "train_steps=3"])
+  assert sweep_lib.Sweep(grid, out, program, log=print).run()["ok"] == 3
+  by_n = {}
+  for call in calls():
+    with open(os.path.join(call["args"]["data_dir"], "train.tsv")) as f:
+      by_n[sum(1 for line in f if line.strip()) - 1] = call["args"]
+  assert sorted(by_n) == [5, 10, 20]
+  for n, args in by_n.items():
+    assert int(n / 4 * float(args["num_train_epochs"])) == 3  # run_classifier's step count.
+    # A subset gets the full file's labels, even where it lacks c; all rows need none.
+    assert args.get("labels") == (None if n == 20 else "a,b,c")
+  five, ten = by_n[5]["data_dir"], by_n[10]["data_dir"]
+  assert by_n[20]["data_dir"] == task
+  with open(os.path.join(five, "train.tsv")) as f:
+    five_rows = f.read().splitlines()
+  with open(os.path.join(ten, "train.tsv")) as f:
+    ten_rows = f.read().splitlines()
+  assert five_rows[0] == "id\tsentence\tlabel" and len(five_rows) == 6 and len(ten_rows) == 11
+  assert set(five_rows) < set(ten_rows)  # Random subsets of one seed are nested.
+  assert os.path.realpath(os.path.join(five, "dev.tsv")) == os.path.join(task, "dev.tsv")
+  rows = _read_csv(os.path.join(out, "results.csv"))
+  assert [r["num_train_examples"] for r in rows] == ["5", "10", "20"]
+  # A task whose training file has no header (CoLA); the first rows.
+  cola = data_lib.prepare_subset(os.path.join(REPO, "data", "glue", "CoLA"), "cola", 3,
+                                 "first", 0, str(tmp_path / "data"))
+  with open(os.path.join(REPO, "data", "glue", "CoLA", "train.tsv")) as f:
+    first = f.read().splitlines()[:3]
+  with open(os.path.join(cola, "train.tsv")) as f:
+    assert f.read().splitlines() == first
+  with pytest.raises(grid_lib.GridError, match="has 20 training rows"):
+    sweep_lib.Sweep(_grid([f"--data_dir={task}", "--task_name=tsv"], ["train_examples=21"]),
+                    out, program, log=print).run()
+
+
+def test_command_line_dry_run_and_saved_grid(tmp_path, fake, capsys):
+  program, calls = fake
+  out = str(tmp_path / "sweep")
+
+  def run_main(*args):
+    fv = flags.FlagValues()
+    sweep_lib.define_flags(fv)
+    argv = fv(["sweep", f"--output_dir={out}", f"--program={' '.join(program)}", *args])
+    return sweep_lib.main(argv, fv)
+
+  assert run_main("--vary=learning_rate=1e-4,1e-3", "--dry_run", "--",
+                  "--task_name=tsv", "--nodo_lower_case") == 0
+  printed = capsys.readouterr().out.splitlines()
+  assert len(printed) == 4 and printed[1].endswith(
+      "--do_train --do_eval --task_name=tsv --nodo_lower_case --learning_rate=0.0001 "
+      f"--output_dir={out}/runs/{printed[0][2:]}")
+  assert calls() == []
+  assert run_main("--vary=learning_rate=1e-4,1e-3", "--", "--task_name=tsv") == 0
+  assert len(calls()) == 2
+  assert run_main() == 0  # Only --output_dir: its sweep.json, all done.
+  assert len(calls()) == 2
+  assert run_main("--vary=seed") == 2  # A grid error: one line, status 2.
+  assert "ERROR: " in capsys.readouterr().err
+
+
+# Plots.
+
+def test_plots_write_png_and_exactly_the_plotted_points(tmp_path):
+  rows = []
+  for mode, size, params in [("adapters", 8, 900), ("adapters", 64, 5000),
+                             ("top_layers:1", 0, 20000), ("full", 0, 100000),
+                             ("layer_norm", 0, 300)]:
+    for n in (100, 1000):
+      for lr in (1e-4, 1e-3):
+        for seed in (1, 2):
+          acc = 0.5 + (0.2 if n == 1000 else 0) + (0.05 if lr == 1e-3 else 0) + seed / 100
+          rows.append(_row(f"{mode}{size}-{n}-{lr}-{seed}", lr, seed, acc, mode=mode,
+                           size=size, train_examples=n,
+                           adapter_init_scale=1e-3 if n == 100 else 1e-1))
+          rows[-1].update(params_trainable=params, num_train_examples=n)
+  varied = ["train_mode", "adapter_size", "train_examples", "learning_rate", "seed"]
+  results = str(tmp_path / "results.json")
+  tables.write_json(results, {"varied_keys": varied, "rows": rows})
+  selected, _ = select_lib.select(rows, varied)
+  for kind in ("data_size", "tradeoff"):
+    paths = plots.make_plot(results, kind)
+    with open(paths["png"], "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    plotted = _read_csv(paths["csv"])
+    data = tables.read_json(paths["json"])
+    assert [r["y"] for r in plotted] == [_cell(p["y"]) for p in data["rows"]]
+    x = plots.KINDS[kind]["x"]
+    expected = sorted((r["method"], r[x], r["eval_accuracy_mean"], r["eval_accuracy_std"])
+                      for r in selected)
+    assert sorted((p["method"], p["x"], p["y"], p["y_std"]) for p in data["rows"]) == expected
+  tradeoff = tables.read_json(os.path.join(str(tmp_path), "plots", "tradeoff.json"))
+  assert tradeoff["log_x"] is True
+  assert {p["series"] for p in tradeoff["rows"]} == {
+      "adapters, train_examples=100", "adapters, train_examples=1000",
+      "top_layers, train_examples=100", "top_layers, train_examples=1000",
+      "full, train_examples=100", "full, train_examples=1000",
+      "layer_norm, train_examples=100", "layer_norm, train_examples=1000"}
+  assert {p["label"] for p in tradeoff["rows"]} == {"8", "64", "K=1", ""}
+  data_size = tables.read_json(os.path.join(str(tmp_path), "plots", "data_size.json"))
+  adapters_8 = [p for p in data_size["rows"] if p["series"] == "adapters_8"]
+  assert [(p["x"], p["learning_rate"]) for p in adapters_8] == [(100, 1e-3), (1000, 1e-3)]
+  assert adapters_8[0]["y"] == pytest.approx(0.565) and adapters_8[0]["n_seeds"] == 2
+  # Init scale: needs a sweep that varies it.
+  with pytest.raises(Exception, match="varies adapter_init_scale"):
+    plots.make_plot(results, "init_scale")
+  varied_init = ["adapter_init_scale", "learning_rate", "seed"]
+  init_rows = [dict(r, train_examples=None) for r in rows
+               if r["train_mode"] == "adapters" and r["adapter_size"] == 8]
+  tables.write_json(results, {"varied_keys": varied_init, "rows": init_rows})
+  paths = plots.make_plot(results, "init_scale", str(tmp_path / "init"))
+  points = tables.read_json(paths["json"])["rows"]
+  assert [(p["x"], p["y"]) for p in points] == [(1e-3, pytest.approx(0.565)),
+                                                (1e-1, pytest.approx(0.765))]
+
+
+# One real point: run_classifier.py on the tiny BERT.
+
+def test_real_run_classifier_point(tmp_path):
+  base = str(tmp_path / "base")
+  config, vocab, ckpt, _ = tiny_bert.write_google_dir(base)
+  out = str(tmp_path / "sweep")
+  fv = flags.FlagValues()
+  sweep_lib.define_flags(fv)
+  argv = fv(["sweep", f"--output_dir={out}", "--vary=train_examples=6",
+             "--vary=train_mode/adapter_size=adapters/8", "--",
+             "--task_name=MRPC", f"--data_dir={os.path.join(REPO, 'data', 'glue', 'MRPC')}",
+             f"--bert_config_file={config}", f"--vocab_file={vocab}",
+             f"--init_checkpoint={ckpt}", "--max_seq_length=32", "--train_batch_size=4",
+             "--eval_batch_size=4", "--learning_rate=1e-3", "--num_train_epochs=2",
+             "--seed=1", "--subset=first"])
+  assert sweep_lib.main(argv, fv) == 0
+  [row] = tables.read_json(os.path.join(out, "results.json"))["rows"]
+  assert row["status"] == "ok", row["error"]
+  with open(os.path.join(out, "results.csv")) as f:
+    header = f.readline().strip().split(",")
+  assert header[:6] == ["point", "status", "exit_code", "train_examples", "train_mode",
+                        "adapter_size"]
+  assert len(header) == len(set(header)) and "eval_f1" in header
+  point_dir = os.path.join(out, row["output_dir"])
+  with open(os.path.join(point_dir, "eval_results.txt")) as f:
+    written = runs.parse_eval_results(f.read())
+  assert sorted(written) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
+  assert {k: row[k] for k in written} == written
+  h, layers, m, labels = 32, 2, 8, 2  # tiny_bert.TINY_CONFIG, adapter size, MRPC's labels.
+  trainable = 2 * layers * (2 * m * h + h + m) + (2 * h + layers * 4 * h) + labels * (h + 1)
+  assert row["params_trainable"] == trainable and row["params_adapter"] == 2208
+  assert row["num_train_examples"] == 6 and row["global_step"] == int(6 / 4 * 2)
+  assert row["num_train_steps"] == 3
+  assert (row["method"], row["train_mode"], row["adapter_size"]) == ("adapters_8",
+                                                                     "adapters", 8)
+  assert 0 <= row["eval_accuracy"] <= 1 and row["wall_seconds"] > 0
+  names = os.listdir(point_dir)
+  assert "adapter_model" in names and runs.LOG_FILE in names
+  assert not [n for n in names if n.startswith("model.ckpt-") or ".tf_record" in n]
+
+
+def test_example_grids_parse():
+  counts = {"wordnet_lexname_tradeoff.json": 48, "wordnet_lexname_data_size.json": 18,
+            "wordnet_lexname_init_scale.json": 18}
+  for name, count in counts.items():
+    grid = grid_lib.Grid.from_json(tables.read_json(
+        os.path.join(REPO, "experiments", "grids", name)))
+    points = grid.points(sweep_lib.DEFAULTS)
+    assert len(points) == count, name
+    for point in points:
+      grid_lib.flag_args(point.settings)
