@@ -23,16 +23,15 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from adapter_layers import AdapterConfig
 from checkpoints import run_checkpoints
 import errors
 import modeling
-import run_classifier
 from runtime import loop
 from runtime import sigterm
 from runtime import trainable
+from test_run_classifier import _Records, run_main
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +42,6 @@ NUM_STEPS, SAVE_EVERY = 20, 4
 # INTERRUPT_HOOK; markers go to stdout, the log to stderr.
 WRAPPER = r'''
 import os, runpy, sys, time
-sys.path.insert(0, {repo!r})
 import tensorflow as tf
 from classification import features
 from runtime import progress
@@ -100,32 +98,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 '''
 
 
-class _Records(py_logging.Handler):
-  def __init__(self):
-    super().__init__(py_logging.INFO)
-    self.messages = []
-
-  def emit(self, record):
-    self.messages.append(record.getMessage())
-
-
 def _argv(flag_values):
   return [f"--{k}" if v is True else f"--{k}={v}" for k, v in flag_values.items()]
-
-
-def run_main(flag_values):
-  """The command in this process (absl flags, run_classifier.main); returns log lines."""
-  fv = flags.FlagValues()
-  run_classifier.define_flags(fv)
-  fv(["run_classifier.py"] + _argv(flag_values))
-  handler = _Records()
-  logger = py_logging.getLogger("absl")
-  logger.addHandler(handler)
-  try:
-    run_classifier.main([], fv)
-  finally:
-    logger.removeHandler(handler)
-  return handler.messages
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +125,7 @@ def uninterrupted(command, tmp_path_factory):
 
   before = signal.signal(signal.SIGTERM, previous_handler)
   try:
-    run_main(dict(command, output_dir=out))
+    run_main(**command, output_dir=out)
     # Training and prediction put back the SIGTERM handler they found.
     assert signal.getsignal(signal.SIGTERM) is previous_handler
   finally:
@@ -246,7 +220,7 @@ def test_sigterm_during_training_saves_the_current_step_and_resumes(
   assert not os.path.exists(os.path.join(out, "eval_results.txt"))
   assert not _temporaries(out)
 
-  logs = run_main(dict(command, output_dir=out))  # The same command again.
+  logs = run_main(**command, output_dir=out)  # The same command again.
   assert f"***** Running training from step {step} to {NUM_STEPS} *****" in logs
   assert _saved_steps(out)[-1] == NUM_STEPS
   assert _results(out) == _results(uninterrupted)
@@ -264,7 +238,7 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
   assert _saved_steps(out) == [4, 8]
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-8")
 
-  logs = run_main(dict(command, output_dir=out))
+  logs = run_main(**command, output_dir=out)
   assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
   assert _saved_steps(out) == [4, 8, 12, 16, 20]
   reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-12"))  # Rewritten whole.
@@ -291,7 +265,7 @@ def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp
   checkpoint_files = {n: os.path.getmtime(os.path.join(out, n))
                       for n in os.listdir(out) if n.startswith("model.ckpt-")}
 
-  logs = run_main(dict(command, output_dir=out))
+  logs = run_main(**command, output_dir=out)
   assert f"***** Running training from step {NUM_STEPS} to {NUM_STEPS} *****" in logs
   assert checkpoint_files == {n: os.path.getmtime(os.path.join(out, n))
                               for n in os.listdir(out) if n.startswith("model.ckpt-")}
@@ -374,7 +348,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
              in m and "using " + os.path.join(out, "model.ckpt-12") in m
              for m in handler.messages), handler.messages
 
-  logs = run_main(dict(command, output_dir=out))
+  logs = run_main(**command, output_dir=out)
   assert f"***** Running training from step 12 to {NUM_STEPS} *****" in logs
   assert _results(out) == _results(uninterrupted)
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-20")
