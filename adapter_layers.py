@@ -2,7 +2,7 @@
 
 import dataclasses
 import json
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import keras
 import tensorflow as tf
@@ -150,3 +150,44 @@ class Adapter(keras.layers.Layer):
     config.update(size=self.size, init_scale=self.init_scale,
                   activation=self.activation)
     return config
+
+
+class GeneratedAdapter(NamedTuple):
+  """One adapter's weights made by a hypernetwork (multitask/hypernetwork.py).
+
+  weights1 [hidden, m], biases1 [m], weights2 [m, hidden], biases2 [hidden]:
+  the down and up projections; gamma, beta [hidden]: the adapter's own
+  task-conditional LayerNorm.
+  """
+  weights1: tf.Tensor
+  biases1: tf.Tensor
+  weights2: tf.Tensor
+  biases2: tf.Tensor
+  gamma: tf.Tensor
+  beta: tf.Tensor
+
+
+# The adapter LayerNorm's epsilon: torch's default, as HyperFormer's code. The
+# generated gamma starts near 0, so the adapter starts near the identity.
+GENERATED_ADAPTER_EPSILON = 1e-5
+
+
+def generated_adapter(inputs, weights: GeneratedAdapter):
+  """`x + LN(W2 · gelu(W1 · x + b1) + b2; gamma, beta)`: HyperFormer's adapter.
+
+  Mahabadi et al. (2021), A(x) = LN_t(U(GeLU(D(x)))) + x, with weights that are
+  tensors (generated per task), not variables of a layer.
+
+  Args:
+    inputs: float Tensor [..., hidden].
+  Returns:
+    float Tensor of the shape of `inputs`.
+  """
+  hidden = weights.weights1.shape[0]
+  x = tf.reshape(inputs, [-1, hidden])  # 2-D products, as Adapter.call.
+  h = gelu(tf.nn.bias_add(tf.matmul(x, weights.weights1),
+                                                weights.biases1))
+  up = tf.nn.bias_add(tf.matmul(h, weights.weights2), weights.biases2)
+  normalized = keras.ops.layer_normalization(up, weights.gamma, weights.beta, axis=-1,
+                                             epsilon=GENERATED_ADAPTER_EPSILON)
+  return tf.reshape(x + normalized, tf.shape(inputs))

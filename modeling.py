@@ -25,7 +25,7 @@ from typing import Dict, Iterable, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_layers import Adapter, AdapterConfig, get_activation
+from adapter_layers import Adapter, AdapterConfig, generated_adapter, get_activation
 import errors
 from storage import input_files
 
@@ -236,6 +236,9 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     x: float32 Tensor of shape [batch_size, seq_length, hidden_size].
     attention_bias: float32 Tensor of shape [batch_size, 1, 1, seq_length],
       0 for real tokens and -10000 for padding.
+    generated_adapters: optional {"attention" | "feed_forward": GeneratedAdapter},
+      adapters made by a hypernetwork (HyperFormer++), applied at those places
+      in addition to the layer's own (a model has one kind or the other).
   Returns:
     float32 Tensor of shape [batch_size, seq_length, hidden_size].
   """
@@ -270,7 +273,8 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     # (adapters_removed). Read when the call is traced; no part of the config.
     self.adapters_enabled = True
 
-  def call(self, x, attention_bias, training=None):
+  def call(self, x, attention_bias, training=None, generated_adapters=None):
+    generated = generated_adapters if self.adapters_enabled else None
     shape = tf.shape(x)
     heads = [shape[0], shape[1], self.num_heads, self.head_size]
     tokens = tf.reshape(x, [-1, self.config.hidden_size])  # [batch * seq, hidden]
@@ -288,12 +292,16 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     h = self.hidden_dropout(self.attention_output(context), training=training)
     if self.attention_adapters is not None and self.adapters_enabled:
       h = self.attention_adapters(h)
+    if generated and "attention" in generated:
+      h = generated_adapter(h, generated["attention"])
     attention_output = self.attention_layer_norm(h + tokens)
 
     h = self.output_dense(self.intermediate(attention_output))
     h = self.hidden_dropout(h, training=training)
     if self.output_adapters is not None and self.adapters_enabled:
       h = self.output_adapters(h)
+    if generated and "feed_forward" in generated:
+      h = generated_adapter(h, generated["feed_forward"])
     return tf.reshape(self.output_layer_norm(h + attention_output), shape)
 
   def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:
@@ -392,6 +400,8 @@ class BertEncoder(_Serializable, _BuiltByCalling, keras.Model):
   Call arguments:
     inputs: dict of int32 Tensors of shape [batch_size, seq_length]:
       "input_ids", "input_mask" (1 real, 0 padding), "segment_ids".
+    generated_adapters: optional, one TransformerBlock `generated_adapters`
+      per layer.
   Returns:
     dict with "sequence_output" float32 [batch_size, seq_length, hidden_size],
     "pooled_output" float32 [batch_size, hidden_size] and "encoder_outputs",
@@ -412,13 +422,14 @@ class BertEncoder(_Serializable, _BuiltByCalling, keras.Model):
         config.hidden_size, activation="tanh", kernel_initializer=_initializer(config),
         name="pooler")
 
-  def call(self, inputs, training=None):
+  def call(self, inputs, training=None, generated_adapters=None):
     input_mask = tf.cast(inputs["input_mask"], tf.float32)
     attention_bias = (1.0 - input_mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
     encoder_outputs = []
-    for layer in self.transformer_layers:
-      x = layer(x, attention_bias, training=training)
+    for i, layer in enumerate(self.transformer_layers):
+      x = layer(x, attention_bias, training=training,
+                generated_adapters=generated_adapters[i] if generated_adapters else None)
       encoder_outputs.append(x)
     return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]),
             "encoder_outputs": encoder_outputs}

@@ -93,6 +93,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     adapter_pattern: regex that marks adapter variables (adapter-bert used
       the "adapters" collection; our variables have "adapters" in the path).
     global_clipnorm: float or None; None disables clipping.
+    task_row_variables: names (as matched above) of variables whose first
+      axis is a task (multi-task heads, task embeddings): a row whose gradient
+      is all zero (its task was not in the batch) keeps its value and its
+      moments, as the multi-task reference code's per-task parameters, which
+      get no gradient then and which its optimizer skips. Keras has no such
+      lazy update, hence this one.
   """
 
   def __init__(self,
@@ -105,6 +111,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
                adapter_pattern="adapters",
                global_clipnorm=1.0,
+               task_row_variables=(),
                name="AdamWeightDecay",
                **kwargs):
     # Keras' per-tensor clipping and its own (single-rate) weight decay would
@@ -123,6 +130,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     # Not `self.exclude_from_weight_decay`: that would shadow a base method.
     self._exclude_patterns = tuple(exclude_from_weight_decay or ())
     self.adapter_pattern = adapter_pattern
+    self.task_row_variables = tuple(task_row_variables)
 
   def decay_rate_for(self, name):
     """Weight decay rate (float) for a variable name, as the original chose."""
@@ -145,8 +153,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         var_list, ["adam_m", "adam_v"])
     # Decided once here, from the Keras variables: inside update_step under a
     # strategy the variable is a per-replica component with another name.
-    self._decay_rates = [self.decay_rate_for(_variable_name(v))
+    self._decay_rates = [self.decay_rate_for(variable_name(v))
                          for v in var_list]
+    self._task_rows = [variable_name(v) in self.task_row_variables for v in var_list]
 
   def _clip_gradients(self, grads):
     # The base class would clip here, per replica, before aggregation; we clip
@@ -183,6 +192,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     rate = self._decay_rates[index]
     if rate:
       update += rate * variable
+    if self._task_rows[index]:  # Rows of tasks not in the batch stay as they are.
+      axes = list(range(1, len(variable.shape)))
+      touched = ops.any(ops.not_equal(grad, 0.0), axis=axes, keepdims=True)
+      next_m = ops.where(touched, next_m, m)
+      next_v = ops.where(touched, next_v, v)
+      update = ops.where(touched, update, 0.0)
     self.assign(m, next_m)
     self.assign(v, next_v)
     self.assign_sub(variable, lr * update)
@@ -197,18 +212,20 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         "epsilon": self.epsilon,
         "exclude_from_weight_decay": list(self._exclude_patterns),
         "adapter_pattern": self.adapter_pattern,
+        "task_row_variables": list(self.task_row_variables),
     })
     return config
 
 
-def _variable_name(variable):
+def variable_name(variable):
   """Keras path if present, else the TF name without the ":0" suffix."""
   name = getattr(variable, "path", None) or variable.name
   return re.sub(r":\d+$", "", name)
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps,
-                     weight_decay_rate=0.01, adapter_weight_decay_rate=0.01):
+                     weight_decay_rate=0.01, adapter_weight_decay_rate=0.01,
+                     task_row_variables=()):
   """The original create_optimizer's optimizer (without the train op).
 
   Args:
@@ -216,6 +233,7 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps,
     num_train_steps: int > 0, step at which the learning rate reaches 0.
     num_warmup_steps: int >= 0, linear warmup steps (0: none).
     weight_decay_rate, adapter_weight_decay_rate: floats (original: 0.01).
+    task_row_variables: see AdamWeightDecay (multi-task models only).
 
   Returns:
     AdamWeightDecay with a WarmupLinearDecay schedule, beta_1 0.9, beta_2
@@ -231,4 +249,5 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps,
       beta_2=0.999,
       epsilon=1e-6,
       exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-      global_clipnorm=1.0)
+      global_clipnorm=1.0,
+      task_row_variables=task_row_variables)

@@ -56,11 +56,16 @@ def check_training_flags(flag_values, positive_ints):
   check(flag_values, "warmup_proportion", *fc.PROPORTION)
 
 
-def define_adapter_flags(flag_values=flags.FLAGS):
+def define_adapter_flags(flag_values=flags.FLAGS, check_adapter_size=True):
   """The flags adapter-bert adds to the original scripts, plus this project's.
 
   run_squad.py defines the same ones by calling this (as the original
   run_classifier_with_tfhub.py built on run_classifier.py's flags).
+
+  Args:
+    check_adapter_size: check --adapter_size against --train_mode and
+      --adapter_placement (False: the caller does; in run_multitask.py it
+      can also be the size of generated adapters).
   """
   fv = dict(flag_values=flag_values)
   flags.DEFINE_integer("adapter_size", model_setup.DEFAULT_ADAPTER_SIZE, "Bottleneck size "
@@ -100,6 +105,8 @@ def define_adapter_flags(flag_values=flags.FLAGS):
   check(flag_values, "seed", lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1]")
   fc.check_flags_together(flag_values, ("init_checkpoint", "bert_hub_module_handle"),
                           model_setup.sources_conflict)
+  if not check_adapter_size:
+    return
 
   def adapters_problem(train_mode, adapter_size):
     # Adapters of the default size where the train mode does not train them
@@ -130,11 +137,38 @@ def define_flags(flag_values=flags.FLAGS):
   # Required parameters.
   flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files "
                       "(or other data files) for the task.", **fv)
+  flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, "
+                      "sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, xnli, ax, or tsv.", **fv)
+  define_model_and_run_flags(flag_values)
+  # --task_name=tsv (your own data).
+  flags.DEFINE_string("text_a_column", "sentence", "tsv task: header name of the first text.",
+                      **fv)
+  flags.DEFINE_string("text_b_column", None, "tsv task: header name of the second text, if "
+                      "any.", **fv)
+  flags.DEFINE_string("label_column", "label", "tsv task: header name of the label.", **fv)
+  flags.DEFINE_list("labels", None, "tsv task: the labels in id order (comma list); default: "
+                    "the sorted labels of train.tsv.", **fv)
+  define_bank_flags(flag_values)
+  check = flag_checks.check_flag
+  for name in ("data_dir", "task_name", "output_dir"):
+    flags.mark_flag_as_required(name, flag_values=flag_values)
+    check(flag_values, name, bool, "given, not empty")
+  check(flag_values, "labels", lambda v: v and len(set(v)) == len(v),
+        "a comma list of distinct labels")
+  check(flag_values, "task_name",
+        lambda v: processors.canonical_task_name(v) in processors.PROCESSORS,
+        "one of " + ", ".join(sorted(processors.PROCESSORS)) + " (any case)")
+  check_model_and_run_flags(flag_values)
+
+
+def define_model_and_run_flags(flag_values=flags.FLAGS, check_adapter_size=True):
+  """The original's flags other than the task's (--task_name, --data_dir, tsv
+  columns), with the adapter flags (define_adapter_flags): run_multitask.py
+  shares them."""
+  fv = dict(flag_values=flag_values)
   flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the "
                       "pre-trained BERT model. This specifies the model architecture. "
                       "Optional with --bert_hub_module_handle.", **fv)
-  flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, "
-                      "sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, xnli, ax, or tsv.", **fv)
   flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
                       "trained on. Optional with --bert_hub_module_handle.", **fv)
   flags.DEFINE_string("output_dir", None, "The output directory where the model "
@@ -175,25 +209,12 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of "
                        "TPU cores to use (the TPU system reports its own count; a "
                        "different one is logged).", **fv)
-  define_adapter_flags(flag_values)  # Adapters, what trains, hub, seed, XLA.
-  # --task_name=tsv (your own data).
-  flags.DEFINE_string("text_a_column", "sentence", "tsv task: header name of the first text.",
-                      **fv)
-  flags.DEFINE_string("text_b_column", None, "tsv task: header name of the second text, if "
-                      "any.", **fv)
-  flags.DEFINE_string("label_column", "label", "tsv task: header name of the label.", **fv)
-  flags.DEFINE_list("labels", None, "tsv task: the labels in id order (comma list); default: "
-                    "the sorted labels of train.tsv.", **fv)
-  define_bank_flags(flag_values)
+  define_adapter_flags(flag_values, check_adapter_size)  # Adapters, what trains, hub, seed, XLA.
+
+
+def check_model_and_run_flags(flag_values):
+  """The checks of define_model_and_run_flags' flags that need several of them."""
   check = flag_checks.check_flag
-  for name in ("data_dir", "task_name", "output_dir"):
-    flags.mark_flag_as_required(name, flag_values=flag_values)
-    check(flag_values, name, bool, "given, not empty")
-  check(flag_values, "labels", lambda v: v and len(set(v)) == len(v),
-        "a comma list of distinct labels")
-  check(flag_values, "task_name",
-        lambda v: processors.canonical_task_name(v) in processors.PROCESSORS,
-        "one of " + ", ".join(sorted(processors.PROCESSORS)) + " (any case)")
   # [CLS] text [SEP] (text [SEP]): room for the special tokens at least.
   check(flag_values, "max_seq_length", lambda v: v >= 3, "at least 3")
   check_training_flags(flag_values, ("train_batch_size", "eval_batch_size",

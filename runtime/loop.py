@@ -98,7 +98,9 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   with strategy.scope():
     optimizer = optimization.create_optimizer(
         settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
-        settings.weight_decay_rate, settings.adapter_weight_decay_rate)
+        settings.weight_decay_rate, settings.adapter_weight_decay_rate,
+        # A multi-task model's per-task variables (multitask/model.py).
+        [optimization.variable_name(v) for v in getattr(model, "task_row_variables", ())])
     optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
     if model.dtype_policy.name == "mixed_float16":
       # float16 gradients underflow without it. The checkpoint keeps the inner

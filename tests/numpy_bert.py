@@ -22,10 +22,15 @@ def layer_norm(x, gamma, beta, eps=1e-12):
 
 
 def adapter(x, w, prefix):
+  """A Houlsby adapter; with prefix + "LayerNorm/{gamma,beta}", HyperFormer's
+  A(x) = LN(U(GeLU(D x))) + x (Mahabadi et al., 2021; torch's epsilon 1e-5)."""
   if prefix + "weights1" not in w:
     return x
   h = gelu(x @ w[prefix + "weights1"] + w[prefix + "biases1"])
-  return x + h @ w[prefix + "weights2"] + w[prefix + "biases2"]
+  up = h @ w[prefix + "weights2"] + w[prefix + "biases2"]
+  if prefix + "LayerNorm/gamma" in w:
+    up = layer_norm(up, w[prefix + "LayerNorm/gamma"], w[prefix + "LayerNorm/beta"], eps=1e-5)
+  return x + up
 
 
 def bert_forward(w, num_heads, input_ids, input_mask, segment_ids):

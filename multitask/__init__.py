@@ -1,0 +1,1 @@
+"""Several classification tasks on one frozen encoder: HyperFormer++ or shared adapters."""

@@ -1,0 +1,279 @@
+r"""Several classification tasks at once on one frozen BERT: HyperFormer++ or shared adapters.
+
+run_classifier.py's flags, with the task flags as lists (task i is
+--task_name[i] on --data_dir[i]), plus the multi-task ones:
+
+  python run_multitask.py --adapter_type=hyperformer \
+    --task_name=tsv,tsv,tsv,tsv \
+    --data_dir=data/wordnet/wordnet_lexname,data/wordnet/wordnet_pos,... \
+    --text_a_column=sentence,sentence,gloss,word_a \
+    --text_b_column=,,example,word_b \
+    --do_train --do_eval --vocab_file=... --bert_config_file=... \
+    --init_checkpoint=... --adapter_size=64 --learning_rate=1e-3 \
+    --num_train_epochs=1 --output_dir=/tmp/multitask
+
+--adapter_type=hyperformer: one hypernetwork generates every task's adapters
+(Mahabadi et al., ACL 2021, HyperFormer++; multitask/hypernetwork.py); the
+encoder stays frozen (--train_mode=head, the default; layer_norm also trains
+BERT's LayerNorms, as the authors' --unfreeze_layer_norms).
+--adapter_type=shared: one set of Houlsby adapters for all tasks
+(--train_mode=adapters: they, the LayerNorms and the heads train).
+Each task has its own head either way. Every training batch is one task's,
+task t drawn with probability proportional to n_t^(1/--sampling_temperature);
+an epoch is the sum of the tasks' training examples.
+
+Files in output_dir: run_config.json, model.ckpt-STEP.* (trained variables
+only), adapter_model/ (them alone: the hypernetwork or the shared adapters,
+the task embeddings and the heads), eval_results.txt (every task's metrics,
+prefixed with its name); per task, TASK/{train,eval,predict}.tf_record,
+TASK/eval_results.txt, TASK/test_results.tsv and TASK/eval (TensorBoard).
+`python -m serving.export --multitask_run=OUTPUT_DIR` serves the tasks from
+raw text.
+"""
+
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from classification import features as classifier_features
+from classification import metrics as classifier_metrics
+from classification import task as classifier_task
+import errors
+from errors import flag_checks
+from multitask import accounting
+from multitask import model as multitask_model
+from multitask import sampling
+from multitask import tasks as multitask_tasks
+from multitask.hypernetwork import HyperFormerConfig
+import run_classifier
+from runtime import distribution
+from runtime import loop
+from runtime import model_setup
+from runtime import run_config
+import tokenization
+
+# What trains, per adapter type: the default first.
+TRAIN_MODES = {"hyperformer": ("head", "layer_norm"), "shared": ("adapters",)}
+
+# run_config.json keys that fix the model's variables beside the encoder's.
+MODEL_KEYS = ("adapter_type", "hyperformer_config", "tasks")
+
+
+def define_flags(flag_values=flags.FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_list("task_name", None, "The tasks, a comma list: cola, sst-2, mrpc, sts-b, "
+                    "qqp, mnli, qnli, rte, wnli, xnli or tsv (any case).", **fv)
+  flags.DEFINE_list("data_dir", None, "Each task's data directory, a comma list in "
+                    "--task_name order.", **fv)
+  # --adapter_size against --train_mode is checked in model_options: with
+  # HyperFormer++ it is the size of the generated adapters.
+  run_classifier.define_model_and_run_flags(flag_values, check_adapter_size=False)
+  flags.DEFINE_list("text_a_column", ["sentence"], "tsv tasks: header name of the first "
+                    "text, one for all tsv tasks or one each.", **fv)
+  flags.DEFINE_list("text_b_column", None, "tsv tasks: header name of the second text, one "
+                    "for all or one each (an empty entry: none).", **fv)
+  flags.DEFINE_list("label_column", ["label"], "tsv tasks: header name of the label, one for "
+                    "all or one each.", **fv)
+  flags.DEFINE_enum("adapter_type", "hyperformer", list(multitask_model.ADAPTER_TYPES),
+                    "hyperformer: a hypernetwork generates each task's adapters "
+                    "(HyperFormer++); shared: one set of Houlsby adapters for all tasks.",
+                    **fv)
+  flags.DEFINE_float("sampling_temperature", 10.0, "A batch comes from task t with "
+                     "probability proportional to n_t^(1/T) (1: in proportion to the data; "
+                     "larger: closer to uniform; the paper: 10).", **fv)
+  flags.DEFINE_integer("task_embedding_dim", 64, "HyperFormer++: width of the task, "
+                       "layer and position embeddings.", **fv)
+  flags.DEFINE_integer("projector_hidden_dim", 128, "HyperFormer++: hidden width of the "
+                       "task projector.", **fv)
+  flags.DEFINE_integer("projected_dim", 64, "HyperFormer++: width of the projected task "
+                       "embedding that the generators read.", **fv)
+  check = flag_checks.check_flag
+  for name in ("task_name", "data_dir", "output_dir"):
+    flags.mark_flag_as_required(name, flag_values=flag_values)
+    check(flag_values, name, lambda v: bool(v) and all(v) if isinstance(v, list) else bool(v),
+          "given, no empty entry")
+  check(flag_values, "sampling_temperature", *flag_checks.POSITIVE)
+  for name in ("task_embedding_dim", "projector_hidden_dim", "projected_dim"):
+    check(flag_values, name, *flag_checks.POSITIVE_INT)
+  run_classifier.check_model_and_run_flags(flag_values)
+
+
+def model_options(F) -> model_setup.ModelOptions:
+  """The run's ModelOptions; errors.UserError for a train mode the adapter type refuses."""
+  allowed = TRAIN_MODES[F.adapter_type]
+  train_mode = F.train_mode or allowed[0]
+  if train_mode not in allowed:
+    raise errors.UserError(
+        f"{flag_checks.flags_named(train_mode=train_mode, adapter_type=F.adapter_type)}: "
+        f"must be {' or '.join(allowed)}: "
+        + ("the hypernetwork makes the adapters, and the encoder stays frozen"
+           if F.adapter_type == "hyperformer" else "the shared adapters train"))
+  if F.adapter_type == "hyperformer" and F.adapter_placement != "both":
+    raise errors.UserError(f"{flag_checks.flags_named(adapter_placement=F.adapter_placement)}"
+                           ": HyperFormer++ puts its adapters after both sub-layers")
+  # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
+  adapter_size = F.adapter_size if F.adapter_type == "shared" else 0
+  return model_setup.ModelOptions(
+      adapter_size=adapter_size, adapter_init_scale=F.adapter_init_scale,
+      adapter_placement=F.adapter_placement, train_mode=train_mode,
+      init_checkpoint=F.init_checkpoint, bert_hub_module_handle=F.bert_hub_module_handle,
+      adapter_checkpoint=F.adapter_checkpoint, mixed_precision=F.mixed_precision)
+
+
+def hyperformer_config(F):
+  if F.adapter_type != "hyperformer":
+    return None
+  return HyperFormerConfig(adapter_size=F.adapter_size,
+                           task_embedding_dim=F.task_embedding_dim,
+                           projector_hidden_dim=F.projector_hidden_dim,
+                           projected_dim=F.projected_dim)
+
+
+def with_task_index(dataset: tf.data.Dataset, task_index: int) -> tf.data.Dataset:
+  """(features, labels) batches of one task, "task_index" added, labels as float32
+  (so that classification and regression tasks' batches share one structure)."""
+  def add(features, labels):
+    index = tf.fill(tf.shape(features["input_ids"])[:1], tf.constant(task_index, tf.int32))
+    return dict(features, task_index=index), tf.cast(labels, tf.float32)
+  return dataset.map(add)
+
+
+def main(argv, flag_values=None):
+  del argv
+  F = flag_values or flags.FLAGS
+  logging.set_verbosity(logging.INFO)
+  model_setup.set_seed(F.seed)
+
+  # Start-up checks: each fails before anything is written.
+  tasks = multitask_tasks.tasks_from_flags(F.task_name, F.data_dir, F.text_a_column,
+                                           F.text_b_column, F.label_column)
+  for task in tasks:
+    run_classifier.check_data_dir(task.data_dir)
+  options = model_options(F)
+  hyper_config = hyperformer_config(F)
+  base = options.read_base(F.bert_config_file, F.vocab_file, F.do_lower_case,
+                           F.max_seq_length)
+  examples = {t.name: t.read(F.do_train, F.do_eval, F.do_predict) for t in tasks}
+  heads = [t.head() for t in tasks]
+  tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
+                                         do_lower_case=F.do_lower_case)
+  output_dir = F.output_dir
+  settings = None
+  if F.do_train:
+    settings = loop.TrainSettings.for_epochs(
+        sum(len(examples[t.name]["train"]) for t in tasks), F.num_train_epochs,
+        F.warmup_proportion, output_dir=output_dir, train_batch_size=F.train_batch_size,
+        learning_rate=F.learning_rate, weight_decay_rate=run_classifier.WEIGHT_DECAY_RATE,
+        adapter_weight_decay_rate=F.adapter_weight_decay_rate,
+        save_checkpoints_steps=F.save_checkpoints_steps,
+        iterations_per_loop=F.iterations_per_loop, jit_compile=F.use_xla)
+  model_facts = dict(adapter_type=F.adapter_type,
+                     hyperformer_config=hyper_config and hyper_config.to_dict(),
+                     tasks=[h.to_dict() for h in heads])
+  config = run_config.build(
+      options, base, settings, **model_facts,
+      task_names=[t.task_name for t in tasks], data_dirs=[t.data_dir for t in tasks],
+      sampling_temperature=F.sampling_temperature, max_seq_length=F.max_seq_length,
+      do_lower_case=F.do_lower_case, num_train_epochs=F.num_train_epochs,
+      warmup_proportion=F.warmup_proportion, seed=F.seed, use_tpu=F.use_tpu)
+  run_config.check(output_dir, config,
+                   also=MODEL_KEYS + (("train_mode",) if F.do_train else ()))
+
+  strategy = distribution.create_strategy(F.use_tpu, F.tpu_name, F.tpu_zone, F.gcp_project,
+                                          F.master)
+  model, global_step = model_setup.create_model(
+      strategy, lambda bert, adapters: multitask_model.MultiTaskClassifier(
+          bert, heads, F.adapter_type, adapters, hyper_config),
+      options, base, output_dir, adapter_metadata=model_facts)
+  accounting.log_accounting(accounting.parameter_accounting(model))
+
+  # From here on files are written.
+  tf.io.gfile.makedirs(output_dir)
+  run_config.write(output_dir, config, training_run=F.do_train)
+
+  def record(task, split, batch_size):
+    """Writes the task's split as a feature record (padded on TPU); returns its path."""
+    task_dir = os.path.join(output_dir, task.name)
+    tf.io.gfile.makedirs(task_dir)
+    split_examples = examples[task.name][split]
+    if split != "train":
+      split_examples = classifier_features.pad_examples_for_tpu(
+          split_examples, batch_size if F.use_tpu else 1)
+    path = os.path.join(task_dir, f"{split}.tf_record")
+    classifier_features.ensure_feature_record(
+        split_examples, task.processor.get_labels(), F.max_seq_length, tokenizer, path)
+    return path
+
+  if F.do_train:
+    probabilities = sampling.task_probabilities(
+        [len(examples[t.name]["train"]) for t in tasks], F.sampling_temperature)
+    logging.info("***** Running training *****")
+    for task, p in zip(tasks, probabilities):
+      logging.info("  Task %s: %d examples, sampled with probability %.4f", task.name,
+                   len(examples[task.name]["train"]), p)
+    logging.info("  Batch size = %d", F.train_batch_size)
+    logging.info("  Num steps = %d", settings.num_train_steps)
+    seed = model_setup.shuffle_seed(F.seed)
+    datasets = [
+        with_task_index(classifier_features.make_dataset(
+            record(task, "train", F.train_batch_size), F.max_seq_length, F.train_batch_size,
+            is_training=True, drop_remainder=True, is_regression=task.is_regression,
+            seed=seed + i), i)
+        for i, task in enumerate(tasks)]
+    dataset = sampling.sample_batches(datasets, probabilities, seed=seed)
+    global_step = loop.train(
+        strategy, model, multitask_model.loss_fn(heads), dataset, settings,
+        model_setup.base_reference(model, options, output_dir))["global_step"]
+    model_setup.save_adapter_model(model, options, output_dir, metadata=dict(
+        model_facts, max_seq_length=F.max_seq_length, do_lower_case=F.do_lower_case,
+        train_mode=config["train_mode"], global_step=global_step))
+
+  def run_task(task, index, split, batch_size):
+    dataset = with_task_index(classifier_features.make_dataset(
+        record(task, split, batch_size), F.max_seq_length, batch_size, is_training=False,
+        drop_remainder=F.use_tpu, is_regression=task.is_regression), index)
+    outputs = loop.predict(strategy, model, dataset, jit_compile=F.use_xla)
+    # The task's own classes; labels back to the task's type.
+    outputs["logits"] = outputs["logits"][:, :heads[index].num_outputs]
+    if not task.is_regression:
+      outputs["labels"] = outputs["labels"].astype("int64")
+    return outputs
+
+  if F.do_eval:
+    logging.info("***** Running evaluation *****")
+    summary = {}
+    for index, task in enumerate(tasks):
+      logging.info("  Task %s", task.name)
+      outputs = run_task(task, index, "eval", F.eval_batch_size)
+      results = classifier_task.eval_results(task.task_name, outputs, F.eval_batch_size,
+                                             global_step, task.is_regression)
+      task_dir = os.path.join(output_dir, task.name)
+      classifier_metrics.write_eval_results(os.path.join(task_dir, "eval_results.txt"),
+                                            results)
+      classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
+                                           global_step)
+      summary.update((f"{task.name}/{k}", v) for k, v in results.items()
+                     if k != "global_step")
+    summary["global_step"] = global_step
+    classifier_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
+                                          summary)
+
+  if F.do_predict:
+    logging.info("***** Running prediction*****")
+    for index, task in enumerate(tasks):
+      outputs = run_task(task, index, "predict", F.predict_batch_size)
+      written = classifier_metrics.write_test_results(
+          os.path.join(output_dir, task.name, "test_results.tsv"),
+          classifier_task.probabilities(outputs["logits"], task.is_regression),
+          outputs["is_real_example"])
+      if written != len(examples[task.name]["predict"]):  # A bug, not a user mistake.
+        raise RuntimeError(f"wrote {written} predictions for "
+                           f"{len(examples[task.name]['predict'])} {task.name} test examples")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

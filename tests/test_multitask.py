@@ -1,0 +1,361 @@
+"""HyperFormer++ and shared adapters over several tasks (multitask/, run_multitask.py).
+
+References: the formulas of Mahabadi et al. (ACL 2021), section 2 (task
+projector h_I over [task; layer; position] embeddings, linear generators,
+A(x) = LN_t(U(GeLU(D x))) + x), recomputed in NumPy; tests/numpy_bert.py for
+the encoder; hand arithmetic for sampling proportions and parameter counts.
+"""
+
+import logging as py_logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from checkpoints import adapter_weights
+import errors
+import modeling
+from multitask import accounting
+from multitask import sampling
+from multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
+from multitask.model import MultiTaskClassifier, TaskHead
+import numpy_bert
+import optimization
+import run_multitask
+import tiny_bert
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GLUE = os.path.join(REPO, "data", "glue")
+TINY_HYPER = dict(task_embedding_dim=8, projector_hidden_dim=16, projected_dim=8)
+# Two classification tasks, a regression task and a 3-label tsv task.
+TASKS = dict(task_name="mrpc,sst-2,sts-b,tsv",
+             data_dir=",".join([os.path.join(GLUE, "MRPC"), os.path.join(GLUE, "SST-2"),
+                                os.path.join(GLUE, "STS-B"),
+                                os.path.join(REPO, "data", "tsv_example")]))
+TASK_NAMES = ("mrpc", "sst-2", "sts-b", "tsv_example")
+
+
+class _Records(py_logging.Handler):
+  def __init__(self):
+    super().__init__(py_logging.INFO)
+    self.messages = []
+
+  def emit(self, record):
+    self.messages.append(record.getMessage())
+
+
+def run_main(**flag_values):
+  """Parses `--name=value` flags with absl and runs run_multitask.main; returns log lines."""
+  argv = ["run_multitask.py"] + [
+      f"--{k}" if v is True else f"--no{k}" if v is False else f"--{k}={v}"
+      for k, v in flag_values.items() if v is not None]
+  fv = flags.FlagValues()
+  run_multitask.define_flags(fv)
+  fv(argv)
+  handler = _Records()
+  logger = py_logging.getLogger("absl")
+  logger.addHandler(handler)
+  try:
+    run_multitask.main([], fv)
+  finally:
+    logger.removeHandler(handler)
+  return handler.messages
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("base"))
+  config, vocab, ckpt, weights = tiny_bert.write_google_dir(d)
+  return dict(bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt,
+              max_seq_length=32, train_batch_size=4, eval_batch_size=4, predict_batch_size=4,
+              adapter_size=8, learning_rate=1e-2, seed=1, num_train_epochs=2,
+              weights=weights, **TASKS, **TINY_HYPER)
+
+
+def _flags(base, **overrides):
+  f = {k: v for k, v in base.items() if k != "weights"}
+  f.update(overrides)
+  return f
+
+
+@pytest.fixture(scope="module")
+def hyperformer_run(base, tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("hyperformer"))
+  logs = run_main(**_flags(base, adapter_type="hyperformer", do_train=True, do_eval=True,
+                           do_predict=True, output_dir=out))
+  return out, logs
+
+
+def _tiny_config():
+  return modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+
+
+def _heads():
+  return [TaskHead("a", ("x", "y")), TaskHead("b", ("p", "q", "r")),
+          TaskHead("c", (), is_regression=True)]
+
+
+def _hyper_model(seed=0, **config):
+  tf.keras.utils.set_random_seed(seed)
+  model = MultiTaskClassifier(_tiny_config(), _heads(), "hyperformer",
+                              hyperformer_config=HyperFormerConfig(adapter_size=4,
+                                                                   **TINY_HYPER, **config))
+  model.ensure_built()
+  return model
+
+
+def _generated_in_numpy(model, task):
+  """Section 2 of the paper in NumPy: I = h_I([z_t; l_i; p_j]), then the linear generators."""
+  w = {n: np.asarray(v, np.float64) for n, v in model.tf1_variable_map().items()
+       if n.startswith("hyperformer/")}
+  dense = lambda x, name: x @ w[f"hyperformer/{name}/kernel"] + w[f"hyperformer/{name}/bias"]
+  h, m = model.config.hidden_size, model.hyperformer_config.adapter_size
+  shapes = {"weights1": (h, m), "biases1": (m,), "weights2": (m, h), "biases2": (h,),
+            "gamma": (h,), "beta": (h,)}
+  out = {}
+  for i in range(model.config.num_hidden_layers):
+    for j, scope in enumerate(("attention/output", "output")):
+      x = np.concatenate([w["hyperformer/task_embeddings"][task],
+                          w["hyperformer/layer_embeddings"][i],
+                          w["hyperformer/position_embeddings"][j]])
+      projected = dense(np.maximum(dense(x, "projector_hidden"), 0.0), "projector_output")
+      for name, shape in shapes.items():
+        key = f"LayerNorm/{name}" if name in ("gamma", "beta") else name
+        out[f"bert/encoder/layer_{i}/{scope}/adapters/{key}"] = (
+            dense(projected, f"{name}_generator").reshape(shape))
+  return out
+
+
+def test_generated_weights_follow_the_paper_and_differ_by_task_layer_and_position():
+  model = _hyper_model()
+  h, m = model.config.hidden_size, 4
+  for task in range(3):
+    generated = model.generate_adapters(task)
+    expected = _generated_in_numpy(model, task)
+    assert sorted(generated) == sorted(expected)
+    for name, value in generated.items():
+      np.testing.assert_allclose(value, expected[name], rtol=1e-4, atol=1e-7)
+  g = model.generate_adapters(0)
+  assert g["bert/encoder/layer_0/attention/output/adapters/weights1"].shape == (h, m)
+  assert g["bert/encoder/layer_0/attention/output/adapters/biases1"].shape == (m,)
+  assert g["bert/encoder/layer_0/output/adapters/weights2"].shape == (m, h)
+  assert g["bert/encoder/layer_1/output/adapters/LayerNorm/gamma"].shape == (h,)
+  # One hypernetwork, different weights for every task, layer and position.
+  key = "bert/encoder/layer_{}/{}/adapters/weights1"
+  variants = [model.generate_adapters(t)[key.format(i, s)]
+              for t in range(3) for i in range(2) for s in ("attention/output", "output")]
+  for a in range(len(variants)):
+    for b in range(a):
+      assert np.abs(variants[a] - variants[b]).max() > 1e-6
+  # Near the identity at initialisation, as a Houlsby adapter at init scale 1e-3.
+  assert np.abs(g[key.format(0, "output")]).max() < 0.05
+
+
+def test_hyperformer_forward_matches_numpy_bert_with_the_generated_adapters():
+  model = _hyper_model(seed=3)
+  # Larger hypernetwork weights, so that the adapters change the output measurably.
+  for name, v in model.tf1_variable_map().items():
+    if name.startswith("hyperformer/") and name.endswith("_generator/kernel"):
+      v.assign(v * 300.0)
+  rng = np.random.default_rng(0)
+  ids = rng.integers(1, 99, size=(3, 7)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 5:] = 0
+  segments = np.zeros_like(ids)
+  segments[:, 4:] = 1
+  weights = {n: v.numpy() for n, v in model.tf1_variable_map().items()}
+  _, plain = numpy_bert.bert_forward(weights, 2, ids, mask, segments)
+  for task in range(3):
+    inputs = dict(input_ids=ids, input_mask=mask, segment_ids=segments,
+                  task_index=np.full([3], task, np.int32))
+    logits = model(inputs, training=False)["logits"].numpy()
+    w = dict(weights, **model.generate_adapters(task))
+    _, pooled = numpy_bert.bert_forward(w, 2, ids, mask, segments)
+    head = _heads()[task].num_outputs
+    expected = pooled @ weights["multitask/output_weights"][task, :head].T + \
+        weights["multitask/output_bias"][task, :head]
+    np.testing.assert_allclose(logits[:, :head], expected, rtol=1e-4, atol=1e-5)
+    assert (logits[:, head:] == -1e9).all()  # Padded classes masked.
+    assert np.abs(pooled - plain).max() > 1e-3  # The adapters did something.
+
+
+def test_shared_adapters_forward_matches_numpy_bert():
+  tf.keras.utils.set_random_seed(0)
+  model = MultiTaskClassifier(_tiny_config(), _heads(), "shared",
+                              adapter_config=modeling.AdapterConfig(size=4, init_scale=0.5))
+  model.ensure_built()
+  ids = np.array([[5, 6, 7, 8]], np.int32)
+  ones = np.ones_like(ids)
+  weights = {n: v.numpy() for n, v in model.tf1_variable_map().items()}
+  _, pooled = numpy_bert.bert_forward(weights, 2, ids, ones, ones * 0)
+  logits = model(dict(input_ids=ids, input_mask=ones, segment_ids=ones * 0,
+                      task_index=np.array([1], np.int32)))["logits"].numpy()
+  expected = pooled @ weights["multitask/output_weights"][1].T + weights["multitask/output_bias"][1]
+  np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sizes,temperature,expected", [
+    ([100, 400], 1.0, [0.2, 0.8]),
+    ([100, 400], 2.0, [1 / 3, 2 / 3]),  # sqrt: 10 and 20.
+    ([1, 8, 27], 3.0, [1 / 6, 2 / 6, 3 / 6]),  # cube roots: 1, 2, 3.
+    ([10, 10000], float("inf"), [0.5, 0.5]),
+    ([10 ** 9, 1], 0.01, [1.0, 0.0]),  # No overflow at low temperature.
+])
+def test_task_probabilities(sizes, temperature, expected):
+  np.testing.assert_allclose(sampling.task_probabilities(sizes, temperature), expected,
+                             atol=1e-12)
+
+
+def test_sampled_batches_have_the_expected_proportions():
+  sizes, temperature = [50, 200, 800], 2.0
+  p = sampling.task_probabilities(sizes, temperature)  # sqrt: 7.07, 14.1, 28.3.
+  np.testing.assert_allclose(p, np.sqrt(sizes) / np.sqrt(sizes).sum())
+  datasets = [tf.data.Dataset.from_tensors(tf.fill([4], t)).repeat() for t in range(3)]
+  draws = 20000
+  tasks = np.array([int(b[0]) for b in sampling.sample_batches(datasets, p, seed=7)
+                    .take(draws).as_numpy_iterator()])
+  frequencies = np.bincount(tasks, minlength=3) / draws
+  # Within 4 binomial standard deviations.
+  np.testing.assert_array_less(np.abs(frequencies - p), 4 * np.sqrt(p * (1 - p) / draws))
+  again = [int(b[0]) for b in sampling.sample_batches(datasets, p, seed=7)
+           .take(200).as_numpy_iterator()]
+  assert again == list(tasks[:200])  # Seeded: a resumed run skips the same stream.
+
+
+def test_optimizer_leaves_rows_of_tasks_not_in_the_batch_alone():
+  rows = tf.Variable(np.ones([3, 2], np.float32), name="rows")
+  dense = tf.Variable(np.ones([3, 2], np.float32), name="dense")
+  opt = optimization.AdamWeightDecay(1e-1, weight_decay_rate=0.01, global_clipnorm=None,
+                                     task_row_variables=["rows"])
+  opt.build([rows, dense])
+  grad = tf.constant([[0.0, 0.0], [1.0, -1.0], [0.0, 0.0]])
+  opt.apply_gradients([(grad, rows), (grad, dense)])
+  opt.apply_gradients([(grad * 0.0, rows), (grad * 0.0, dense)])
+  r, d = rows.numpy(), dense.numpy()
+  np.testing.assert_array_equal(r[[0, 2]], 1.0)  # Untouched: no decay, no momentum.
+  assert (d[[0, 2]] < 1.0).all()  # A plain variable decays.
+  # The sampled row: step 1 from the gradient, step 2 from momentum (the row
+  # had no gradient then, so it stayed, as its task was not in the batch).
+  m = 0.1 * np.array([1.0, -1.0])
+  v = 0.001 * np.array([1.0, 1.0])
+  expected = 1.0 - 0.1 * (m / (np.sqrt(v) + 1e-6) + 0.01 * 1.0)
+  np.testing.assert_allclose(r[1], expected, rtol=1e-5)
+
+
+def test_parameter_accounting_by_hand():
+  model = _hyper_model()
+  from runtime import trainable
+  trainable.set_trainable(model, trainable.TrainMode("head"))
+  c = tiny_bert.TINY_CONFIG
+  h, L, V, P, T, I = (c["hidden_size"], c["num_hidden_layers"], c["vocab_size"],
+                      c["max_position_embeddings"], c["type_vocab_size"], c["intermediate_size"])
+  base = (V + P + T) * h + 2 * h + L * (4 * (h * h + h) + 2 * (h * I) + I + h + 4 * h) + h * h + h
+  e, k, t, m = 8, 16, 8, 4  # TINY_HYPER and the adapter size.
+  # Task (3), layer (2) and position (2) embeddings, the projector's two layers.
+  hyper = 3 * e + L * e + 2 * e + (3 * e * k + k) + (k * t + t)
+  generators = sum(t * n + n for n in (h * m, m, m * h, h, h, h))
+  heads = 2 * (h + 1) + 3 * (h + 1) + 1 * (h + 1)  # Padding not counted.
+  counts = accounting.parameter_accounting(model)
+  assert counts["base"] == base
+  assert counts["trained"] == hyper + generators + heads
+  assert counts["total"] == base + hyper + generators + heads
+  assert counts["trained_per_task"] == pytest.approx((hyper + generators + heads) / 3)
+  assert counts["total_multiple"] == pytest.approx(1 + (hyper + generators + heads) / base)
+
+
+def test_run_trains_only_the_hypernetwork_and_heads(base, hyperformer_run):
+  out, logs = hyperformer_run
+  # The encoder is bit-identical to the base checkpoint after training.
+  model_file = os.path.join(out, "adapter_model", adapter_weights.WEIGHTS_FILE)
+  header = adapter_weights.read_adapter_header(model_file)
+  assert header["variables"] and all(not n.startswith("bert/") for n in header["variables"])
+  fresh = _fresh_model_from(out, base)
+  for name, variable in fresh.tf1_variable_map().items():
+    if name.startswith("bert/"):
+      np.testing.assert_array_equal(variable.numpy(), base["weights"][name], err_msg=name)
+  trained = [n for n, v in fresh.tf1_variable_map().items() if v.trainable]
+  assert trained and all(n.startswith(("hyperformer/", "multitask/")) for n in trained)
+  # Every task evaluated into its own directory, and their summary.
+  for task in TASK_NAMES:
+    assert os.path.exists(os.path.join(out, task, "eval_results.txt"))
+    assert os.path.exists(os.path.join(out, task, "test_results.tsv"))
+  summary = open(os.path.join(out, "eval_results.txt")).read()
+  assert "mrpc/eval_accuracy" in summary and "sts-b/eval_pearson" in summary
+  assert any(line.startswith("***** Parameters for 4 Tasks") for line in logs)
+  assert any("sampled with probability 0.2500" in line for line in logs)
+
+
+def _fresh_model_from(out, base):
+  """The run's model restored the way run_multitask does (its latest checkpoint)."""
+  from runtime import model_setup
+  fv = flags.FlagValues()
+  run_multitask.define_flags(fv)
+  fv(["x"] + [f"--{k}={v}" for k, v in _flags(base, adapter_type="hyperformer",
+                                                 output_dir=out, do_eval=True).items()])
+  tasks = [t.head() for t in run_multitask.multitask_tasks.tasks_from_flags(
+      fv.task_name, fv.data_dir, fv.text_a_column, fv.text_b_column, fv.label_column)]
+  options = run_multitask.model_options(fv)
+  base_encoder = options.read_base(fv.bert_config_file, fv.vocab_file, True, 32)
+  model, _ = model_setup.create_model(
+      tf.distribute.get_strategy(), lambda bert, adapters: MultiTaskClassifier(
+          bert, tasks, "hyperformer", adapters, run_multitask.hyperformer_config(fv)),
+      options, base_encoder, out)
+  return model
+
+
+def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyperformer_run,
+                                                                     tmp_path):
+  out, _ = hyperformer_run
+  again = str(tmp_path / "eval_only")
+  run_main(**_flags(base, adapter_type="hyperformer", do_predict=True, do_eval=True,
+                    adapter_checkpoint=os.path.join(out, "adapter_model"), output_dir=again))
+  for task in TASK_NAMES:
+    for name in ("test_results.tsv", "eval_results.txt"):
+      assert open(os.path.join(again, task, name)).read() == \
+          open(os.path.join(out, task, name)).read(), (task, name)
+
+
+def test_shared_adapters_run(base, tmp_path):
+  out = str(tmp_path / "shared")
+  logs = run_main(**_flags(base, adapter_type="shared", do_train=True, do_eval=True,
+                           output_dir=out, num_train_epochs=1))
+  header = adapter_weights.read_adapter_header(
+      os.path.join(out, "adapter_model", adapter_weights.WEIGHTS_FILE))
+  names = header["variables"]
+  assert any("/adapters/" in n for n in names) and any("LayerNorm" in n for n in names)
+  assert not any(n.startswith("hyperformer/") for n in names)
+  assert any(line == "***** Adapter Parameters = %d *****" % (
+      2 * 2 * (2 * 32 * 8 + 8 + 32)) for line in logs)
+  for task in TASK_NAMES:
+    assert os.path.exists(os.path.join(out, task, "eval_results.txt"))
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (dict(data_dir="a,b"), "names 4 tasks but --data_dir gives 2"),
+    (dict(adapter_type="hyperformer", train_mode="adapters"),
+     "train_mode=adapters, adapter_type=hyperformer: must be head or layer_norm"),
+    (dict(adapter_type="shared", train_mode="head"), "must be adapters"),
+    (dict(task_name="mrpc,mrpc", data_dir=f"{GLUE}/MRPC,{GLUE}/MRPC"),
+     "two tasks are named 'mrpc'"),
+    (dict(task_name="tsv,tsv", data_dir="x/a,x/b", text_a_column="s,t,u"),
+     "--text_a_column has 3 values for 2 tsv tasks"),
+    (dict(task_name="mrpc,nope", data_dir="a,b"), "unknown task 'nope'"),
+])
+def test_bad_flags_are_one_clear_error(base, tmp_path, overrides, message):
+  out = tmp_path / "out"
+  with pytest.raises(errors.UserError, match=message.replace("(", r"\(")):
+    run_main(**_flags(base, do_train=True, output_dir=str(out), **overrides))
+  assert not out.exists()
+
+
+def test_hypernetwork_round_trips_through_keras_config():
+  model = _hyper_model()
+  layer = model.hypernetwork
+  clone = AdapterHyperNetwork.from_config(layer.get_config())
+  clone.build()
+  for a, b in zip(clone.weights, layer.weights):
+    a.assign(b)
+  for x, y in zip(tf.nest.flatten(clone(tf.constant(1))), tf.nest.flatten(layer(tf.constant(1)))):
+    np.testing.assert_array_equal(x.numpy(), y.numpy())
