@@ -20,7 +20,8 @@ def _size(variable) -> int:
 
 
 def parameter_accounting(model) -> Dict[str, float]:
-  """{base, trained, total, trained_per_task, trained_per_task_share, total_multiple}.
+  """{base, trained, total, hypernetwork, trained_per_task, trained_per_task_share,
+  total_multiple, num_tasks}.
 
   Args:
     model: a multitask.model.MultiTaskClassifier, its trainable flags set.
@@ -35,13 +36,16 @@ def parameter_accounting(model) -> Dict[str, float]:
                              if v.trainable and id(v) not in heads)
   # Each variable once: a LayerNorm that trains is the base's, shared by all tasks.
   total = real_heads + sum(_size(v) for v in names.values() if id(v) not in heads)
-  return {"base": base, "trained": trained, "total": total,
+  hypernetwork = sum(_size(v) for n, v in names.items() if n.startswith("hyperformer/"))
+  return {"base": base, "trained": trained, "total": total, "hypernetwork": hypernetwork,
           "trained_per_task": trained / num_tasks,
           "trained_per_task_share": trained / num_tasks / base,
           "total_multiple": total / base, "num_tasks": num_tasks}
 
 
 def log_accounting(counts: Dict[str, float]) -> None:
+  if counts["hypernetwork"]:  # adapter-bert's "Adapter Parameters" counts the encoder's own.
+    logging.info("***** Hypernetwork Parameters = %d *****", counts["hypernetwork"])
   logging.info("***** Trained Parameters per Task = %d (%.2f%% of the base's %d) *****",
                round(counts["trained_per_task"]), 100 * counts["trained_per_task_share"],
                counts["base"])

@@ -20,6 +20,7 @@ import modeling
 from multitask import accounting
 from multitask import sampling
 from multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
+from multitask import model as multitask_model
 from multitask.model import MultiTaskClassifier, TaskHead
 import numpy_bert
 import optimization
@@ -261,8 +262,44 @@ def test_parameter_accounting_by_hand():
   assert counts["base"] == base
   assert counts["trained"] == hyper + generators + heads
   assert counts["total"] == base + hyper + generators + heads
+  assert counts["hypernetwork"] == hyper + generators
   assert counts["trained_per_task"] == pytest.approx((hyper + generators + heads) / 3)
   assert counts["total_multiple"] == pytest.approx(1 + (hyper + generators + heads) / base)
+
+
+def test_training_changes_only_the_hypernetwork_task_embeddings_and_heads(tmp_path):
+  from runtime import loop
+  from runtime import trainable
+  model = _hyper_model(seed=2)
+  trainable.set_trainable(model, trainable.TrainMode("head"))
+  before = {n: v.numpy().copy() for n, v in model.tf1_variable_map().items()}
+  rng = np.random.default_rng(0)
+
+  def batches(task):
+    features = dict(input_ids=rng.integers(1, 99, size=(16, 4, 6)).astype(np.int32),
+                    input_mask=np.ones((16, 4, 6), np.int32),
+                    segment_ids=np.zeros((16, 4, 6), np.int32),
+                    task_index=np.full((16, 4), task, np.int32))
+    labels = rng.integers(0, 2, size=(16, 4)).astype(np.float32)
+    return tf.data.Dataset.from_tensor_slices((features, labels)).repeat()
+  # Tasks 0 and 2 only: task 1's rows must not move.
+  dataset = sampling.sample_batches([batches(0), batches(2)], [0.5, 0.5], seed=1)
+  settings = loop.TrainSettings(output_dir=str(tmp_path), train_batch_size=4,
+                                num_train_steps=6, num_warmup_steps=0, learning_rate=1e-2)
+  loop.train(tf.distribute.get_strategy(), model, multitask_model.loss_fn(_heads()), dataset,
+             settings)
+  after = {n: v.numpy() for n, v in model.tf1_variable_map().items()}
+  changed = {n for n in before if not np.array_equal(before[n], after[n])}
+  assert changed and all(n.startswith(("hyperformer/", "multitask/")) for n in changed)
+  assert "hyperformer/weights1_generator/kernel" in changed
+  assert "hyperformer/projector_hidden/kernel" in changed
+  assert "hyperformer/task_embeddings" in changed
+  for name in ("hyperformer/task_embeddings", "multitask/output_weights",
+               "multitask/output_bias"):
+    np.testing.assert_array_equal(after[name][1], before[name][1], err_msg=name)
+    assert not np.array_equal(after[name][0], before[name][0]), name
+  # The layer and position embeddings are shared by every task and train too.
+  assert "hyperformer/layer_embeddings" in changed
 
 
 def test_run_trains_only_the_hypernetwork_and_heads(base, hyperformer_run):

@@ -1,0 +1,211 @@
+r"""HyperFormer++ against per-task and shared Houlsby adapters, over seeds.
+
+  python -m experiments.multitask_comparison --output_dir=output/multitask \
+      --seeds=1,2 [--methods=houlsby,shared,hyperformer] [--num_train_epochs=1]
+
+Methods, all on one frozen encoder (default: the real MiniLM of models/minilm)
+and the four WordNet tasks (data/wordnet):
+  houlsby      run_classifier.py once per task: its own adapters, LayerNorms
+               and head (the bank's setting; Houlsby et al., 2019);
+  shared       run_multitask.py --adapter_type=shared: one adapter set and
+               LayerNorms for all tasks, a head each;
+  hyperformer  run_multitask.py --adapter_type=hyperformer: HyperFormer++
+               (Mahabadi et al., 2021), the encoder frozen.
+Every run sees the same examples: --num_train_epochs of each task's training
+set (the multi-task runs sample them at --sampling_temperature). Each run is a
+subprocess in its own directory (OUTPUT_DIR/METHOD/seed-N[/TASK]) with its log
+in run.log; a rerun skips finished runs and resumes interrupted ones. Writes
+OUTPUT_DIR/comparison.json and comparison.csv (one row per method and task:
+dev accuracy mean and std over the seeds, the seeds' values) and
+comparison.md (the table the README shows, with trained parameters per task
+and the parameters of all tasks as a multiple of the base).
+"""
+
+import os
+import re
+import sys
+from typing import Dict, List, Mapping, Sequence
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bank import adapter_bank
+import errors
+from experiments import runs
+from experiments import select
+from experiments import tables
+from storage import input_files
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METHODS = ("houlsby", "shared", "hyperformer")
+
+# name -> (text_a_column, text_b_column): data/wordnet's tasks.
+WORDNET_TASKS = {"wordnet_lexname": ("sentence", ""), "wordnet_pos": ("sentence", ""),
+                 "wordnet_example": ("gloss", "example"),
+                 "wordnet_relation": ("word_a", "word_b")}
+
+_PER_TASK = re.compile(r"\*\*\*\*\* Trained Parameters per Task = (\d+) ")
+_ALL_TASKS = re.compile(r"\*\*\*\*\* Parameters for \d+ Tasks = ([\d.]+) x the base")
+_BASE = re.compile(r"of the base's (\d+)\)")
+DONE_FILE = "comparison_run.json"
+
+
+def define_flags(flag_values=flags.FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("output_dir", None, "Where the runs and the tables go.", **fv)
+  flags.DEFINE_list("seeds", ["1", "2"], "Seeds (each method runs once per seed).", **fv)
+  flags.DEFINE_list("methods", list(METHODS), "Methods: houlsby, shared, hyperformer.", **fv)
+  flags.DEFINE_string("model_dir", os.path.join(ROOT, "models", "minilm"), "The base: "
+                      "bert_config.json, vocab.txt, bert_model.ckpt.", **fv)
+  flags.DEFINE_string("data_root", os.path.join(ROOT, "data", "wordnet"), "Holds the "
+                      "WordNet task directories.", **fv)
+  flags.DEFINE_float("num_train_epochs", 1.0, "Epochs of every task's training set.", **fv)
+  flags.DEFINE_float("learning_rate", 3e-4, "One learning rate for every method and task.",
+                     **fv)
+  flags.DEFINE_integer("adapter_size", 64, "Houlsby adapters' size (houlsby, shared).", **fv)
+  flags.DEFINE_integer("hyperformer_adapter_size", 16, "The generated adapters' size.", **fv)
+  flags.DEFINE_float("sampling_temperature", 10.0, "Task sampling temperature.", **fv)
+  flags.DEFINE_integer("max_seq_length", 32, "Sequence length.", **fv)
+  flags.DEFINE_integer("train_batch_size", 32, "Batch size.", **fv)
+  flags.mark_flag_as_required("output_dir", flag_values=flag_values)
+  flags.register_validator("methods", lambda v: set(v) <= set(METHODS),
+                           "methods: houlsby, shared, hyperformer", flag_values=flag_values)
+
+
+def _common(F, seed) -> Dict[str, object]:
+  m = F.model_dir
+  return {"vocab_file": os.path.join(m, "vocab.txt"),
+          "bert_config_file": os.path.join(m, "bert_config.json"),
+          "init_checkpoint": os.path.join(m, "bert_model.ckpt"),
+          "max_seq_length": F.max_seq_length, "train_batch_size": F.train_batch_size,
+          "eval_batch_size": 64, "learning_rate": F.learning_rate,
+          "num_train_epochs": F.num_train_epochs, "iterations_per_loop": 50,
+          "save_checkpoints_steps": 100000, "seed": seed, "do_train": True, "do_eval": True}
+
+
+def commands(F, method: str, seed: int) -> List[tuple]:
+  """(output_dir, command) of each run of `method` at `seed`."""
+  base_dir = os.path.join(F.output_dir, method, f"seed-{seed}")
+  python = sys.executable
+  if method == "houlsby":
+    out = []
+    for task, (text_a, text_b) in WORDNET_TASKS.items():
+      settings = dict(_common(F, seed), task_name="tsv",
+                      data_dir=os.path.join(F.data_root, task), text_a_column=text_a,
+                      adapter_size=F.adapter_size, train_mode="adapters")
+      if text_b:
+        settings["text_b_column"] = text_b
+      out.append((os.path.join(base_dir, task), runs.command(
+          [python, os.path.join(ROOT, "run_classifier.py")], settings,
+          os.path.join(base_dir, task))))
+    return out
+  settings = dict(
+      _common(F, seed), adapter_type=method, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
+      data_dir=",".join(os.path.join(F.data_root, t) for t in WORDNET_TASKS),
+      text_a_column=",".join(a for a, _ in WORDNET_TASKS.values()),
+      text_b_column=",".join(b for _, b in WORDNET_TASKS.values()),
+      sampling_temperature=F.sampling_temperature,
+      adapter_size=F.adapter_size if method == "shared" else F.hyperformer_adapter_size)
+  return [(base_dir, runs.command([python, os.path.join(ROOT, "run_multitask.py")],
+                                  settings, base_dir))]
+
+
+def run_once(output_dir: str, cmd: Sequence[str]) -> dict:
+  """Runs `cmd` unless output_dir holds its record; returns the record."""
+  done = os.path.join(output_dir, DONE_FILE)
+  if os.path.exists(done):
+    return tables.read_json(done)
+  measured = runs.run(cmd, output_dir)
+  if measured["status"] != "ok":
+    raise errors.UserError(f"{' '.join(cmd)} failed: {measured.get('error')}")
+  with open(os.path.join(output_dir, runs.LOG_FILE), errors="replace") as f:
+    log = f.read()
+  record = dict(measured, per_task=_PER_TASK.findall(log)[-1:],
+                all_tasks=_ALL_TASKS.findall(log)[-1:], base=_BASE.findall(log)[-1:])
+  tables.write_json(done, record)
+  return record
+
+
+def rows_of(records: Mapping[tuple, dict]) -> List[dict]:
+  """One row per (method, task): accuracy per seed, mean, std."""
+  rows = []
+  for method in METHODS:
+    seeds = sorted({s for m, s, _ in records if m == method})
+    if not seeds:
+      continue
+    for task in list(WORDNET_TASKS) + ["average"]:
+      values = []
+      for seed in seeds:
+        if task == "average":
+          accs = [records[(method, seed, t)]["accuracy"] for t in WORDNET_TASKS]
+          values.append(sum(accs) / len(accs))
+        else:
+          values.append(records[(method, seed, task)]["accuracy"])
+      mean, std = select.mean_std(values)
+      rows.append({"method": method, "task": task, "mean": round(mean, 4),
+                   "std": round(std, 4) if std is not None else None,
+                   "seeds": seeds, "values": [round(v, 4) for v in values],
+                   **records[(method, seeds[0], "params")]})
+  return rows
+
+
+def markdown(rows: Sequence[dict]) -> str:
+  methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+  tasks = list(WORDNET_TASKS) + ["average"]
+  cell = {(r["method"], r["task"]): r for r in rows}
+  lines = ["| method | trained per task | all tasks, x base | " + " | ".join(tasks) + " |",
+           "|---" * (len(tasks) + 3) + "|"]
+  for m in methods:
+    first = cell[(m, tasks[0])]
+    values = [f"{cell[(m, t)]['mean']:.3f} ± {cell[(m, t)]['std'] or 0:.3f}" for t in tasks]
+    lines.append(f"| {m} | {first['trained_per_task']:,} | {first['total_multiple']:.3f} | "
+                 + " | ".join(values) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv, flag_values=None):
+  del argv
+  F = flag_values or flags.FLAGS
+  records = {}
+  for seed in map(int, F.seeds):
+    for method in F.methods:
+      done = []
+      for output_dir, cmd in commands(F, method, seed):
+        logging.info("%s seed %d: %s", method, seed, output_dir)
+        done.append((output_dir, run_once(output_dir, cmd)))
+      if method == "houlsby":
+        # As the bank counts: the base once, each task's adapters, LayerNorms and head.
+        trained = [int(r["params"]["trainable"]) for _, r in done]
+        base = adapter_bank.base_parameter_count(
+            input_files.read_json(os.path.join(F.model_dir, "bert_config.json")))
+        for (output_dir, _), task in zip(done, WORDNET_TASKS):
+          metrics = runs.parse_eval_results(open(os.path.join(output_dir,
+                                                              "eval_results.txt")).read())
+          records[(method, seed, task)] = {"accuracy": metrics["eval_accuracy"]}
+        records[(method, seed, "params")] = {
+            "trained_per_task": round(sum(trained) / len(trained)),
+            "total_multiple": (base + sum(trained)) / base}
+      else:
+        output_dir, record = done[0]
+        metrics = runs.parse_eval_results(open(os.path.join(output_dir,
+                                                            "eval_results.txt")).read())
+        for task in WORDNET_TASKS:
+          records[(method, seed, task)] = {"accuracy": metrics[f"{task}/eval_accuracy"]}
+        records[(method, seed, "params")] = {
+            "trained_per_task": int(record["per_task"][0]),
+            "total_multiple": float(record["all_tasks"][0])}
+  rows = rows_of(records)
+  tables.write_table(os.path.join(F.output_dir, "comparison.json"),
+                     os.path.join(F.output_dir, "comparison.csv"), rows,
+                     ["method", "task", "mean", "std", "seeds", "values",
+                      "trained_per_task", "total_multiple"])
+  text = markdown(rows)
+  with open(os.path.join(F.output_dir, "comparison.md"), "w") as f:
+    f.write(text)
+  print(text)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(errors.exit_on_user_error(main))
