@@ -1,0 +1,50 @@
+"""experiments/multitask_comparison.py: its commands and its table (hand-computed)."""
+
+import numpy as np
+from absl import flags
+
+from experiments import multitask_comparison as comparison
+
+
+def _flags(*args):
+  fv = flags.FlagValues()
+  comparison.define_flags(fv)
+  fv(["x", "--output_dir=/tmp/cmp", *args])
+  return fv
+
+
+def test_commands_give_every_method_the_same_tasks_and_budget():
+  F = _flags("--num_train_epochs=0.5", "--learning_rate=3e-4")
+  houlsby = comparison.commands(F, "houlsby", 2)
+  assert [d.split("/")[-1] for d, _ in houlsby] == list(comparison.WORDNET_TASKS)
+  example = dict(a.lstrip("-").split("=", 1) for a in houlsby[2][1][2:] if "=" in a)
+  assert example["text_a_column"] == "gloss" and example["text_b_column"] == "example"
+  assert example["adapter_size"] == "64" and example["seed"] == "2"
+  assert houlsby[2][1][1].endswith("run_classifier.py")
+  assert "text_b_column" not in " ".join(houlsby[0][1])  # Single-sentence task.
+  [(out, hyper)] = comparison.commands(F, "hyperformer", 2)
+  assert out == "/tmp/cmp/hyperformer/seed-2" and hyper[1].endswith("run_multitask.py")
+  args = dict(a.lstrip("-").split("=", 1) for a in hyper[2:] if "=" in a)
+  assert args["adapter_type"] == "hyperformer" and args["adapter_size"] == "16"
+  assert args["text_a_column"] == "sentence,sentence,gloss,word_a"
+  assert args["text_b_column"] == ",,example,word_b"
+  assert args["num_train_epochs"] == "0.5" and args["learning_rate"] == "0.0003"
+  [(_, shared)] = comparison.commands(F, "shared", 1)
+  assert "--adapter_size=64" in shared and "--adapter_type=shared" in shared
+
+
+def test_rows_are_means_and_stds_over_seeds():
+  tasks = list(comparison.WORDNET_TASKS)
+  records = {}
+  for seed, accs in ((1, [0.8, 0.9, 0.6, 0.5]), (2, [0.6, 0.9, 0.7, 0.7])):
+    for task, acc in zip(tasks, accs):
+      records[("hyperformer", seed, task)] = {"accuracy": acc}
+    records[("hyperformer", seed, "params")] = {"trained_per_task": 1000,
+                                                "total_multiple": 1.02}
+  rows = {r["task"]: r for r in comparison.rows_of(records)}
+  assert rows[tasks[0]]["mean"] == 0.7
+  assert rows[tasks[0]]["std"] == round(float(np.std([0.8, 0.6], ddof=1)), 4)
+  assert rows["average"]["values"] == [0.7, 0.725]
+  assert rows["average"]["mean"] == 0.7125
+  table = comparison.markdown(comparison.rows_of(records))
+  assert "| hyperformer | 1,000 | 1.020 | 0.700 ± 0.141 |" in table
