@@ -1,16 +1,26 @@
-r"""Exports an adapter bank as one SavedModel that serves every task from raw text.
+r"""Exports an adapter bank, or a multi-task run, as one SavedModel that serves every task
+from raw text.
 
-  python -m serving.export --bank=BANK --export_dir=EXPORT_DIR \
-      [--init_checkpoint=... | --bert_hub_module_handle=...] [--tasks=a,b]
+  python -m serving.export (--bank=BANK | --multitask_run=OUTPUT_DIR) \
+      --export_dir=EXPORT_DIR [--init_checkpoint=... | --bert_hub_module_handle=...] \
+      [--tasks=a,b]
 
-The base weights come from bank.json (or the flag given instead) and must have
-the bank's fingerprint; every task's adapter file must name that base. The
-SavedModel holds the encoder once, every task's adapters, LayerNorms and head
-(serving/multitask.py), the WordPiece vocabulary as assets/vocab.txt and the
+--bank: the tasks of an adapter bank (bank/), each trained by
+run_classifier.py. The base weights come from bank.json (or the flag given
+instead) and must have the bank's fingerprint; every task's adapter file must
+name that base.
+--multitask_run: the tasks of one run_multitask.py output_dir
+(serving/multitask_run.py), HyperFormer++ or shared adapters, in the run's
+task order. The base comes from its run_config.json (or the flag given
+instead) and must be the one adapter_model/ was trained on; HyperFormer++
+adapters are generated once, at export, and the hypernetwork is not exported.
+
+The SavedModel holds the encoder once, every task's adapters, LayerNorms and
+head (serving/multitask.py), the WordPiece vocabulary as assets/vocab.txt and the
 tokenizer as TensorFlow ops (tensorflow_text), so it needs neither this
 repository nor Python to run: TensorFlow Serving, or tf.saved_model.load after
-`import tensorflow_text`. Adding or removing a task is a re-export; nothing
-retrains. EXPORT_DIR is replaced whole (written beside it, then renamed); for
+`import tensorflow_text`. Adding a bank's task, or removing any task, is a
+re-export; nothing retrains. EXPORT_DIR is replaced whole (written beside it, then renamed); for
 TensorFlow Serving give a version directory, e.g. models/glue/1.
 
 Signatures (batch size B free; S_MAX the largest task max_seq_length, L the
@@ -19,8 +29,8 @@ widest head: the most labels of any task, 1 if all are regression):
   serving_default  text_a string [B], text_b string [B], task string [B]
                    text_b "" (or text that tokenizes to nothing) = no second
                    segment, as run_classifier.py treats an empty text_b; each
-                   example is truncated as run_classifier.py --do_predict does
-                   at its task's max_seq_length.
+                   example is truncated as run_classifier.py (run_multitask.py)
+                   --do_predict does at its task's max_seq_length.
   token_ids        input_ids, input_mask, segment_ids int32 [B, S] (S <=
                    max_position_embeddings), task string [B]: for inputs
                    tokenized and packed by the caller.
@@ -41,7 +51,8 @@ A task name that is not in the model fails the request (InvalidArgumentError)
 with a message that lists the model's tasks. assets.extra/tasks.json lists
 the tasks, labels and lengths for people and clients.
 
-Mistakes in the bank or flags end the command with one `ERROR:` line, status 2.
+Mistakes in the bank, the run or the flags end the command with one `ERROR:` line,
+status 2.
 """
 
 import json
@@ -60,6 +71,7 @@ import errors
 from errors import flag_checks
 from serving import bank_tasks
 from serving import multitask
+from serving import multitask_run
 from serving import text
 from storage import file_io
 import tokenization
@@ -190,21 +202,29 @@ def build_module(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
   return ServingModule(model, tasks, tokenizer, vocab["[CLS]"], vocab["[SEP]"])
 
 
-def export(bank_dir: str, export_dir: str, init_checkpoint: Optional[str] = None,
+def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[str] = None,
            bert_hub_module_handle: Optional[str] = None,
-           task_names: Optional[Sequence[str]] = None) -> List[bank_tasks.Task]:
-  """Reads and checks the bank, then writes the SavedModel to export_dir (module docstring).
+           task_names: Optional[Sequence[str]] = None,
+           multitask_run_dir: Optional[str] = None) -> List[bank_tasks.Task]:
+  """Reads and checks the bank or the multi-task run (exactly one of bank_dir and
+  multitask_run_dir), then writes the SavedModel to export_dir (module docstring).
 
   Returns:
     The exported tasks, in task-index order.
   Raises:
-    errors.UserError: for a bad bank, task or base (bank_tasks); export_dir is
-      then untouched.
+    errors.UserError: for a bad bank, run, task or base (bank_tasks,
+      multitask_run); export_dir is then untouched.
   """
-  bank = bank_tasks.open_bank(bank_dir)
-  tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
-  base = bank_tasks.load_base(bank_dir, bank, init_checkpoint, bert_hub_module_handle)
-  bank_tasks.check_fingerprints(base, tasks)
+  if (bank_dir is None) == (multitask_run_dir is None):
+    raise ValueError("export needs exactly one of bank_dir and multitask_run_dir")
+  if bank_dir is not None:
+    bank = bank_tasks.open_bank(bank_dir)
+    tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
+    base = bank_tasks.load_base(bank_dir, bank, init_checkpoint, bert_hub_module_handle)
+    bank_tasks.check_fingerprints(base, tasks)
+  else:  # Its adapter file's fingerprint is checked against the base as it loads.
+    base, tasks = multitask_run.read_run(multitask_run_dir, task_names, init_checkpoint,
+                                         bert_hub_module_handle)
   with tempfile.TemporaryDirectory() as scratch:
     module = build_module(base, tasks, os.path.join(scratch, text.VOCAB_ASSET))
     with file_io.AtomicDirectory(export_dir) as tmp:
@@ -221,15 +241,21 @@ def export(bank_dir: str, export_dir: str, init_checkpoint: Optional[str] = None
 def define_flags(flag_values=flags.FLAGS):
   fv = dict(flag_values=flag_values)
   flags.DEFINE_string("bank", None, "The adapter bank directory (bank.json, tasks/).", **fv)
+  flags.DEFINE_string("multitask_run", None, "Instead of --bank: a run_multitask.py "
+                      "output_dir (run_config.json, adapter_model/).", **fv)
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (replaced whole).",
                       **fv)
   flags.DEFINE_string("init_checkpoint", None, "Base checkpoint to use instead of "
-                      "bank.json's (e.g. the same one at another path).", **fv)
+                      "bank.json's or run_config.json's (e.g. the same one at another "
+                      "path).", **fv)
   flags.DEFINE_string("bert_hub_module_handle", None, "TF Hub / Model Garden BERT encoder "
-                      "to use instead of bank.json's base.", **fv)
-  flags.DEFINE_list("tasks", None, "Export only these tasks of the bank (default: all).",
-                    **fv)
-  flags.mark_flags_as_required(["bank", "export_dir"], **fv)
+                      "to use instead of bank.json's or run_config.json's base.", **fv)
+  flags.DEFINE_list("tasks", None, "Export only these tasks of the bank or run (default: "
+                    "all).", **fv)
+  flags.mark_flag_as_required("export_dir", **fv)
+  flag_checks.check_flags_together(
+      flag_values, ("bank", "multitask_run"),
+      lambda a, b: None if bool(a) != bool(b) else "give exactly one of them")
   flag_checks.check_flags_together(
       flag_values, ("init_checkpoint", "bert_hub_module_handle"),
       lambda a, b: "give at most one of them" if a and b else None)
@@ -239,7 +265,8 @@ def main(argv, flag_values=flags.FLAGS):
   if len(argv) > 1:
     raise app.UsageError("Too many command-line arguments.")
   f = flag_values
-  export(f.bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks)
+  export(f.bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks,
+         f.multitask_run)
   print(f.export_dir)
 
 

@@ -2,7 +2,9 @@
 
 Each task of a bank trained its own adapters, LayerNorms (gamma and beta of
 every one, the embeddings' included) and classifier head on the same frozen
-encoder. Here those are stacked along a leading task axis, and every example
+encoder; a task of a multi-task run (run_multitask.py) has its own head and
+its HyperFormer++ adapters, generated once at export, or the run's shared
+ones. Here those are stacked along a leading task axis, and every example
 of a batch gathers its own task's slice, e.g. an adapter's down-projection is
 
     einsum("bsh,bhm->bsm", x, gather(weights1, task_index))
@@ -19,6 +21,10 @@ Stacking is exact:
     layer's two (--adapter_placement=attention or feed_forward), gets
     all-zero adapters there, which add exactly 0; an adapter no task has is
     left out;
+  * a HyperFormer++ adapter normalizes its up-projection with its own
+    LayerNorm before the residual add (adapter_layers.generated_adapter,
+    epsilon 1e-5); a Houlsby adapter has none, and takes the up-projection
+    as it is: each example selects one or the other by its task;
   * heads are zero-padded to the widest; the caller masks the padded logits;
   * a LayerNorm a task did not train keeps the base's values.
 
@@ -35,7 +41,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from adapter_layers import get_activation
+from adapter_layers import GENERATED_ADAPTER_EPSILON, get_activation
 import modeling
 
 _EPSILON = 1e-12  # modeling._layer_norm's, as google-research/bert.
@@ -51,7 +57,7 @@ class _Layer(tf.Module):
   """One Transformer layer: its frozen weights, and per-task LayerNorms and adapters."""
 
   def __init__(self, frozen: Dict[str, np.ndarray], stacked: Dict[str, np.ndarray],
-               name: str):
+               adapter_layer_norm: Dict[str, np.ndarray], name: str):
     super().__init__(name=name)
     # name -> (kernel, bias) of the shared dense layers.
     self.dense = {k: (_variable(frozen[f"{k}/kernel"], f"{k}_kernel"),
@@ -60,6 +66,10 @@ class _Layer(tf.Module):
                             "output")}
     # [num_tasks, ...] per-task weights, see MultiTaskBert.
     self.stacked = {k: _variable(v, k) for k, v in stacked.items()}
+    # scope -> bool [num_tasks]: whose adapter there has its own LayerNorm
+    # (a constant of the graph, as MultiTaskBert._task_activation); only
+    # scopes where some task's has one.
+    self.adapter_layer_norm = adapter_layer_norm
 
 
 class MultiTaskBert(tf.Module):
@@ -81,7 +91,8 @@ class MultiTaskBert(tf.Module):
       config: the encoder's BertConfig.
       base: every encoder variable (no adapters) by original name.
       tasks: bank_tasks.Task-like objects (name, arrays, adapter_config), in
-        task-index order.
+        task-index order; arrays by original name, an adapter's own LayerNorm
+        (if any) as .../adapters/LayerNorm/{gamma,beta}.
     """
     super().__init__(name=name)
     if not tasks:
@@ -132,7 +143,7 @@ class MultiTaskBert(tf.Module):
                 "intermediate": p + "intermediate/dense", "output": p + "output/dense"}
       frozen = {f"{k}/{v}": base[f"{n}/{v}"] for k, n in frozen.items()
                 for v in ("kernel", "bias")}
-      stacked = {}
+      stacked, adapter_layer_norm = {}, {}
       for scope in _ADAPTER_SCOPES:
         key = scope.replace("/", "_")
         for v in ("gamma", "beta"):
@@ -143,7 +154,16 @@ class MultiTaskBert(tf.Module):
                     "biases2": (h,)}
           for v in _ADAPTER_VARIABLES:
             stacked[f"{key}_adapters_{v}"] = stack(p + f"{scope}/adapters/{v}", shapes[v])
-      self.layers.append(_Layer(frozen, stacked, name=f"layer_{i}"))
+        # The adapter's own LayerNorm, where some task's has one (HyperFormer++);
+        # the others' rows stay 0 and are never selected.
+        inner = np.array([p + f"{scope}/adapters/LayerNorm/gamma" in t.arrays
+                          for t in tasks])
+        if inner.any():
+          adapter_layer_norm[key] = inner
+          for v in ("gamma", "beta"):
+            stacked[f"{key}_adapters_LayerNorm_{v}"] = stack(
+                p + f"{scope}/adapters/LayerNorm/{v}", (h,))
+      self.layers.append(_Layer(frozen, stacked, adapter_layer_norm, name=f"layer_{i}"))
     self.pooler = (_variable(base["bert/pooler/dense/kernel"], "pooler_kernel"),
                    _variable(base["bert/pooler/dense/bias"], "pooler_bias"))
     self.output_weights = _variable(stack("output_weights", (c, h)), "output_weights")
@@ -197,14 +217,28 @@ class MultiTaskBert(tf.Module):
                             s["output_LayerNorm_beta"], task_index)
 
   def _adapter(self, layer: _Layer, scope: str, h, task_index):
-    """adapter_layers.Adapter with each example's task weights; h: [batch, seq, hidden]."""
+    """adapter_layers.Adapter (or generated_adapter, for a task whose adapter has its own
+    LayerNorm) with each example's task weights; h: [batch, seq, hidden]."""
     if f"{scope}_adapters_weights1" not in layer.stacked:  # No task has this adapter.
       return h
     w1, b1, w2, b2 = (tf.gather(layer.stacked[f"{scope}_adapters_{v}"], task_index)
                       for v in _ADAPTER_VARIABLES)
     a = self._activation(tf.einsum("bsh,bhm->bsm", h, w1) + b1[:, tf.newaxis, :],
                          task_index)
-    return h + tf.einsum("bsm,bmh->bsh", a, w2) + b2[:, tf.newaxis, :]
+    projected = tf.einsum("bsm,bmh->bsh", a, w2)
+    houlsby = h + projected + b2[:, tf.newaxis, :]
+    if scope not in layer.adapter_layer_norm:  # No task's adapter has its own LayerNorm.
+      return houlsby
+    # adapter_layers.generated_adapter: the up-projection normalized, then added.
+    s = layer.stacked
+    up = projected + b2[:, tf.newaxis, :]
+    normalized = keras.ops.layer_normalization(
+        up, tf.gather(s[f"{scope}_adapters_LayerNorm_gamma"], task_index)[:, tf.newaxis, :],
+        tf.gather(s[f"{scope}_adapters_LayerNorm_beta"], task_index)[:, tf.newaxis, :],
+        axis=-1, epsilon=GENERATED_ADAPTER_EPSILON)
+    # A select, not arithmetic: a Houlsby task's rows stay as they were, bit for bit.
+    mine = tf.gather(layer.adapter_layer_norm[scope], task_index)
+    return tf.where(mine[:, tf.newaxis, tf.newaxis], h + normalized, houlsby)
 
   def _activation(self, x, task_index):
     """Each example's adapter activation (one op where all tasks share one)."""
