@@ -55,8 +55,8 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
   """
   config_path = posixpath.join(run_dir, run_config.RUN_CONFIG_FILE)
   if not tf.io.gfile.exists(config_path):
-    raise errors.UserError(f"not found: --multitask_run takes a run_multitask.py "
-                           f"output_dir", config_path)
+    raise errors.UserError("not found: --multitask_run takes a run_multitask.py "
+                           "output_dir", config_path)
   saved = input_files.read_json(config_path)
   if not isinstance(saved, dict) or saved.get("adapter_type") is None:
     raise errors.UserError("not a run_multitask.py run_config.json (it names no "

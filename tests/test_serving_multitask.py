@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text  # pylint: disable=unused-import  (the SavedModel's tokenizer ops)
+import tensorflow_text  # noqa: F401  Registers the SavedModel's tokenizer ops.
 from absl import flags
 
 from adapter_layers import AdapterConfig
