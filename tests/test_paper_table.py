@@ -1,7 +1,10 @@
 """scripts/paper_table.py: the commands it runs and what it reads back (no training here)."""
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -21,20 +24,63 @@ SETTINGS = dict(num_train_epochs=2.0, max_seq_length=32, train_batch_size=32,
                 eval_batch_size=64, seed=1, machine="test")
 
 
-def test_commands_differ_only_in_method_flags_and_learning_rate(paper_table):
-  def command(task, method):
-    return paper_table.run_command(".venv/bin/python", paper_table.TASKS[task],
-                                   paper_table.METHODS[method], SETTINGS, "models/minilm",
-                                   "data/wordnet", "out")
+def _command(paper_table, task, method):
+  return paper_table.run_command(".venv/bin/python", paper_table.TASKS[task],
+                                 paper_table.METHODS[method], SETTINGS, "models/minilm",
+                                 "data/wordnet", "out")
 
-  pair = command("wordnet_example", "top_layers_3")
+
+def _rate(command):
+  (rate,) = [a for a in command if a.startswith("--learning_rate=")]
+  return float(rate.partition("=")[2])
+
+
+def test_commands_differ_only_in_method_flags_and_learning_rate(paper_table):
+  pair = _command(paper_table, "wordnet_example", "top_layers_3")
   assert "--text_a_column=gloss" in pair and "--text_b_column=example" in pair
   assert "--train_mode=top_layers:3" in pair and "--adapter_size=0" in pair
-  assert "--learning_rate=0.0001" in pair and "--data_dir=data/wordnet/wordnet_example" in pair
-  shared = set(command("wordnet_lexname", "adapters_8"))
+  assert "--learning_rate=5e-05" in pair and "--data_dir=data/wordnet/wordnet_example" in pair
+  shared = set(_command(paper_table, "wordnet_lexname", "adapters_8"))
   for method in paper_table.METHODS.values():
-    varying = set(command("wordnet_lexname", method.name)) - shared
+    varying = set(_command(paper_table, "wordnet_lexname", method.name)) - shared
     assert varying <= set(method.flags) | {f"--learning_rate={method.learning_rate:g}"}
+
+
+def test_learning_rate_is_per_method_with_per_task_overrides(paper_table):
+  # wordnet_lexname: the method defaults. wordnet_example (pair task): lower rates, the
+  # head keeps its own.
+  expected = {"wordnet_lexname": {"adapters_8": 1e-3, "adapters_64": 1e-3, "full": 1e-4,
+                                  "top_layers_3": 1e-4, "layer_norm": 3e-3, "head": 3e-3},
+              "wordnet_example": {"adapters_8": 3e-4, "adapters_64": 3e-4, "full": 5e-5,
+                                  "top_layers_3": 5e-5, "layer_norm": 1e-3, "head": 3e-3}}
+  for task, rates in expected.items():
+    for method, rate in rates.items():
+      assert paper_table.learning_rate(paper_table.TASKS[task],
+                                       paper_table.METHODS[method]) == rate
+      assert _rate(_command(paper_table, task, method)) == rate
+  assert paper_table.TASKS["wordnet_lexname"].learning_rates == {}
+  assert set(paper_table.TASKS["wordnet_example"].learning_rates) <= set(paper_table.METHODS)
+
+
+def test_dry_run_prints_per_task_rates_and_what_merge_keeps(tmp_path):
+  results_json = tmp_path / "table.json"
+  results_json.write_text(json.dumps({"settings": dict(SETTINGS, eval_batch_size=64), "runs": [
+      _fake_run("wordnet_lexname", "full", 1e-4, 0.85),
+      _fake_run("wordnet_example", "full", 1e-4, 0.5)]}))
+
+  def dry_run(*args):
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "paper_table.py"), "--dry_run",
+         "--tasks=wordnet_example", "--methods=adapters_64,full,head", "--machine=test",
+         f"--results_json={results_json}", *args],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+
+  out = dry_run("--merge")
+  commands = [line.split() for line in out if not line.startswith("#")]
+  assert [_rate(c) for c in commands] == [3e-4, 5e-5, 3e-3]
+  assert all("--data_dir=data/wordnet/wordnet_example" in c for c in commands)
+  assert out[-1] == "# --merge keeps 1 runs of {}: wordnet_lexname/full".format(results_json)
+  assert dry_run() == out[:-1]  # Without --merge nothing is kept.
 
 
 def test_reads_log_counts_and_eval_results(paper_table):
@@ -50,16 +96,79 @@ def test_reads_log_counts_and_eval_results(paper_table):
           "eval_accuracy": 0.853, "eval_loss": 0.445, "global_step": 250.0}
 
 
-def test_markdown_table_rows_and_delta_to_full(paper_table):
-  def run(method, accuracy, trainable):
-    return dict(task="wordnet_lexname", method=method, eval_accuracy=accuracy,
-                trainable=trainable, total=1000, trained_share=trainable / 1000,
-                wall_seconds=12.4)
+def _fake_run(task, method, rate, accuracy, trainable=1000):
+  return dict(task=task, method=method, learning_rate=rate, command=["run", task, method],
+              eval_accuracy=accuracy, eval_loss=0.5, global_step=250, total=1000, adapter=0,
+              trainable=trainable, trained_share=trainable / 1000, wall_seconds=12.4)
 
+
+def test_markdown_table_rows_and_delta_to_full(paper_table):
   table = paper_table.markdown_table({"settings": SETTINGS, "runs": [
-      run("adapters_64", 0.853, 26), run("full", 0.861, 1000)]})
+      _fake_run("wordnet_lexname", "adapters_64", 1e-3, 0.853, 26),
+      _fake_run("wordnet_lexname", "full", 1e-4, 0.861)]})
   lines = table.splitlines()
   assert len(lines) == 4  # Header, rule, one row per method, in METHODS order.
+  assert lines[0].startswith("| method | learning rate | trained params (share) |")
   assert lines[2].startswith("| adapters, size 64") and "| 0.853 | -0.8 | 12 s |" in lines[2]
-  assert "26 (2.60%)" in lines[2]
+  assert "| 0.001 | 26 (2.60%) |" in lines[2]
   assert lines[3].startswith("| full fine-tuning") and "| 0.861 |  | 12 s |" in lines[3]
+
+
+def test_markdown_table_has_a_rate_column_per_task_where_rates_differ(paper_table):
+  table = paper_table.markdown_table({"settings": SETTINGS, "runs": [
+      _fake_run("wordnet_example", "adapters_64", 3e-4, 0.675, 26),
+      _fake_run("wordnet_lexname", "adapters_64", 1e-3, 0.853, 26),
+      _fake_run("wordnet_lexname", "full", 1e-4, 0.851)]})
+  lines = table.splitlines()
+  assert lines[0] == (
+      "| method | trained params (share) | wordnet_lexname learning rate | "
+      "wordnet_lexname dev acc. | wordnet_lexname Δ vs full | wordnet_lexname wall | "
+      "wordnet_example learning rate | wordnet_example dev acc. | wordnet_example Δ vs full | "
+      "wordnet_example wall |")
+  assert lines[2] == ("| adapters, size 64 (+ LayerNorms + head) | 26 (2.60%) | 0.001 | 0.853 | "
+                      "+0.2 | 12 s | 0.0003 | 0.675 |  | 12 s |")
+  # A method not run on a task leaves that task's cells empty.
+  assert lines[3] == ("| full fine-tuning | 1,000 (100.00%) | 0.0001 | 0.851 |  | 12 s "
+                      "|  |  |  |  |")
+
+
+def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(paper_table, tmp_path):
+  settings = dict(SETTINGS)
+  old_runs = [_fake_run(t, m, r, a) for t, m, r, a in (
+      ("wordnet_lexname", "adapters_64", 1e-3, 0.853), ("wordnet_lexname", "full", 1e-4, 0.851),
+      ("wordnet_example", "adapters_64", 1e-3, 0.500), ("wordnet_example", "full", 1e-4, 0.500))]
+  results_json, results_md = tmp_path / "docs" / "table.json", tmp_path / "docs" / "table.md"
+  results_json.parent.mkdir()
+  results_json.write_text(json.dumps({"settings": settings, "runs": old_runs}))
+  plan = [(task, method, f"out/{task}/{method}",
+           _command(paper_table, task, method))
+          for task in ["wordnet_example"] for method in ["full", "adapters_64"]]
+  ran = []
+
+  def fake_run(command, output_dir):
+    ran.append((command, output_dir))
+    return {k: v for k, v in _fake_run("", "", 0, 0.6 + 0.05 * len(ran)).items()
+            if k not in ("task", "method", "learning_rate", "command")}
+
+  keep = paper_table.kept_runs(str(results_json), settings,
+                               {(task, method) for task, method, *_ in plan})
+  assert keep == old_runs[:2]
+  results = paper_table.sweep(plan, settings, str(results_json), str(results_md), keep,
+                              run=fake_run, root=str(tmp_path))
+  assert [c for c, _ in ran] == [command for *_, command in plan]
+  assert [d for _, d in ran] == [str(tmp_path / "out/wordnet_example/full"),
+                                 str(tmp_path / "out/wordnet_example/adapters_64")]
+  written = json.loads(results_json.read_text())
+  assert written == results
+  # Kept runs first and untouched; new runs in table order, each with its own rate.
+  assert written["runs"][:2] == old_runs[:2]
+  assert [(r["task"], r["method"], r["learning_rate"], r["eval_accuracy"])
+          for r in written["runs"][2:]] == [("wordnet_example", "adapters_64", 3e-4, 0.7),
+                                            ("wordnet_example", "full", 5e-5, 0.65)]
+  md = results_md.read_text()
+  assert "| 0.0003 | 0.700 | +5.0 | 12 s |" in md and "wordnet_lexname learning rate" in md
+  assert "| 0.001 | 0.853 | +0.2 | 12 s |" in md
+  # Other settings refuse to merge; a missing file keeps nothing.
+  with pytest.raises(paper_table.app.UsageError, match="settings"):
+    paper_table.kept_runs(str(results_json), dict(settings, seed=2), set())
+  assert paper_table.kept_runs(str(tmp_path / "missing.json"), settings, set()) == []
