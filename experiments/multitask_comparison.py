@@ -10,7 +10,9 @@ and the four WordNet tasks (data/wordnet):
   shared       run_multitask.py --adapter_type=shared: one adapter set and
                LayerNorms for all tasks, a head each;
   hyperformer  run_multitask.py --adapter_type=hyperformer: HyperFormer++
-               (Mahabadi et al., 2021), the encoder frozen.
+               (Mahabadi et al., 2021), the encoder frozen;
+  hyperformer_ln  the same with BERT's LayerNorms trained too
+               (--train_mode=layer_norm), as houlsby and shared train them.
 Every run sees the same examples: --num_train_epochs of each task's training
 set (the multi-task runs sample them at --sampling_temperature). Each run is a
 subprocess in its own directory (OUTPUT_DIR/METHOD/seed-N[/TASK]) with its log
@@ -38,7 +40,7 @@ from experiments import tables
 from storage import input_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-METHODS = ("houlsby", "shared", "hyperformer")
+METHODS = ("houlsby", "shared", "hyperformer", "hyperformer_ln")
 
 # name -> (text_a_column, text_b_column): data/wordnet's tasks.
 WORDNET_TASKS = {"wordnet_lexname": ("sentence", ""), "wordnet_pos": ("sentence", ""),
@@ -55,7 +57,7 @@ def define_flags(flag_values=flags.FLAGS):
   fv = dict(flag_values=flag_values)
   flags.DEFINE_string("output_dir", None, "Where the runs and the tables go.", **fv)
   flags.DEFINE_list("seeds", ["1", "2"], "Seeds (each method runs once per seed).", **fv)
-  flags.DEFINE_list("methods", list(METHODS), "Methods: houlsby, shared, hyperformer.", **fv)
+  flags.DEFINE_list("methods", list(METHODS), "Methods: " + ", ".join(METHODS) + ".", **fv)
   flags.DEFINE_string("model_dir", os.path.join(ROOT, "models", "minilm"), "The base: "
                       "bert_config.json, vocab.txt, bert_model.ckpt.", **fv)
   flags.DEFINE_string("data_root", os.path.join(ROOT, "data", "wordnet"), "Holds the "
@@ -70,7 +72,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("train_batch_size", 32, "Batch size.", **fv)
   flags.mark_flag_as_required("output_dir", flag_values=flag_values)
   flags.register_validator("methods", lambda v: set(v) <= set(METHODS),
-                           "methods: houlsby, shared, hyperformer", flag_values=flag_values)
+                           "methods: " + ", ".join(METHODS), flag_values=flag_values)
 
 
 def _common(F, seed) -> Dict[str, object]:
@@ -100,13 +102,16 @@ def commands(F, method: str, seed: int) -> List[tuple]:
           [python, os.path.join(ROOT, "run_classifier.py")], settings,
           os.path.join(base_dir, task))))
     return out
+  adapter_type = "shared" if method == "shared" else "hyperformer"
   settings = dict(
-      _common(F, seed), adapter_type=method, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
+      _common(F, seed), adapter_type=adapter_type, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
       data_dir=",".join(os.path.join(F.data_root, t) for t in WORDNET_TASKS),
       text_a_column=",".join(a for a, _ in WORDNET_TASKS.values()),
       text_b_column=",".join(b for _, b in WORDNET_TASKS.values()),
       sampling_temperature=F.sampling_temperature,
       adapter_size=F.adapter_size if method == "shared" else F.hyperformer_adapter_size)
+  if method == "hyperformer_ln":
+    settings["train_mode"] = "layer_norm"
   return [(base_dir, runs.command([python, os.path.join(ROOT, "run_multitask.py")],
                                   settings, base_dir))]
 

@@ -29,6 +29,9 @@ def test_commands_give_every_method_the_same_tasks_and_budget():
   assert args["text_a_column"] == "sentence,sentence,gloss,word_a"
   assert args["text_b_column"] == ",,example,word_b"
   assert args["num_train_epochs"] == "0.5" and args["learning_rate"] == "0.0003"
+  assert "--train_mode=layer_norm" not in hyper
+  [(_, with_ln)] = comparison.commands(F, "hyperformer_ln", 1)
+  assert "--adapter_type=hyperformer" in with_ln and "--train_mode=layer_norm" in with_ln
   [(_, shared)] = comparison.commands(F, "shared", 1)
   assert "--adapter_size=64" in shared and "--adapter_type=shared" in shared
 
