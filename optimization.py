@@ -96,9 +96,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     task_row_variables: names (as matched above) of variables whose first
       axis is a task (multi-task heads, task embeddings): a row whose gradient
       is all zero (its task was not in the batch) keeps its value and its
-      moments, as the multi-task reference code's per-task parameters, which
-      get no gradient then and which its optimizer skips. Keras has no such
-      lazy update, hence this one.
+      moments, as PyTorch's optimizers skip a per-task parameter that got no
+      gradient in a step. Keras has no such lazy update, hence this one.
   """
 
   def __init__(self,
