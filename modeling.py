@@ -36,12 +36,12 @@ _PACKAGE = "adapter_bert"
 NO_ADAPTERS = AdapterConfig(size=0)
 
 # The TF1 scope of the adapter after each sub-layer (adapter-bert's names).
-_ADAPTER_SCOPES = {"attention": "attention/output", "feed_forward": "output"}
+ADAPTER_SCOPES = {"attention": "attention/output", "feed_forward": "output"}
 
 
 def adapter_scopes(adapter_config: AdapterConfig) -> Tuple[str, ...]:
   """The TF1 scopes, under each `bert/encoder/layer_N`, of a model's adapters."""
-  return tuple(_ADAPTER_SCOPES[s] for s in adapter_config.sublayers)
+  return tuple(ADAPTER_SCOPES[s] for s in adapter_config.sublayers)
 
 
 @dataclasses.dataclass

@@ -156,7 +156,9 @@ def main(argv, flag_values=None):
   hyper_config = hyperformer_config(F)
   base = options.read_base(F.bert_config_file, F.vocab_file, F.do_lower_case,
                            F.max_seq_length)
-  examples = {t.name: t.read(F.do_train, F.do_eval, F.do_predict) for t in tasks}
+  examples = {t.name: run_classifier.read_examples(t.processor, t.data_dir, F.do_train,
+                                                  F.do_eval, F.do_predict)
+              for t in tasks}
   heads = [t.head() for t in tasks]
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                          do_lower_case=F.do_lower_case)

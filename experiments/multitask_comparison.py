@@ -132,6 +132,11 @@ def run_once(output_dir: str, cmd: Sequence[str]) -> dict:
   return record
 
 
+def _eval_results(output_dir: str) -> Dict[str, float]:
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    return runs.parse_eval_results(f.read())
+
+
 def rows_of(records: Mapping[tuple, dict]) -> List[dict]:
   """One row per (method, task): accuracy per seed, mean, std."""
   rows = []
@@ -185,16 +190,14 @@ def main(argv, flag_values=None):
         base = adapter_bank.base_parameter_count(
             input_files.read_json(os.path.join(F.model_dir, "bert_config.json")))
         for (output_dir, _), task in zip(done, WORDNET_TASKS):
-          metrics = runs.parse_eval_results(open(os.path.join(output_dir,
-                                                              "eval_results.txt")).read())
-          records[(method, seed, task)] = {"accuracy": metrics["eval_accuracy"]}
+          records[(method, seed, task)] = {
+              "accuracy": _eval_results(output_dir)["eval_accuracy"]}
         records[(method, seed, "params")] = {
             "trained_per_task": round(sum(trained) / len(trained)),
             "total_multiple": (base + sum(trained)) / base}
       else:
         output_dir, record = done[0]
-        metrics = runs.parse_eval_results(open(os.path.join(output_dir,
-                                                            "eval_results.txt")).read())
+        metrics = _eval_results(output_dir)
         for task in WORDNET_TASKS:
           records[(method, seed, task)] = {"accuracy": metrics[f"{task}/eval_accuracy"]}
         records[(method, seed, "params")] = {

@@ -21,7 +21,6 @@ adapters then start near the identity, as a Houlsby adapter at init scale 1e-3.
 """
 
 import dataclasses
-import json
 import math
 from typing import Dict, List, Tuple
 
@@ -67,9 +66,6 @@ class HyperFormerConfig:
     if unknown:
       raise ValueError(f"unknown hyperformer config keys: {sorted(unknown)}")
     return cls(**d)
-
-  def to_json_string(self) -> str:
-    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 def _normal(stddev: float):

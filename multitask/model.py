@@ -140,11 +140,10 @@ class MultiTaskClassifier(keras.Model):
     """
     if self.hypernetwork is None:
       raise ValueError("only a HyperFormer++ model generates adapters")
-    scopes = {"attention": "attention/output", "feed_forward": "output"}
     arrays = {}
     for i, layer in enumerate(self.hypernetwork(tf.constant(task, tf.int32))):
       for position, weights in layer.items():
-        prefix = f"bert/encoder/layer_{i}/{scopes[position]}/adapters"
+        prefix = f"bert/encoder/layer_{i}/{modeling.ADAPTER_SCOPES[position]}/adapters"
         for name, value in weights._asdict().items():
           key = f"LayerNorm/{name}" if name in ("gamma", "beta") else name
           arrays[f"{prefix}/{key}"] = keras.ops.convert_to_numpy(value)

@@ -11,7 +11,7 @@ GLUE task's lower-case name, or a tsv task's data directory's base name.
 import dataclasses
 import posixpath
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from classification import processors
 import errors
@@ -35,14 +35,6 @@ class Task:
   def head(self) -> TaskHead:
     labels = () if self.is_regression else tuple(self.processor.get_labels())
     return TaskHead(self.name, labels, self.is_regression)
-
-  def read(self, do_train: bool, do_eval: bool, do_predict: bool) -> Dict[str, Optional[list]]:
-    """Every split the run needs, read up front (bad data fails before any output)."""
-    return {
-        "train": self.processor.get_train_examples(self.data_dir) if do_train else None,
-        "eval": self.processor.get_dev_examples(self.data_dir) if do_eval else None,
-        "predict": self.processor.get_test_examples(self.data_dir) if do_predict else None,
-    }
 
 
 def _per_task(flag: str, values: Sequence[str], count: int) -> List[str]:

@@ -6,7 +6,6 @@ A(x) = LN_t(U(GeLU(D x))) + x), recomputed in NumPy; tests/numpy_bert.py for
 the encoder; hand arithmetic for sampling proportions and parameter counts.
 """
 
-import logging as py_logging
 import os
 
 import numpy as np
@@ -25,6 +24,7 @@ from multitask.model import MultiTaskClassifier, TaskHead
 import numpy_bert
 import optimization
 import run_multitask
+import test_run_classifier
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,31 +38,9 @@ TASKS = dict(task_name="mrpc,sst-2,sts-b,tsv",
 TASK_NAMES = ("mrpc", "sst-2", "sts-b", "tsv_example")
 
 
-class _Records(py_logging.Handler):
-  def __init__(self):
-    super().__init__(py_logging.INFO)
-    self.messages = []
-
-  def emit(self, record):
-    self.messages.append(record.getMessage())
-
-
 def run_main(**flag_values):
-  """Parses `--name=value` flags with absl and runs run_multitask.main; returns log lines."""
-  argv = ["run_multitask.py"] + [
-      f"--{k}" if v is True else f"--no{k}" if v is False else f"--{k}={v}"
-      for k, v in flag_values.items() if v is not None]
-  fv = flags.FlagValues()
-  run_multitask.define_flags(fv)
-  fv(argv)
-  handler = _Records()
-  logger = py_logging.getLogger("absl")
-  logger.addHandler(handler)
-  try:
-    run_multitask.main([], fv)
-  finally:
-    logger.removeHandler(handler)
-  return handler.messages
+  """run_multitask.main with these flags, as test_run_classifier runs its script."""
+  return test_run_classifier.run_main(script=run_multitask, **flag_values)
 
 
 @pytest.fixture(scope="module")

@@ -44,19 +44,20 @@ class _Records(py_logging.Handler):
     self.messages.append(record.getMessage())
 
 
-def run_main(**flag_values):
-  """Parses `--name=value` flags with absl and runs run_classifier.main; returns log lines."""
-  argv = ["run_classifier.py"] + [
+def run_main(script=run_classifier, **flag_values):
+  """Parses `--name=value` flags with absl and runs `script`.main (run_classifier.py's,
+  or another entry point with the same define_flags / main); returns log lines."""
+  argv = ["script"] + [
       f"--{k}" if v is True else f"--no{k}" if v is False else f"--{k}={v}"
       for k, v in flag_values.items() if v is not None]
   fv = flags.FlagValues()
-  run_classifier.define_flags(fv)
+  script.define_flags(fv)
   fv(argv)
   handler = _Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(handler)
   try:
-    run_classifier.main([], fv)
+    script.main([], fv)
   finally:
     logger.removeHandler(handler)
   return handler.messages

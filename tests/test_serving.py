@@ -334,7 +334,7 @@ def test_multitask_model_compiles_with_xla(bank):
   assert not eager[task_index == 2, 1:].any()  # The regression head's padding.
 
 
-def _export_error(capsys, **flag_values):
+def export_error(capsys, **flag_values):
   """Runs the command's main as its entry point does; returns the ERROR line."""
   fv = flags.FlagValues()
   serving_export.define_flags(fv)
@@ -349,19 +349,19 @@ def _export_error(capsys, **flag_values):
 
 def test_user_errors(base, runs, tmp_path, capsys):
   out = str(tmp_path / "out")
-  assert "not an adapter bank" in _export_error(capsys, bank=tmp_path / "none",
+  assert "not an adapter bank" in export_error(capsys, bank=tmp_path / "none",
                                                 export_dir=out)
   bank = _make_bank(str(tmp_path / "bank"), base, runs, names=["sst2"])
   os.makedirs(os.path.join(bank, "tasks", "empty"))
-  assert "task 'empty' has no adapter_weights.safetensors" in _export_error(
+  assert "task 'empty' has no adapter_weights.safetensors" in export_error(
       capsys, bank=bank, export_dir=out)
   shutil.rmtree(os.path.join(bank, "tasks", "empty"))
-  message = _export_error(capsys, bank=bank, export_dir=out, tasks="sst2,qqp")
+  message = export_error(capsys, bank=bank, export_dir=out, tasks="sst2,qqp")
   assert "no task 'qqp'" in message and "it has: sst2" in message
   # Another base than the bank's (same shapes, other weights).
   other = tiny_bert.write_google_dir(str(tmp_path / "other"), config=dict(
       tiny_bert.TINY_CONFIG, vocab_size=120), seed=7)[2]
-  assert "are not the bank's base" in _export_error(capsys, bank=bank, export_dir=out,
+  assert "are not the bank's base" in export_error(capsys, bank=bank, export_dir=out,
                                                     init_checkpoint=other)
   # A task file trained on another base.
   path = os.path.join(bank, "tasks", "sst2", adapter_weights.WEIGHTS_FILE)
@@ -370,6 +370,6 @@ def test_user_errors(base, runs, tmp_path, capsys):
   fingerprint = adapter_weights.read_adapter_header(path)["base_fingerprint"]
   with open(path, "wb") as f:
     f.write(blob.replace(fingerprint.encode(), b"0" * len(fingerprint)))
-  assert "task 'sst2' was trained on another base model" in _export_error(
+  assert "task 'sst2' was trained on another base model" in export_error(
       capsys, bank=bank, export_dir=out)
   assert not os.path.exists(out)

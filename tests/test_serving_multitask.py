@@ -22,7 +22,6 @@ from absl import flags
 from adapter_layers import AdapterConfig
 from checkpoints import adapter_weights
 from checkpoints import checkpoint_io
-import errors
 import modeling
 from multitask import model as multitask_model
 from multitask import tasks as multitask_tasks
@@ -32,6 +31,7 @@ from runtime import model_setup
 from serving import export as serving_export
 from serving import multitask
 from serving import multitask_run
+from test_serving import export_error
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -240,19 +240,6 @@ def test_houlsby_and_hyperformer_tasks_mix_per_example(runs):
                 alone["hyperformer"](inputs, index).numpy()).max() > 1e-3
 
 
-def _export_error(capsys, **flag_values):
-  """Runs the command's main as its entry point does; returns the ERROR line."""
-  fv = flags.FlagValues()
-  serving_export.define_flags(fv)
-  fv(["export"] + [f"--{k}={v}" for k, v in flag_values.items()])
-  with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(lambda argv: serving_export.main(argv, fv))(["export"])
-  assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS
-  lines = capsys.readouterr().err.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
-  return lines[0]
-
-
 def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   run = runs["shared"]
   # --tasks: those tasks, in the run's order, with the results of the full export.
@@ -280,13 +267,13 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
     serving_export.define_flags(fv)
     with pytest.raises(flags.IllegalFlagValueError, match="exactly one"):
       fv(["export", f"--export_dir={export_dir}"] + [f"--{k}={v}" for k, v in given.items()])
-  message = _export_error(capsys, multitask_run=tmp_path / "none", export_dir=export_dir)
+  message = export_error(capsys, multitask_run=tmp_path / "none", export_dir=export_dir)
   assert "none/run_config.json: not found" in message
-  message = _export_error(capsys, multitask_run=run, export_dir=export_dir, tasks="mrpc,qqp")
+  message = export_error(capsys, multitask_run=run, export_dir=export_dir, tasks="mrpc,qqp")
   assert "no task 'qqp'" in message and "it has: mrpc, sts-b, tsv_example" in message
   # Another base than the run's (same shapes, other weights).
   other = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=7)[2]
-  message = _export_error(capsys, multitask_run=run, export_dir=export_dir,
+  message = export_error(capsys, multitask_run=run, export_dir=export_dir,
                           init_checkpoint=other)
   assert "adapter_weights.safetensors: these adapter weights were trained on another base" \
       in message
@@ -294,10 +281,10 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   lone = tmp_path / "lone"
   lone.mkdir()
   (lone / "run_config.json").write_text(json.dumps({"bert_config": {}}))
-  assert "not a run_multitask.py run_config.json" in _export_error(
+  assert "not a run_multitask.py run_config.json" in export_error(
       capsys, multitask_run=lone, export_dir=export_dir)
   with open(os.path.join(run, "run_config.json")) as f:
     (lone / "run_config.json").write_text(f.read())
-  assert "adapter_model/adapter_weights.safetensors: not found" in _export_error(
+  assert "adapter_model/adapter_weights.safetensors: not found" in export_error(
       capsys, multitask_run=lone, export_dir=export_dir)
   assert not os.path.exists(export_dir)
