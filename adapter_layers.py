@@ -49,11 +49,15 @@ class AdapterConfig:
     placement: "both" (an adapter after the attention and one after the
       feed-forward sub-layer of every layer), "attention" or "feed_forward"
       (after that sub-layer only).
+    layer_norm: the adapter normalizes its up-projection with a LayerNorm of
+      its own before the residual add (HyperFormer++'s adapter, Mahabadi et
+      al. 2021, whose weights a hypernetwork makes); Houlsby's has none.
   """
   size: int = 64
   init_scale: float = 1e-3
   activation: str = "gelu"
   placement: str = "both"
+  layer_norm: bool = False
 
   def __post_init__(self):
     if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
@@ -66,6 +70,8 @@ class AdapterConfig:
     if self.placement not in PLACEMENTS:
       raise ValueError(f"adapter placement must be one of {list(PLACEMENTS)}, "
                        f"got {self.placement!r}")
+    if not isinstance(self.layer_norm, bool):
+      raise ValueError(f"adapter layer_norm must be true or false, got {self.layer_norm!r}")
 
   @property
   def enabled(self) -> bool:
@@ -80,11 +86,12 @@ class AdapterConfig:
 
   def to_dict(self) -> dict:
     d = dataclasses.asdict(self)
-    # Only where it is not the default: run_config.json and adapter files of
-    # two-adapter models stay as they were before placement existed, so they
-    # compare equal to older ones (from_dict reads a missing key as "both").
-    if d["placement"] == "both":
-      del d["placement"]
+    # Only where they are not the default: run_config.json and adapter files
+    # of Houlsby models stay as they were before these keys existed, so they
+    # compare equal to older ones (from_dict reads a missing key as the default).
+    for key, default in (("placement", "both"), ("layer_norm", False)):
+      if d[key] == default:
+        del d[key]
     return d
 
   @classmethod
@@ -98,31 +105,102 @@ class AdapterConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
+# The epsilon of an adapter's own LayerNorm: torch's default, as HyperFormer's
+# code. A generated gamma starts near 0, so such an adapter starts near the identity.
+ADAPTER_LAYER_NORM_EPSILON = 1e-5
+
+
+class AdapterWeights(NamedTuple):
+  """One adapter's weights, as a layer's variables or as tensors made elsewhere.
+
+  weights1 [hidden, m], biases1 [m] or [1, m], weights2 [m, hidden], biases2
+  [hidden] or [1, hidden]: the down and up projections; layer_norm: () or
+  (gamma [hidden], beta [hidden]), the adapter's own LayerNorm
+  (AdapterConfig.layer_norm). With a leading batch axis on every array
+  (weights1 [batch_size, hidden, m], biases1 [batch_size, m], ...), each
+  example of a batch has its own adapter: how one model serves many tasks.
+  """
+  weights1: tf.Tensor
+  biases1: tf.Tensor
+  weights2: tf.Tensor
+  biases2: tf.Tensor
+  layer_norm: tuple = ()
+
+  @property
+  def per_example(self) -> bool:
+    return len(self.weights1.shape) == 3
+
+  def by_tf1_name(self) -> dict:
+    """Its arrays by their names under the adapter's TF1 scope (adapter-bert's
+    `.../adapters/weights1`, ...; the own LayerNorm's `.../adapters/LayerNorm/gamma`)."""
+    names = {"weights1": self.weights1, "biases1": self.biases1,
+             "weights2": self.weights2, "biases2": self.biases2}
+    if self.layer_norm:
+      names.update({"LayerNorm/gamma": self.layer_norm[0], "LayerNorm/beta": self.layer_norm[1]})
+    return names
+
+
+def apply_adapter(tokens, weights: AdapterWeights, activation: str = "gelu",
+                  batch_size=None):
+  """`x + W2 · act(W1 · x + b1) + b2`, the up-projection first normalized where
+  the adapter has its own LayerNorm (`x + LN(W2 · act(W1 · x + b1) + b2)`).
+
+  Args:
+    tokens: float Tensor [batch_size, seq_length, hidden] or [batch_size *
+      seq_length, hidden]. Shared weights multiply it as one [tokens, hidden]
+      matrix: a 3-D tensor times a 2-D kernel broadcasts into BatchMatMulV2,
+      whose gradients took about twice as long on the project's 2-core CPU.
+    weights: AdapterWeights, per example (leading batch axis) or not.
+    activation: the bottleneck's non-linearity (get_activation).
+    batch_size: scalar, needed for per-example weights.
+  Returns:
+    float Tensor of the shape of `tokens`.
+  """
+  hidden = weights.weights1.shape[-2]
+  if weights.per_example:  # [batch, seq, hidden] times [batch, hidden, m].
+    x = tf.reshape(tokens, [batch_size, -1, hidden])
+    bias = lambda b: b[:, tf.newaxis, :] if len(b.shape) == 2 else b
+  else:
+    x = tf.reshape(tokens, [-1, hidden])
+    bias = lambda b: b
+  h = get_activation(activation)(tf.matmul(x, weights.weights1) + bias(weights.biases1))
+  up = tf.matmul(h, weights.weights2)
+  if weights.layer_norm:
+    gamma, beta = (bias(v) for v in weights.layer_norm)
+    y = x + keras.ops.layer_normalization(up + bias(weights.biases2), gamma, beta, axis=-1,
+                                          epsilon=ADAPTER_LAYER_NORM_EPSILON)
+  else:
+    y = x + up + bias(weights.biases2)
+  return tf.reshape(y, tf.shape(tokens))
+
+
 @keras.saving.register_keras_serializable(package="adapter_bert")
 class Adapter(keras.layers.Layer):
   """`x + W2 · act(W1 · x + b1) + b2`: the bottleneck adapter of Houlsby et al.
 
-  No dropout and no normalization inside, as in google-research/adapter-bert.
+  No dropout and no normalization inside, as in google-research/adapter-bert
+  (unless `layer_norm`: HyperFormer++'s adapter, see AdapterConfig).
   Weight names follow the original checkpoints
-  (`.../adapters/{weights1,biases1,weights2,biases2}`).
+  (`.../adapters/{weights1,biases1,weights2,biases2}`, and
+  `.../adapters/LayerNorm/{gamma,beta}` for the adapter's own LayerNorm).
 
   Call arguments:
-    inputs: float Tensor of shape [batch_size, seq_length, hidden_size].
+    inputs: float Tensor of shape [..., hidden_size].
   Returns:
     float Tensor of the same shape.
   """
 
   def __init__(self, size: int = 64, init_scale: float = 1e-3,
-               activation: str = "gelu", **kwargs):
+               activation: str = "gelu", layer_norm: bool = False, **kwargs):
     kwargs.setdefault("name", "adapters")
     super().__init__(**kwargs)
-    AdapterConfig(size, init_scale, activation)  # Validates the arguments.
+    AdapterConfig(size, init_scale, activation, layer_norm=layer_norm)  # Validates them.
     if size == 0:
       raise ValueError("an Adapter layer needs size > 0; size 0 means no adapter layer")
     self.size = size
     self.init_scale = init_scale
     self.activation = activation
-    self._activation_fn = get_activation(activation)
+    self.layer_norm = layer_norm
 
   def build(self, input_shape):
     hidden_size = input_shape[-1]
@@ -135,59 +213,26 @@ class Adapter(keras.layers.Layer):
         name="weights2", shape=(self.size, hidden_size), initializer=init)
     self.biases2 = self.add_weight(
         name="biases2", shape=(1, hidden_size), initializer="zeros")
+    if self.layer_norm:
+      # gamma 0: a new adapter is the identity, as HyperFormer++'s generated
+      # gamma starts near 0 (Houlsby's adapter starts near it by init_scale).
+      self.gamma = self.add_weight(name="gamma", shape=(hidden_size,), initializer="zeros")
+      self.beta = self.add_weight(name="beta", shape=(hidden_size,), initializer="zeros")
+
+  def adapter_weights(self) -> AdapterWeights:
+    """Its variables as AdapterWeights."""
+    return AdapterWeights(self.weights1, self.biases1, self.weights2, self.biases2,
+                          (self.gamma, self.beta) if self.layer_norm else ())
 
   def call(self, inputs):
-    # One 2-D product over all tokens: tf.matmul of a [batch, seq, hidden]
-    # tensor by a 2-D kernel broadcasts into BatchMatMulV2, whose gradients
-    # took about twice as long on the project's 2-core CPU.
-    x = tf.reshape(inputs, [-1, self.weights1.shape[0]])
-    h = self._activation_fn(tf.matmul(x, self.weights1) + self.biases1)
-    y = x + tf.matmul(h, self.weights2) + self.biases2
-    return tf.reshape(y, tf.shape(inputs))
+    return apply_adapter(inputs, self.adapter_weights(), self.activation)
+
+  def tf1_variable_names(self) -> dict:
+    """Its variables by their names under the adapter's TF1 scope."""
+    return self.adapter_weights().by_tf1_name()
 
   def get_config(self):
     config = super().get_config()
     config.update(size=self.size, init_scale=self.init_scale,
-                  activation=self.activation)
+                  activation=self.activation, layer_norm=self.layer_norm)
     return config
-
-
-class GeneratedAdapter(NamedTuple):
-  """One adapter's weights made by a hypernetwork (multitask/hypernetwork.py).
-
-  weights1 [hidden, m], biases1 [m], weights2 [m, hidden], biases2 [hidden]:
-  the down and up projections; gamma, beta [hidden]: the adapter's own
-  task-conditional LayerNorm.
-  """
-  weights1: tf.Tensor
-  biases1: tf.Tensor
-  weights2: tf.Tensor
-  biases2: tf.Tensor
-  gamma: tf.Tensor
-  beta: tf.Tensor
-
-
-# The adapter LayerNorm's epsilon: torch's default, as HyperFormer's code. The
-# generated gamma starts near 0, so the adapter starts near the identity.
-GENERATED_ADAPTER_EPSILON = 1e-5
-
-
-def generated_adapter(inputs, weights: GeneratedAdapter):
-  """`x + LN(W2 · gelu(W1 · x + b1) + b2; gamma, beta)`: HyperFormer's adapter.
-
-  Mahabadi et al. (2021), A(x) = LN_t(U(GeLU(D(x)))) + x, with weights that are
-  tensors (generated per task), not variables of a layer.
-
-  Args:
-    inputs: float Tensor [..., hidden].
-  Returns:
-    float Tensor of the shape of `inputs`.
-  """
-  hidden = weights.weights1.shape[0]
-  x = tf.reshape(inputs, [-1, hidden])  # 2-D products, as Adapter.call.
-  h = gelu(tf.nn.bias_add(tf.matmul(x, weights.weights1),
-                                                weights.biases1))
-  up = tf.nn.bias_add(tf.matmul(h, weights.weights2), weights.biases2)
-  normalized = keras.ops.layer_normalization(up, weights.gamma, weights.beta, axis=-1,
-                                             epsilon=GENERATED_ADAPTER_EPSILON)
-  return tf.reshape(x + normalized, tf.shape(inputs))

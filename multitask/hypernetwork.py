@@ -11,8 +11,8 @@ between). Shared linear generators turn I into the adapter of that place:
     gamma = W_g I + b_g, beta = W_b I + b_b  (hidden),
 
 for the adapter A(x) = LN_t(U(GeLU(D x))) + x of the paper, whose LayerNorm
-has the generated, task-conditional gamma and beta (adapter_layers.
-generated_adapter). Everything here is shared by all tasks except the rows of
+has the generated, task-conditional gamma and beta (an adapter_layers.Adapter
+with its own LayerNorm, AdapterConfig.layer_norm). Everything here is shared by all tasks except the rows of
 the task-embedding table.
 
 Initialisation follows the authors' code: generators and projector dense
@@ -27,7 +27,8 @@ from typing import Dict, List, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_layers import GeneratedAdapter
+from adapter_layers import AdapterWeights
+from modeling import LayerTaskWeights
 
 # Adapter positions in a layer, in the order of their position embeddings.
 POSITIONS = ("attention", "feed_forward")
@@ -79,8 +80,8 @@ class AdapterHyperNetwork(keras.layers.Layer):
   Call arguments:
     task_index: int32 scalar Tensor, the task.
   Returns:
-    A list, one per Transformer layer, of {position: GeneratedAdapter}, the
-    position "attention" or "feed_forward".
+    A list, one per Transformer layer, of modeling.LayerTaskWeights holding
+    the task's adapter for each position (POSITIONS), with its own LayerNorm.
   """
 
   def __init__(self, config: HyperFormerConfig, num_tasks: int, num_layers: int,
@@ -130,13 +131,17 @@ class AdapterHyperNetwork(keras.layers.Layer):
         tf.broadcast_to(self.position_embeddings[tf.newaxis, :, :], [n, p, d])], axis=-1)
     return self.projector_output(self.projector_hidden(tf.reshape(inputs, [n * p, 3 * d])))
 
-  def call(self, task_index) -> List[Dict[str, GeneratedAdapter]]:
+  def call(self, task_index) -> List[LayerTaskWeights]:
     projected = self.projected(task_index)
-    generated = {name: tf.reshape(self.generators[name](projected),
-                                  (self.num_layers, len(POSITIONS)) + shape)
-                 for name, shape in self._shapes.items()}
-    return [{position: GeneratedAdapter(**{k: v[i, j] for k, v in generated.items()})
-             for j, position in enumerate(POSITIONS)}
+    g = {name: tf.reshape(self.generators[name](projected),
+                          (self.num_layers, len(POSITIONS)) + shape)
+         for name, shape in self._shapes.items()}
+    adapter = lambda i, j: AdapterWeights(g["weights1"][i, j], g["biases1"][i, j],
+                                          g["weights2"][i, j], g["biases2"][i, j],
+                                          (g["gamma"][i, j], g["beta"][i, j]))
+    # POSITIONS order: attention, feed_forward.
+    return [LayerTaskWeights(attention_adapters=(adapter(i, 0),),
+                             feed_forward_adapters=(adapter(i, 1),))
             for i in range(self.num_layers)]
 
   def variable_map(self, prefix: str) -> Dict[str, keras.Variable]:

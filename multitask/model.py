@@ -121,9 +121,9 @@ class MultiTaskClassifier(keras.Model):
   def call(self, inputs, training=None):
     task_index = tf.convert_to_tensor(inputs["task_index"], tf.int32)
     task = task_index[0]  # One task per batch (the class docstring).
-    generated = self.hypernetwork(task) if self.hypernetwork is not None else None
-    pooled = self.bert(inputs, training=training,
-                       generated_adapters=generated)["pooled_output"]
+    generated = (modeling.EncoderTaskWeights(tuple(self.hypernetwork(task)))
+                 if self.hypernetwork is not None else None)
+    pooled = self.bert(inputs, training=training, task_weights=generated)["pooled_output"]
     pooled = self.dropout(pooled, training=training)
     logits = tf.matmul(pooled, tf.gather(self.output_weights, task), transpose_b=True)
     logits = tf.cast(logits + tf.gather(self.output_bias, task), tf.float32)
@@ -131,22 +131,26 @@ class MultiTaskClassifier(keras.Model):
     logits = tf.where(real[tf.newaxis, :], logits, _MASKED_LOGIT)
     return {"logits": logits, "task_index": task_index}
 
-  def generate_adapters(self, task: int):
-    """The task's generated adapters (HyperFormer++), as NumPy arrays by checkpoint name.
+  def generated_adapter_config(self) -> AdapterConfig:
+    """The config of a Houlsby-style model whose adapters are this model's
+    generated ones: the size of the generated adapters, GeLU, their own LayerNorm."""
+    return AdapterConfig(size=self.hyperformer_config.adapter_size, layer_norm=True)
 
-    Names as a Houlsby adapter's (bert/encoder/layer_N/{attention/output,output}/
-    adapters/{weights1,biases1,weights2,biases2}) plus the adapter's own
-    LayerNorm, .../adapters/LayerNorm/{gamma,beta}.
-    """
+  def generate_adapters(self, task: int):
+    """The task's generated adapters (HyperFormer++), as NumPy arrays by checkpoint name:
+    the names of a model of `generated_adapter_config()`'s adapters
+    (bert/encoder/layer_N/{attention/output,output}/adapters/...)."""
     if self.hypernetwork is None:
       raise ValueError("only a HyperFormer++ model generates adapters")
     arrays = {}
     for i, layer in enumerate(self.hypernetwork(tf.constant(task, tf.int32))):
-      for position, weights in layer.items():
+      for position, adapters in (("attention", layer.attention_adapters),
+                                 ("feed_forward", layer.feed_forward_adapters)):
         prefix = f"bert/encoder/layer_{i}/{modeling.ADAPTER_SCOPES[position]}/adapters"
-        for name, value in weights._asdict().items():
-          key = f"LayerNorm/{name}" if name in ("gamma", "beta") else name
-          arrays[f"{prefix}/{key}"] = keras.ops.convert_to_numpy(value)
+        for name, value in adapters[0].by_tf1_name().items():
+          value = keras.ops.convert_to_numpy(value)
+          # The Adapter layer's biases are [1, n], as adapter-bert's.
+          arrays[f"{prefix}/{name}"] = value[None] if name.startswith("biases") else value
     return arrays
 
   @property

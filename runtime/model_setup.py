@@ -282,21 +282,8 @@ _SOURCES = ("init_checkpoint", "bert_hub_module_handle", "adapter_checkpoint")
 
 
 def _load_base(model, options, hub_encoder, adapter_metadata) -> int:
-  """The base weights, then the adapter-only file on top; returns the file's step or 0."""
-  if hub_encoder is not None:
-    checkpoint_io.load_arrays(model, hub_encoder.tensors,
-                              f"TF Hub encoder {options.bert_hub_module_handle}")
-  elif options.init_checkpoint:
-    path = checkpoint_io.resolve_checkpoint(options.init_checkpoint)
-    reference = run_checkpoints.read_reference(path)
-    if reference is None:
-      checkpoint_io.load_checkpoint(model, path)
-    else:  # A run's checkpoint of trained variables only: its own base first.
-      recorded = dataclasses.replace(options, **{k: reference.get(k) for k in _SOURCES})
-      hub = recorded.bert_hub_module_handle
-      _load_base(model, recorded, hub and base_model.read_hub_encoder(hub), None)
-      run_checkpoints.restore_from(model, path)
-  else:
+  """load_base from these options, with a warning where no base is given."""
+  if hub_encoder is None and not options.init_checkpoint:
     # As the original (it trained from random weights silently); legitimate for
     # tests and from-scratch runs, so a warning, louder where the random weights stay.
     frozen = options.mode().name != "full"
@@ -304,15 +291,52 @@ def _load_base(model, options, hub_encoder, adapter_metadata) -> int:
                     "starts from random weights%s.",
                     f", and --train_mode={options.mode()} keeps most of them frozen"
                     if frozen else "")
-  path = options.adapter_checkpoint
-  if not path:
+  return load_base(model, options.init_checkpoint, options.bert_hub_module_handle,
+                   options.adapter_checkpoint, hub_encoder, adapter_metadata)
+
+
+def load_base(model: keras.Model, init_checkpoint: Optional[str] = None,
+              bert_hub_module_handle: Optional[str] = None,
+              adapter_checkpoint: Optional[str] = None, hub_encoder=None,
+              adapter_metadata: Optional[Mapping[str, object]] = None) -> int:
+  """The one loader of a model's starting weights, for training and serving alike.
+
+  First the base: the TF Hub encoder (`hub_encoder`, read from
+  `bert_hub_module_handle` if not given), or the checkpoint (Google's,
+  adapter-bert's, a fine-tuned one, or a run's; a run's checkpoint of trained
+  variables only loads the base it records first); neither leaves the
+  model's weights as they are. Then `adapter_checkpoint`'s adapter-only
+  weights on top.
+
+  Args:
+    adapter_metadata: see `load_weights`.
+  Returns:
+    The adapter file's training step, or 0.
+  Raises:
+    errors.UserError: an unreadable source, one that does not fit the model,
+      or an adapter file trained with other metadata.
+  """
+  if bert_hub_module_handle and hub_encoder is None:
+    hub_encoder = base_model.read_hub_encoder(bert_hub_module_handle)
+  if hub_encoder is not None:
+    checkpoint_io.load_arrays(model, hub_encoder.tensors,
+                              f"TF Hub encoder {bert_hub_module_handle}")
+  elif init_checkpoint:
+    path = checkpoint_io.resolve_checkpoint(init_checkpoint)
+    reference = run_checkpoints.read_reference(path)
+    if reference is None:
+      checkpoint_io.load_checkpoint(model, path)
+    else:  # A run's checkpoint of trained variables only: its own base first.
+      load_base(model, **{k: reference.get(k) for k in _SOURCES})
+      run_checkpoints.restore_from(model, path)
+  if not adapter_checkpoint:
     return 0
-  saved = adapter_weights.read_adapter_header(path)["metadata"]
+  saved = adapter_weights.read_adapter_header(adapter_checkpoint)["metadata"]
   for key, value in (adapter_metadata or {}).items():
     if saved.get(key, value) != value:
-      raise errors.UserError(f"--adapter_checkpoint={path} was trained with {key} "
-                             f"{saved[key]!r}, this run has {value!r}")
-  adapter_weights.load_adapter_weights(model, path)
+      raise errors.UserError(f"--adapter_checkpoint={adapter_checkpoint} was trained with "
+                             f"{key} {saved[key]!r}, this run has {value!r}")
+  adapter_weights.load_adapter_weights(model, adapter_checkpoint)
   return int(saved.get("global_step", 0))
 
 

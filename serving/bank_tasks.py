@@ -24,9 +24,9 @@ from adapter_layers import AdapterConfig
 from bank import adapter_bank
 from checkpoints import adapter_weights
 from checkpoints import base_model
-from checkpoints import checkpoint_io
 import errors
 import modeling
+from runtime import model_setup
 
 # The head of run_classifier.py's BertClassifier, by its original names.
 HEAD = ("output_weights", "output_bias")
@@ -225,20 +225,18 @@ def load_base(bank_dir: str, bank: adapter_bank.BankBase,
                                                bank.bert_hub_module_handle)
   encoder = modeling.BertEncoder(config)
   encoder.ensure_built()
-  vocab_file = bank.vocab_file
+  vocab_file, hub = bank.vocab_file, None
   if bert_hub_module_handle:
     hub = base_model.read_hub_encoder(bert_hub_module_handle, vocab_file=vocab_file)
-    source = f"TF Hub encoder {bert_hub_module_handle}"
-    checkpoint_io.load_arrays(encoder, hub.tensors, source)
-    vocab_file = hub.vocab_file
+    source, vocab_file = f"TF Hub encoder {bert_hub_module_handle}", hub.vocab_file
   elif init_checkpoint:
     source = f"checkpoint {init_checkpoint}"
-    checkpoint_io.load_checkpoint(encoder, init_checkpoint)
   else:
     raise errors.UserError(
         "bank.json names no base weights (init_checkpoint and bert_hub_module_handle are "
         "null: its tasks were trained on a randomly initialised encoder); pass "
         "--init_checkpoint", posixpath.join(bank_dir, adapter_bank.BANK_FILE))
+  model_setup.load_base(encoder, init_checkpoint, bert_hub_module_handle, hub_encoder=hub)
   if not vocab_file:
     raise errors.UserError("bank.json names no vocab_file",
                            posixpath.join(bank_dir, adapter_bank.BANK_FILE))

@@ -109,12 +109,9 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
                            "initialised encoder); pass --init_checkpoint", config_path)
   base_model.check_vocab(vocab_file, bert_config)
   model.ensure_built()
-  # The base alone first: model_setup's loader, given a directory without
-  # checkpoints (the run's own model.ckpt-N would win over adapter_model/).
-  options = model_setup.ModelOptions(
-      adapter_size=model.adapter_config.size, init_checkpoint=init_checkpoint,
-      bert_hub_module_handle=bert_hub_module_handle)
-  model_setup.load_weights(model, options, posixpath.dirname(weights_path), hub_encoder)
+  # The base alone first (not the run's own model.ckpt-N: adapter_model/ is what it serves).
+  model_setup.load_base(model, init_checkpoint, bert_hub_module_handle,
+                        hub_encoder=hub_encoder)
   encoder = model.bert.tf1_variable_map()
   base = bank_tasks.Base(bert_config, {n: v.numpy() for n, v in encoder.items()
                                        if modeling.variable_role(n) != "adapter"},
@@ -125,7 +122,7 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
   layer_norms = {n: v.numpy() for n, v in encoder.items()
                  if modeling.variable_role(n) == "layer_norm"}
   if model.hypernetwork is not None:
-    adapter_config = AdapterConfig(size=model.hyperformer_config.adapter_size)  # GeLU.
+    adapter_config = model.generated_adapter_config()
   else:
     adapter_config = model.adapter_config
     shared = {n: v.numpy() for n, v in encoder.items()

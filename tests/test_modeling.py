@@ -122,6 +122,36 @@ def test_adapter_layer_formula_and_serialization():
   assert not big.biases1.numpy().any() and not big.biases2.numpy().any()
 
 
+def test_weights_passed_to_the_call_are_a_models_own_per_example(google_dir):
+  """One plain encoder computes every model of the same base: a model's
+  LayerNorms and adapters passed as task_weights give its output; stacked with
+  a batch axis, each example gets what its own model gives it. (Stacking
+  models of different adapter configs: serving/multitask.py's tests.)"""
+  config_path, _, ckpt, _ = google_dir
+  plain = _encoder(config_path, ckpt)
+  inputs = _inputs(batch=3)
+  configs = [AdapterConfig(size=5), AdapterConfig(size=3, placement="attention"),
+             AdapterConfig(size=4, layer_norm=True), modeling.NO_ADAPTERS]
+  for adapter_config in configs:
+    models = []
+    for seed in range(3):  # Trained adapters and LayerNorms: random, large.
+      model = _encoder(config_path, ckpt, adapter_config)
+      rng = np.random.default_rng(seed)
+      for name, v in model.tf1_variable_map().items():
+        if modeling.variable_role(name) in ("adapter", "layer_norm"):
+          v.assign(v + rng.normal(0, 0.3, v.shape).astype(np.float32))
+      models.append(model)
+    want = [m(inputs)["pooled_output"].numpy() for m in models]
+    shared = plain(inputs, task_weights=models[0].own_task_weights())["pooled_output"]
+    np.testing.assert_allclose(shared.numpy(), want[0], atol=1e-5)
+    stack = lambda *values: tf.stack([tf.convert_to_tensor(v) for v in values])
+    per_example = tf.nest.map_structure(stack, *[m.own_task_weights() for m in models])
+    got = plain(inputs, task_weights=per_example)["pooled_output"].numpy()
+    for i in range(3):
+      np.testing.assert_allclose(got[i], want[i][i], atol=1e-5)
+    assert np.abs(want[0] - want[1]).max() > 1e-2  # The weights do matter.
+
+
 def test_adapter_config_validation():
   assert AdapterConfig().to_dict() == {"size": 64, "init_scale": 1e-3, "activation": "gelu"}
   assert AdapterConfig.from_dict({"size": 8}).size == 8
@@ -225,7 +255,12 @@ def test_one_activation_table_for_hidden_act_and_adapters():
   relu = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_act="relu"))
   block = modeling.TransformerBlock(relu, AdapterConfig(size=2, activation="tanh"))
   assert block.intermediate.activation is get_activation("relu")
-  assert block.output_adapters._activation_fn is get_activation("tanh")
+  adapter = block.output_adapters
+  x = np.random.default_rng(0).normal(size=(3, relu.hidden_size)).astype(np.float32)
+  adapter.build(x.shape)
+  w1, b1, w2, b2 = (v.numpy() for v in (adapter.weights1, adapter.biases1, adapter.weights2,
+                                          adapter.biases2))
+  np.testing.assert_allclose(adapter(x), x + np.tanh(x @ w1 + b1) @ w2 + b2, atol=1e-6)
 
 
 # Serialization. A config key the original does not know and a non-default adapter

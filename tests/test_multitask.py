@@ -115,10 +115,12 @@ def test_generated_weights_follow_the_paper_and_differ_by_task_layer_and_positio
     expected = _generated_in_numpy(model, task)
     assert sorted(generated) == sorted(expected)
     for name, value in generated.items():
-      np.testing.assert_allclose(value, expected[name], rtol=1e-4, atol=1e-7)
+      # Biases [1, m] as an adapter layer's (adapter-bert's shapes).
+      want = expected[name][None] if "/biases" in name else expected[name]
+      np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-7)
   g = model.generate_adapters(0)
   assert g["bert/encoder/layer_0/attention/output/adapters/weights1"].shape == (h, m)
-  assert g["bert/encoder/layer_0/attention/output/adapters/biases1"].shape == (m,)
+  assert g["bert/encoder/layer_0/attention/output/adapters/biases1"].shape == (1, m)
   assert g["bert/encoder/layer_0/output/adapters/weights2"].shape == (m, h)
   assert g["bert/encoder/layer_1/output/adapters/LayerNorm/gamma"].shape == (h,)
   # One hypernetwork, different weights for every task, layer and position.

@@ -169,17 +169,19 @@ def test_saved_adapters_are_the_generated_ones(base, runs, served):
   """The SavedModel holds each task's generated adapters, its own LayerNorms and head."""
   model = _trained_model(runs["hyperformer"])
   saved = served["hyperformer"][0].model
+  # The SavedModel's stacked variables, in the structure of the encoder's call.
+  stacked = multitask.MultiTaskBert(*_base_and_tasks(runs["hyperformer"])).task_weights(
+      saved.stacked_weights)
   trained = model.bert.tf1_variable_map()
   for index in range(len(NAMES)):
     generated = model.generate_adapters(index)
     assert len(generated) == 2 * 2 * 6  # Layers x positions x (4 + LayerNorm's 2).
     for key, value in generated.items():
-      i, scope, variable = _stacked_name(key)
-      got = saved.layers[i].stacked[f"{scope}_adapters_{variable}"].numpy()[index]
-      np.testing.assert_array_equal(got, value, err_msg=key)
+      got = _stacked_adapter_array(stacked, key).numpy()[index]
+      np.testing.assert_array_equal(got, value.reshape(got.shape), err_msg=key)
     # The encoder LayerNorms trained (--train_mode=layer_norm), not the base's.
     for i in range(2):
-      got = saved.layers[i].stacked["output_LayerNorm_gamma"].numpy()[index]
+      got = stacked.layers[i].output_layer_norm[0].numpy()[index]
       want = trained[f"bert/encoder/layer_{i}/output/LayerNorm/gamma"].numpy()
       np.testing.assert_array_equal(got, want)
     n = model.tasks[index].num_outputs
@@ -187,18 +189,28 @@ def test_saved_adapters_are_the_generated_ones(base, runs, served):
                                   model.output_weights.numpy()[index, :n])
     assert not saved.output_weights.numpy()[index, n:].any()
   # Task-conditional: the tasks' adapters differ; the LayerNorms trained away from the base's.
-  weights1 = saved.layers[0].stacked["output_adapters_weights1"].numpy()
+  weights1 = stacked.layers[0].feed_forward_adapters[0].weights1.numpy()
   assert np.abs(weights1[0] - weights1[1]).max() > 1e-3
   name = "bert/encoder/layer_1/output/LayerNorm/gamma"
   base_gamma = tf.train.load_variable(base["init_checkpoint"], name)
   assert np.abs(trained[name].numpy() - base_gamma).max() > 1e-3
 
 
-def _stacked_name(key):
-  """bert/encoder/layer_N/SCOPE/adapters/VARIABLE -> (N, SCOPE as stacked, VARIABLE)."""
+def _base_and_tasks(run):
+  base, tasks = multitask_run.read_run(run)
+  return base.bert_config, base.arrays, tasks
+
+
+def _stacked_adapter_array(stacked, key):
+  """bert/encoder/layer_N/SCOPE/adapters/VARIABLE -> that [num_tasks, ...] array of
+  `stacked` (modeling.EncoderTaskWeights; one adapter kind at each place)."""
   _, _, layer, rest = key.split("/", 3)
   scope, variable = rest.split("/adapters/")
-  return int(layer[len("layer_"):]), scope.replace("/", "_"), variable.replace("/", "_")
+  place = {"attention/output": "attention_adapters", "output": "feed_forward_adapters"}[scope]
+  adapter = getattr(stacked.layers[int(layer[len("layer_"):])], place)[0]
+  if variable.startswith("LayerNorm/"):
+    return adapter.layer_norm[("LayerNorm/gamma", "LayerNorm/beta").index(variable)]
+  return getattr(adapter, variable)
 
 
 def test_houlsby_and_hyperformer_tasks_mix_per_example(runs):
