@@ -41,18 +41,18 @@ import tensorflow as tf
 from classification import features as classifier_features
 from classification import metrics as classifier_metrics
 from classification import task as classifier_task
+from cli import flag_checks
+from cli import flags as cli_flags
+from cli import options as cli_options
 import errors
-from errors import flag_checks
 from multitask import accounting
 from multitask import model as multitask_model
 from multitask import sampling
 from multitask import tasks as multitask_tasks
 from multitask.hypernetwork import HyperFormerConfig
-import run_classifier
-from runtime import distribution
 from runtime import loop
 from runtime import model_setup
-from runtime import run_config
+from runtime import setup
 import tokenization
 
 # What trains, per adapter type: the default first.
@@ -70,7 +70,7 @@ def define_flags(flag_values=flags.FLAGS):
                     "--task_name order.", **fv)
   # --adapter_size against --train_mode is checked in model_options: with
   # HyperFormer++ it is the size of the generated adapters.
-  run_classifier.define_model_and_run_flags(flag_values, check_adapter_size=False)
+  cli_flags.define_model_and_run_flags(flag_values, check_adapter_size=False)
   flags.DEFINE_list("text_a_column", ["sentence"], "tsv tasks: header name of the first "
                     "text, one for all tsv tasks or one each.", **fv)
   flags.DEFINE_list("text_b_column", None, "tsv tasks: header name of the second text, one "
@@ -98,7 +98,7 @@ def define_flags(flag_values=flags.FLAGS):
   check(flag_values, "sampling_temperature", *flag_checks.POSITIVE)
   for name in ("task_embedding_dim", "projector_hidden_dim", "projected_dim"):
     check(flag_values, name, *flag_checks.POSITIVE_INT)
-  run_classifier.check_model_and_run_flags(flag_values)
+  cli_flags.check_model_and_run_flags(flag_values)
 
 
 def model_options(F) -> model_setup.ModelOptions:
@@ -107,12 +107,12 @@ def model_options(F) -> model_setup.ModelOptions:
   train_mode = F.train_mode or allowed[0]
   if train_mode not in allowed:
     raise errors.UserError(
-        f"{flag_checks.flags_named(train_mode=train_mode, adapter_type=F.adapter_type)}: "
+        f"{errors.flags_named(train_mode=train_mode, adapter_type=F.adapter_type)}: "
         f"must be {' or '.join(allowed)}: "
         + ("the hypernetwork makes the adapters, and the encoder stays frozen"
            if F.adapter_type == "hyperformer" else "the shared adapters train"))
   if F.adapter_type == "hyperformer" and F.adapter_placement != "both":
-    raise errors.UserError(f"{flag_checks.flags_named(adapter_placement=F.adapter_placement)}"
+    raise errors.UserError(f"{errors.flags_named(adapter_placement=F.adapter_placement)}"
                            ": HyperFormer++ puts its adapters after both sub-layers")
   # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
   adapter_size = F.adapter_size if F.adapter_type == "shared" else 0
@@ -141,139 +141,136 @@ def with_task_index(dataset: tf.data.Dataset, task_index: int) -> tf.data.Datase
   return dataset.map(add)
 
 
+def _record(run: setup.Run, task, split, examples, tokenizer, batch_size):
+  """Writes the task's split as a feature record (padded on TPU); returns its path."""
+  options = run.options
+  task_dir = os.path.join(options.output_dir, task.name)
+  tf.io.gfile.makedirs(task_dir)
+  if split != "train":
+    examples = classifier_features.pad_examples_for_tpu(
+        examples, batch_size if options.use_tpu else 1)
+  path = os.path.join(task_dir, f"{split}.tf_record")
+  classifier_features.ensure_feature_record(
+      examples, task.processor.get_labels(), options.max_seq_length, tokenizer, path)
+  return path
+
+
+def train(run: setup.Run, tasks, heads, examples, tokenizer, sampling_temperature,
+          model_facts) -> None:
+  """Trains on batches of the tasks, drawn by sampling.task_probabilities."""
+  options = run.options
+  probabilities = sampling.task_probabilities(
+      [len(examples[t.name]["train"]) for t in tasks], sampling_temperature)
+  logging.info("***** Running training *****")
+  for task, p in zip(tasks, probabilities):
+    logging.info("  Task %s: %d examples, sampled with probability %.4f", task.name,
+                 len(examples[task.name]["train"]), p)
+  logging.info("  Batch size = %d", options.train_batch_size)
+  logging.info("  Num steps = %d", run.settings.num_train_steps)
+  seed = model_setup.shuffle_seed(options.seed)
+  batch_size = options.train_batch_size
+  datasets = [
+      with_task_index(classifier_features.make_dataset(
+          _record(run, task, "train", examples[task.name]["train"], tokenizer, batch_size),
+          options.max_seq_length, batch_size, is_training=True, drop_remainder=True,
+          is_regression=task.is_regression, seed=seed + i), i)
+      for i, task in enumerate(tasks)]
+  dataset = sampling.sample_batches(datasets, probabilities, seed=seed)
+  setup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
+
+
+def _outputs(run: setup.Run, task, index, head, split, examples, tokenizer, batch_size):
+  """The model's outputs for one task's split, its own classes only."""
+  options = run.options
+  dataset = with_task_index(classifier_features.make_dataset(
+      _record(run, task, split, examples, tokenizer, batch_size), options.max_seq_length,
+      batch_size, is_training=False, drop_remainder=options.use_tpu,
+      is_regression=task.is_regression), index)
+  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
+  # The task's own classes; labels back to the task's type.
+  outputs["logits"] = outputs["logits"][:, :head.num_outputs]
+  if not task.is_regression:
+    outputs["labels"] = outputs["labels"].astype("int64")
+  return outputs
+
+
+def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size) -> None:
+  """Each task's eval_results.txt and summaries, and every task's in output_dir's."""
+  logging.info("***** Running evaluation *****")
+  output_dir, summary = run.options.output_dir, {}
+  for index, task in enumerate(tasks):
+    logging.info("  Task %s", task.name)
+    outputs = _outputs(run, task, index, heads[index], "eval", examples[task.name]["eval"],
+                       tokenizer, batch_size)
+    results = classifier_task.eval_results(task.task_name, outputs, batch_size,
+                                           run.global_step, task.is_regression)
+    task_dir = os.path.join(output_dir, task.name)
+    classifier_metrics.write_eval_results(os.path.join(task_dir, "eval_results.txt"),
+                                          results)
+    classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
+                                         run.global_step)
+    summary.update((f"{task.name}/{k}", v) for k, v in results.items()
+                   if k != "global_step")
+  summary["global_step"] = run.global_step
+  classifier_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
+                                        summary)
+
+
+def predict(run: setup.Run, tasks, heads, examples, tokenizer, batch_size) -> None:
+  """Each task's test_results.tsv."""
+  logging.info("***** Running prediction*****")
+  for index, task in enumerate(tasks):
+    test_examples = examples[task.name]["predict"]
+    outputs = _outputs(run, task, index, heads[index], "predict", test_examples, tokenizer,
+                       batch_size)
+    written = classifier_metrics.write_test_results(
+        os.path.join(run.options.output_dir, task.name, "test_results.tsv"),
+        classifier_task.probabilities(outputs["logits"], task.is_regression),
+        outputs["is_real_example"])
+    if written != len(test_examples):  # A bug, not a user mistake.
+      raise RuntimeError(f"wrote {written} predictions for {len(test_examples)} "
+                         f"{task.name} test examples")
+
+
 def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
-  model_setup.set_seed(F.seed)
 
   # Start-up checks: each fails before anything is written.
   tasks = multitask_tasks.tasks_from_flags(F.task_name, F.data_dir, F.text_a_column,
                                            F.text_b_column, F.label_column)
   for task in tasks:
-    run_classifier.check_data_dir(task.data_dir)
-  options = model_options(F)
+    classifier_task.check_data_dir(task.data_dir)
+  options = cli_options.run_options(F, model=model_options(F))
   hyper_config = hyperformer_config(F)
-  base = options.read_base(F.bert_config_file, F.vocab_file, F.do_lower_case,
-                           F.max_seq_length)
-  examples = {t.name: run_classifier.read_examples(t.processor, t.data_dir, F.do_train,
-                                                  F.do_eval, F.do_predict)
+  base = setup.read_base(options)
+  examples = {t.name: classifier_task.read_examples(t.processor, t.data_dir, F.do_train,
+                                                   F.do_eval, F.do_predict)
               for t in tasks}
   heads = [t.head() for t in tasks]
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                          do_lower_case=F.do_lower_case)
-  output_dir = F.output_dir
-  settings = None
-  if F.do_train:
-    settings = loop.TrainSettings.for_epochs(
-        sum(len(examples[t.name]["train"]) for t in tasks), F.num_train_epochs,
-        F.warmup_proportion, output_dir=output_dir, train_batch_size=F.train_batch_size,
-        learning_rate=F.learning_rate, weight_decay_rate=run_classifier.WEIGHT_DECAY_RATE,
-        adapter_weight_decay_rate=F.adapter_weight_decay_rate,
-        save_checkpoints_steps=F.save_checkpoints_steps,
-        iterations_per_loop=F.iterations_per_loop, jit_compile=F.use_xla)
   model_facts = dict(adapter_type=F.adapter_type,
                      hyperformer_config=hyper_config and hyper_config.to_dict(),
                      tasks=[h.to_dict() for h in heads])
-  config = run_config.build(
-      options, base, settings, **model_facts,
-      task_names=[t.task_name for t in tasks], data_dirs=[t.data_dir for t in tasks],
-      sampling_temperature=F.sampling_temperature, max_seq_length=F.max_seq_length,
-      do_lower_case=F.do_lower_case, num_train_epochs=F.num_train_epochs,
-      warmup_proportion=F.warmup_proportion, seed=F.seed, use_tpu=F.use_tpu)
-  run_config.check(output_dir, config,
-                   also=MODEL_KEYS + (("train_mode",) if F.do_train else ()))
-
-  strategy = distribution.create_strategy(F.use_tpu, F.tpu_name, F.tpu_zone, F.gcp_project,
-                                          F.master)
-  model, global_step = model_setup.create_model(
-      strategy, lambda bert, adapters: multitask_model.MultiTaskClassifier(
+  run = setup.set_up(
+      options, base, lambda bert, adapters: multitask_model.MultiTaskClassifier(
           bert, heads, F.adapter_type, adapters, hyper_config),
-      options, base, output_dir, adapter_metadata=model_facts)
-  accounting.log_accounting(accounting.parameter_accounting(model))
+      sum(len(examples[t.name]["train"]) for t in tasks) if F.do_train else None,
+      adapter_metadata=model_facts, model_keys=MODEL_KEYS, **model_facts,
+      task_names=[t.task_name for t in tasks], data_dirs=[t.data_dir for t in tasks],
+      sampling_temperature=F.sampling_temperature)
+  accounting.log_accounting(accounting.parameter_accounting(run.model))
 
   # From here on files are written.
-  tf.io.gfile.makedirs(output_dir)
-  run_config.write(output_dir, config, training_run=F.do_train)
-
-  def record(task, split, batch_size):
-    """Writes the task's split as a feature record (padded on TPU); returns its path."""
-    task_dir = os.path.join(output_dir, task.name)
-    tf.io.gfile.makedirs(task_dir)
-    split_examples = examples[task.name][split]
-    if split != "train":
-      split_examples = classifier_features.pad_examples_for_tpu(
-          split_examples, batch_size if F.use_tpu else 1)
-    path = os.path.join(task_dir, f"{split}.tf_record")
-    classifier_features.ensure_feature_record(
-        split_examples, task.processor.get_labels(), F.max_seq_length, tokenizer, path)
-    return path
-
+  setup.write_run_config(run)
   if F.do_train:
-    probabilities = sampling.task_probabilities(
-        [len(examples[t.name]["train"]) for t in tasks], F.sampling_temperature)
-    logging.info("***** Running training *****")
-    for task, p in zip(tasks, probabilities):
-      logging.info("  Task %s: %d examples, sampled with probability %.4f", task.name,
-                   len(examples[task.name]["train"]), p)
-    logging.info("  Batch size = %d", F.train_batch_size)
-    logging.info("  Num steps = %d", settings.num_train_steps)
-    seed = model_setup.shuffle_seed(F.seed)
-    datasets = [
-        with_task_index(classifier_features.make_dataset(
-            record(task, "train", F.train_batch_size), F.max_seq_length, F.train_batch_size,
-            is_training=True, drop_remainder=True, is_regression=task.is_regression,
-            seed=seed + i), i)
-        for i, task in enumerate(tasks)]
-    dataset = sampling.sample_batches(datasets, probabilities, seed=seed)
-    global_step = loop.train(
-        strategy, model, multitask_model.loss_fn(heads), dataset, settings,
-        model_setup.base_reference(model, options, output_dir))["global_step"]
-    model_setup.save_adapter_model(model, options, output_dir, metadata=dict(
-        model_facts, max_seq_length=F.max_seq_length, do_lower_case=F.do_lower_case,
-        train_mode=config["train_mode"], global_step=global_step))
-
-  def run_task(task, index, split, batch_size):
-    dataset = with_task_index(classifier_features.make_dataset(
-        record(task, split, batch_size), F.max_seq_length, batch_size, is_training=False,
-        drop_remainder=F.use_tpu, is_regression=task.is_regression), index)
-    outputs = loop.predict(strategy, model, dataset, jit_compile=F.use_xla)
-    # The task's own classes; labels back to the task's type.
-    outputs["logits"] = outputs["logits"][:, :heads[index].num_outputs]
-    if not task.is_regression:
-      outputs["labels"] = outputs["labels"].astype("int64")
-    return outputs
-
+    train(run, tasks, heads, examples, tokenizer, F.sampling_temperature, model_facts)
   if F.do_eval:
-    logging.info("***** Running evaluation *****")
-    summary = {}
-    for index, task in enumerate(tasks):
-      logging.info("  Task %s", task.name)
-      outputs = run_task(task, index, "eval", F.eval_batch_size)
-      results = classifier_task.eval_results(task.task_name, outputs, F.eval_batch_size,
-                                             global_step, task.is_regression)
-      task_dir = os.path.join(output_dir, task.name)
-      classifier_metrics.write_eval_results(os.path.join(task_dir, "eval_results.txt"),
-                                            results)
-      classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
-                                           global_step)
-      summary.update((f"{task.name}/{k}", v) for k, v in results.items()
-                     if k != "global_step")
-    summary["global_step"] = global_step
-    classifier_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
-                                          summary)
-
+    evaluate(run, tasks, heads, examples, tokenizer, F.eval_batch_size)
   if F.do_predict:
-    logging.info("***** Running prediction*****")
-    for index, task in enumerate(tasks):
-      outputs = run_task(task, index, "predict", F.predict_batch_size)
-      written = classifier_metrics.write_test_results(
-          os.path.join(output_dir, task.name, "test_results.tsv"),
-          classifier_task.probabilities(outputs["logits"], task.is_regression),
-          outputs["is_real_example"])
-      if written != len(examples[task.name]["predict"]):  # A bug, not a user mistake.
-        raise RuntimeError(f"wrote {written} predictions for "
-                           f"{len(examples[task.name]['predict'])} {task.name} test examples")
+    predict(run, tasks, heads, examples, tokenizer, F.predict_batch_size)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 r"""BERT with adapters on SQuAD v1.1 / v2.0: train, predict, score.
 
 The flags and output files of google-research/bert `run_squad.py`, plus the
-adapter flags of run_classifier.py (`define_adapter_flags`). E.g.
+adapter flags of run_classifier.py (cli/flags.py). E.g.
 
   python run_squad.py --vocab_file=$BERT/vocab.txt \
     --bert_config_file=$BERT/bert_config.json --init_checkpoint=$BERT/bert_model.ckpt \
@@ -24,14 +24,14 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from cli import flag_checks
+from cli import flags as cli_flags
+from cli import options as cli_options
 import errors
-from errors import flag_checks
 import modeling
-import run_classifier
-from runtime import distribution
 from runtime import loop
 from runtime import model_setup
-from runtime import run_config
+from runtime import setup
 from squad import data as squad_data
 from squad import metrics as squad_metrics
 from squad import postprocess
@@ -49,47 +49,29 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   fv = dict(flag_values=flag_values)
   s, i, f, b = (flags.DEFINE_string, flags.DEFINE_integer, flags.DEFINE_float,
                 flags.DEFINE_bool)
-  s("bert_config_file", None, "The config json file of the pre-trained BERT model.", **fv)
-  s("vocab_file", None, "The vocabulary file that the BERT model was trained on.", **fv)
-  s("output_dir", None, "Where checkpoints, records and predictions are written.", **fv)
+  cli_flags.define_encoder_flags(flag_values, max_seq_length=384, optional_with_hub=False)
   s("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.", **fv)
   s("predict_file", None, "SQuAD json for predictions, e.g. dev-v1.1.json; scored "
     "(eval_results.json) when it has answers.", **fv)
-  s("init_checkpoint", None, "Initial checkpoint (usually a pre-trained BERT model, or "
-    "a fine-tuned one for prediction only).", **fv)
-  b("do_lower_case", True, "Lower case the input text (uncased models).", **fv)
-  i("max_seq_length", 384, "Maximum total input length after WordPiece tokenization.",
-    **fv)
   i("doc_stride", 128, "How far apart consecutive document chunks start.", **fv)
   i("max_query_length", 64, "Questions are truncated to this many tokens.", **fv)
-  b("do_train", False, "Whether to run training.", **fv)
-  b("do_predict", False, "Whether to run prediction on --predict_file.", **fv)
-  i("train_batch_size", 32, "Total batch size for training.", **fv)
-  i("predict_batch_size", 8, "Total batch size for predictions.", **fv)
-  f("learning_rate", 5e-5, "The initial learning rate for Adam.", **fv)
-  f("num_train_epochs", 3.0, "Total number of training epochs to perform.", **fv)
-  f("warmup_proportion", 0.1, "Proportion of training for linear learning rate warmup.",
-    **fv)
-  i("save_checkpoints_steps", 1000, "How often to save the model checkpoint.", **fv)
-  i("iterations_per_loop", 1000, "Training steps per host call (compiled loop).", **fv)
+  cli_flags.define_action_flags(flag_values, eval_split=False, predict_help="Whether to "
+                                "run prediction on --predict_file.")
+  cli_flags.define_training_flags(flag_values, splits=("train", "predict"),
+                                  predict_help="Total batch size for predictions.")
   i("n_best_size", 20, "Candidates per question in nbest_predictions.json.", **fv)
   i("max_answer_length", 30, "Longest answer that can be predicted, in tokens.", **fv)
-  b("use_tpu", False, "Whether to use TPU or GPU/CPU.", **fv)
-  s("tpu_name", None, "The Cloud TPU to use for training.", **fv)
-  s("tpu_zone", None, "GCE zone of the Cloud TPU (else auto-detected).", **fv)
-  s("gcp_project", None, "GCP project of the Cloud TPU (else auto-detected).", **fv)
-  s("master", None, "TPU address, if --tpu_name is not given.", **fv)
-  i("num_tpu_cores", 8, "Kept for compatibility: TPUStrategy uses every core.", **fv)
+  cli_flags.define_tpu_flags(flag_values)
   b("verbose_logging", False, "Log warnings about answer text alignment.", **fv)
   b("version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.", **fv)
   f("null_score_diff_threshold", 0.0, "v2: predict no answer if null score - best "
     "non-null score > this.", **fv)
-  run_classifier.define_adapter_flags(flag_values)
+  cli_flags.define_adapter_flags(flag_values)
   for name in ("bert_config_file", "vocab_file", "output_dir"):
     flags.mark_flag_as_required(name, **fv)
     flag_checks.check_flag(flag_values, name, bool, "given, not empty")
   check, together = flag_checks.check_flag, flag_checks.check_flags_together
-  run_classifier.check_training_flags(flag_values, (
+  cli_flags.check_training_flags(flag_values, (
       "train_batch_size", "predict_batch_size", "doc_stride", "max_query_length",
       "n_best_size", "max_answer_length"))
   check(flag_values, "max_seq_length", lambda v: v >= 3, "at least 3")
@@ -145,7 +127,7 @@ def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
   Raises:
     errors.UserError: naming the flags, their values and the rule.
   """
-  named = flag_checks.flags_named
+  named = errors.flags_named
   for values, message in (
       (dict(do_train=do_train, do_predict=do_predict), _action_problem(do_train, do_predict)),
       (dict(do_train=do_train, train_file=train_file),
@@ -233,102 +215,100 @@ def write_eval_results(path, predict_file, predictions, null_odds,
   return results
 
 
+def read_train_examples(train_file: str, version_2_with_negative: bool):
+  """The training examples, shuffled as the original shuffles them before conversion."""
+  examples = squad_data.read_squad_examples(train_file, True, version_2_with_negative)
+  random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
+  return examples
+
+
+def train(run: setup.Run, examples, writer: squad_data.FeatureWriter) -> None:
+  """Trains on the examples' features (writer's record); writes adapter_model/."""
+  options = run.options
+  logging.info("***** Running training *****")
+  logging.info("  Num orig examples = %d", len(examples))
+  logging.info("  Num split examples = %d", writer.num_features)
+  logging.info("  Batch size = %d", options.train_batch_size)
+  logging.info("  Num steps = %d", run.settings.num_train_steps)
+  dataset = train_dataset(writer.filename, options.max_seq_length, options.train_batch_size,
+                          model_setup.shuffle_seed(options.seed))
+  version_2 = run.config["version_2_with_negative"]
+  setup.train(run, span_loss, dataset, {"task": "squad", "version_2_with_negative": version_2})
+
+
+def predict(run: setup.Run, examples, writer: squad_data.FeatureWriter, batch_size: int,
+            n_best_size: int, max_answer_length: int, null_score_diff_threshold: float,
+            verbose_logging: bool):
+  """predictions.json, nbest_predictions.json (and null_odds.json for v2).
+
+  Returns:
+    The predictions and the null odds (postprocess.write_predictions).
+  """
+  options, features = run.options, writer.features
+  logging.info("***** Running predictions *****")
+  logging.info("  Num orig examples = %d", len(examples))
+  logging.info("  Num split examples = %d", len(features))
+  logging.info("  Batch size = %d", batch_size)
+  dataset = predict_dataset(writer.filename, options.max_seq_length, batch_size, len(features),
+                            pad_last_batch=options.use_tpu or options.use_xla)
+  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
+  output_dir = options.output_dir
+  predictions, _, null_odds = postprocess.write_predictions(
+      examples, features, raw_results(outputs, features), n_best_size, max_answer_length,
+      options.do_lower_case,
+      posixpath.join(output_dir, "predictions.json"),
+      posixpath.join(output_dir, "nbest_predictions.json"),
+      posixpath.join(output_dir, "null_odds.json"),
+      version_2_with_negative=run.config["version_2_with_negative"],
+      null_score_diff_threshold=null_score_diff_threshold, verbose_logging=verbose_logging)
+  return predictions, null_odds
+
+
 def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Runs what the flags ask for (returns None: app.run exits with main's result)."""
   del argv
   fv = flag_values
   logging.set_verbosity(logging.INFO)
-  model_setup.set_seed(fv.seed)
-  output_dir = fv.output_dir
-  version_2 = fv.version_2_with_negative
   validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
            fv.max_seq_length, fv.max_query_length, fv.doc_stride)
-  options = model_setup.ModelOptions.from_flags(fv)
-  base = options.read_base(fv.bert_config_file, fv.vocab_file, fv.do_lower_case,
-                           fv.max_seq_length)
+  options = cli_options.run_options(fv)
+  base = setup.read_base(options)
   tokenizer = tokenization.FullTokenizer(base.vocab_file, fv.do_lower_case)
 
   # Every input file is read and the model loaded before anything is written,
   # so that a bad file or checkpoint fails fast and leaves output_dir as it was.
-  train_examples = eval_examples = settings = None
-  if fv.do_train:
-    train_examples = squad_data.read_squad_examples(fv.train_file, True, version_2)
-    random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
-    settings = loop.TrainSettings.for_epochs(
-        len(train_examples), fv.num_train_epochs, fv.warmup_proportion,
-        output_dir=output_dir, train_batch_size=fv.train_batch_size,
-        learning_rate=fv.learning_rate,
-        adapter_weight_decay_rate=fv.adapter_weight_decay_rate,
-        save_checkpoints_steps=fv.save_checkpoints_steps,
-        iterations_per_loop=fv.iterations_per_loop, jit_compile=fv.use_xla)
-  if fv.do_predict:
-    eval_examples = squad_data.read_squad_examples(fv.predict_file, False, version_2)
-    score = has_answers(fv.predict_file, version_2)
-  config = run_config.build(
-      options, base, settings, task_name="squad", version_2_with_negative=version_2,
-      max_seq_length=fv.max_seq_length, doc_stride=fv.doc_stride,
-      max_query_length=fv.max_query_length, do_lower_case=fv.do_lower_case,
-      num_train_epochs=fv.num_train_epochs, warmup_proportion=fv.warmup_proportion,
-      seed=fv.seed, use_tpu=fv.use_tpu)
-  run_config.check(output_dir, config,
-                              also=("train_mode",) if fv.do_train else ())
-  strategy = distribution.create_strategy(fv.use_tpu, fv.tpu_name, fv.tpu_zone,
-                                          fv.gcp_project, fv.master)
-  model, _ = model_setup.create_model(strategy, modeling.BertSpanLabeler, options, base,
-                                     output_dir, adapter_metadata={"task": "squad"})
+  version_2 = fv.version_2_with_negative
+  train_examples = read_train_examples(fv.train_file, version_2) if fv.do_train else None
+  eval_examples = (squad_data.read_squad_examples(fv.predict_file, False, version_2)
+                   if fv.do_predict else None)
+  score = fv.do_predict and has_answers(fv.predict_file, version_2)
+  run = setup.set_up(
+      options, base, modeling.BertSpanLabeler, len(train_examples) if fv.do_train else None,
+      adapter_metadata={"task": "squad"}, task_name="squad",
+      version_2_with_negative=version_2, doc_stride=fv.doc_stride,
+      max_query_length=fv.max_query_length)
 
-  tf.io.gfile.makedirs(output_dir)
-  run_config.write(output_dir, config, training_run=fv.do_train)
+  setup.write_run_config(run)
   convert = dict(tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
                  doc_stride=fv.doc_stride, max_query_length=fv.max_query_length)
   if fv.do_train:
-    train_record = posixpath.join(output_dir, "train.tf_record")
-    train_writer = write_features(train_examples, path=train_record, is_training=True,
-                                  **convert)
+    train_writer = write_features(train_examples, path=posixpath.join(
+        fv.output_dir, "train.tf_record"), is_training=True, **convert)
   if fv.do_predict:
     eval_writer = write_features(eval_examples, path=posixpath.join(
-        output_dir, "eval.tf_record"), is_training=False, **convert)
-
+        fv.output_dir, "eval.tf_record"), is_training=False, **convert)
   if fv.do_train:
-    logging.info("***** Running training *****")
-    logging.info("  Num orig examples = %d", len(train_examples))
-    logging.info("  Num split examples = %d", train_writer.num_features)
-    logging.info("  Batch size = %d", fv.train_batch_size)
-    logging.info("  Num steps = %d", settings.num_train_steps)
-    global_step = loop.train(
-        strategy, model, span_loss,
-        train_dataset(train_record, fv.max_seq_length, fv.train_batch_size,
-                      model_setup.shuffle_seed(fv.seed)),
-        settings, model_setup.base_reference(model, options, output_dir))["global_step"]
-    model_setup.save_adapter_model(model, options, output_dir, metadata={
-        "task": "squad", "version_2_with_negative": version_2,
-        "max_seq_length": fv.max_seq_length, "do_lower_case": fv.do_lower_case,
-        "train_mode": config["train_mode"], "global_step": global_step})
-
+    train(run, train_examples, train_writer)
   if not fv.do_predict:
     return
-  features = eval_writer.features
-  logging.info("***** Running predictions *****")
-  logging.info("  Num orig examples = %d", len(eval_examples))
-  logging.info("  Num split examples = %d", len(features))
-  logging.info("  Batch size = %d", fv.predict_batch_size)
-  dataset = predict_dataset(eval_writer.filename, fv.max_seq_length,
-                            fv.predict_batch_size, len(features),
-                            pad_last_batch=fv.use_tpu or fv.use_xla)
-  outputs = loop.predict(strategy, model, dataset, jit_compile=fv.use_xla)
-  predictions, _, null_odds = postprocess.write_predictions(
-      eval_examples, features, raw_results(outputs, features), fv.n_best_size,
-      fv.max_answer_length, fv.do_lower_case,
-      posixpath.join(output_dir, "predictions.json"),
-      posixpath.join(output_dir, "nbest_predictions.json"),
-      posixpath.join(output_dir, "null_odds.json"),
-      version_2_with_negative=version_2,
-      null_score_diff_threshold=fv.null_score_diff_threshold,
-      verbose_logging=fv.verbose_logging)
+  predictions, null_odds = predict(
+      run, eval_examples, eval_writer, fv.predict_batch_size, n_best_size=fv.n_best_size,
+      max_answer_length=fv.max_answer_length, verbose_logging=fv.verbose_logging,
+      null_score_diff_threshold=fv.null_score_diff_threshold)
   if not score:
     logging.info("%s has no gold answers: not scored.", fv.predict_file)
     return
-  write_eval_results(posixpath.join(output_dir, "eval_results.json"), fv.predict_file,
+  write_eval_results(posixpath.join(fv.output_dir, "eval_results.json"), fv.predict_file,
                      predictions, null_odds, version_2)
 
 

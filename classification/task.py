@@ -1,29 +1,94 @@
-"""The pieces of run_classifier.py that are not flag wiring: losses, results, labels.
+"""The pieces of run_classifier.py that are not flag wiring: inputs, losses, results.
 
+  make_processor / read_examples  the task's processor and every split the run needs
+  set_up                       the classifier run: setup.set_up with the task's model
+  predict_record               the model's outputs over a feature record
   loss_fn / per_example_loss   the original's classifier (softmax cross-entropy)
                                and regression (squared error) losses
   eval_results                 what the original's Estimator.evaluate returned
   probabilities                what the original's predict wrote per example
   write_eval_summaries         the eval metrics for TensorBoard
   MODEL_KEYS                   the run_config.json keys that, beside the encoder's
-                               (model_setup.check_run_config), fix a classifier
+                               (run_config.check), fix a classifier
 
-What both scripts share (flags, base encoder, model, weights, run_config.json)
-is in runtime/model_setup.py. `is_regression` is always the task processor's
-(classification/processors.py): no function here decides it from a task name.
+What the entry points share (base encoder, strategy, model, weights,
+run_config.json) is in runtime/setup.py, their flags in cli/. `is_regression`
+is always the task processor's (classification/processors.py): no function
+here decides it from a task name.
 """
 
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Optional
 
 import numpy as np
 import scipy.special
 import tensorflow as tf
 
+from classification import features as classifier_features
 from classification import metrics as classifier_metrics
+from classification import processors
+import errors
+import modeling
+from runtime import loop
+from runtime import setup
 
 # Keys of run_config.json that fix the head's variables and the meaning of its
 # outputs: a checkpoint in output_dir is only usable if they match.
 MODEL_KEYS = ("num_labels", "label_list")
+
+
+def make_processor(task_name: str, data_dir: str,
+                   tsv_options: Mapping[str, object]) -> processors.DataProcessor:
+  """The task's processor; `tsv_options` are the tsv task's flags that were given."""
+  name = processors.canonical_task_name(task_name)
+  if name == "tsv":
+    return processors.get_processor(name, data_dir=data_dir, **tsv_options)
+  if tsv_options:
+    raise errors.UserError(
+        f"--{', --'.join(sorted(tsv_options))} apply to --task_name=tsv only, not "
+        f"--task_name={task_name}")
+  return processors.get_processor(task_name)
+
+
+def check_data_dir(data_dir: str) -> None:
+  if not tf.io.gfile.isdir(data_dir):
+    raise errors.UserError(f"--data_dir={data_dir} is not a directory")
+
+
+def read_examples(processor: processors.DataProcessor, data_dir: str, do_train: bool,
+                  do_eval: bool, do_predict: bool) -> Dict[str, Optional[list]]:
+  """Reads every split the run needs up front, so bad data fails before any output."""
+  check_data_dir(data_dir)
+  return {
+      "train": processor.get_train_examples(data_dir) if do_train else None,
+      "eval": processor.get_dev_examples(data_dir) if do_eval else None,
+      "predict": processor.get_test_examples(data_dir) if do_predict else None,
+  }
+
+
+def set_up(options: setup.RunOptions, base, processor: processors.DataProcessor,
+           task_name: str, num_train_examples: Optional[int]) -> setup.Run:
+  """setup.set_up for a classifier of the processor's labels (or a regression)."""
+  is_regression, label_list = processor.is_regression, processor.get_labels()
+  # What adapters loaded from a file must have been trained for (a regression
+  # head has no labels: None in older files, [] since).
+  adapter_metadata = {"is_regression": is_regression}
+  if not is_regression:
+    adapter_metadata["labels"] = label_list
+  return setup.set_up(
+      options, base, lambda bert, adapters: modeling.BertClassifier(
+          bert, processor.num_labels(), adapters),
+      num_train_examples, adapter_metadata, MODEL_KEYS, task_name=task_name,
+      num_labels=processor.num_labels(), label_list=label_list, is_regression=is_regression)
+
+
+def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
+                   seq_length: int, batch_size: int, drop_remainder: bool,
+                   is_regression: bool, jit_compile: bool) -> Dict[str, np.ndarray]:
+  """`loop.predict` over a feature record of classifier_features, in record order."""
+  dataset = classifier_features.make_dataset(record_file, seq_length, batch_size,
+                                             is_training=False, drop_remainder=drop_remainder,
+                                             is_regression=is_regression)
+  return loop.predict(strategy, model, dataset, jit_compile=jit_compile)
 
 
 def loss_fn(is_regression: bool):

@@ -56,3 +56,13 @@ def exit_on_user_error(main: Callable) -> Callable:
   wrapped.__name__ = getattr(main, "__name__", "main")
   wrapped.__doc__ = main.__doc__
   return wrapped
+
+
+def flags_named(**values) -> str:
+  """Options as the command line names them, the way absl's flag errors do:
+  "flag --name=value", "flags a=1, b=2" (the library's options are named after
+  the flags, so its UserErrors read as the flag checks' do)."""
+  if len(values) == 1:
+    (name, value), = values.items()
+    return f"flag --{name}={value}"
+  return "flags " + ", ".join(f"{k}={v}" for k, v in values.items())

@@ -49,13 +49,13 @@ from checkpoints import run_checkpoints
 from classification import features as classifier_features
 from classification import processors
 from classification import task as classifier_task
+from cli import flag_checks
+from cli import flags as cli_flags
+from cli import options as cli_options
 import errors
-from errors import flag_checks
 import modeling
-import run_classifier
-from runtime import distribution
 from runtime import model_setup
-from runtime import run_config
+from runtime import setup
 from storage import file_io
 import tokenization
 
@@ -69,7 +69,7 @@ Span = Tuple[int, int]  # (first, last) layer whose adapters are removed, inclus
 
 def define_flags(flag_values=flags.FLAGS):
   """run_classifier.py's flags (an eval by default) and where the results go."""
-  run_classifier.define_flags(flag_values)
+  cli_flags.define_classifier_flags(flag_values)
   flag_values.set_default("do_eval", True)
   fv = dict(flag_values=flag_values)
   flags.DEFINE_string("ablation_dir", None, "Where the results go. Default: "
@@ -212,56 +212,71 @@ def write_results(directory: str, result: dict) -> None:
   logging.info("Wrote the ablation of %d spans to %s", len(result["spans"]), directory)
 
 
+def _check_has_adapters(options: model_setup.ModelOptions) -> None:
+  if not options.adapter_config().enabled:
+    named = errors.flags_named(adapter_size=options.adapter_size,
+                               train_mode=options.train_mode)
+    raise errors.UserError(f"{named}: the model has no adapters to remove")
+
+
+def _with_bank_task(options: setup.RunOptions, bank_dir, bank_task, base,
+                    do_lower_case) -> setup.RunOptions:
+  """The options with the adapters of the bank's task, the bank checked against the base."""
+  bank = adapter_bank.open_bank(bank_dir)
+  adapter_bank.check_base(bank_dir, bank, None, base.bert_config.to_dict(), do_lower_case,
+                          "this run's base")
+  return dataclasses.replace(options, model=dataclasses.replace(
+      options.model, adapter_checkpoint=adapter_bank.task_checkpoint(bank_dir, bank_task)))
+
+
+def ablate(run: setup.Run, processor, task_name, metric, record, batch_size) -> dict:
+  """The full model's and every span's eval metrics, as ablation.json holds them."""
+  def evaluate(layers):
+    with modeling.adapters_removed(run.model, layers):
+      outputs = classifier_task.predict_record(
+          run.strategy, run.model, record, run.options.max_seq_length, batch_size,
+          run.options.use_tpu, processor.is_regression, run.options.use_xla)
+    return classifier_task.eval_results(task_name, outputs, batch_size, run.global_step,
+                                        processor.is_regression)
+
+  num_layers = run.base.bert_config.num_hidden_layers
+  full = evaluate(())
+  if metric not in full or metric == "global_step":
+    raise errors.UserError(f"flag --ablation_metric={metric}: must be one of "
+                           f"{', '.join(sorted(k for k in full if k != 'global_step'))}")
+  logging.info("Full model: %s", ", ".join(f"{k} = {v}" for k, v in sorted(full.items())))
+  by_span = sweep(evaluate, num_layers)
+  return summary(full, by_span, num_layers, metric,
+                 task=processors.canonical_task_name(task_name),
+                 adapter_config=dataclasses.asdict(run.options.model.adapter_config()),
+                 global_step=int(run.global_step))
+
+
 def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
-  model_setup.set_seed(F.seed)
 
   # As run_classifier.py's eval: every check before anything is written.
-  tsv_flags = run_classifier._TSV_FLAGS  # pylint: disable=protected-access
-  tsv_options = {k: F[k].value for k in tsv_flags if F[k].present}
-  processor = run_classifier.make_processor(F.task_name, F.data_dir, tsv_options)
-  options = model_setup.ModelOptions.from_flags(F)
-  base = options.read_base(F.bert_config_file, F.vocab_file, F.do_lower_case,
-                           F.max_seq_length)
-  adapter_config = options.adapter_config()
-  if not adapter_config.enabled:
-    named = flag_checks.flags_named(adapter_size=options.adapter_size,
-                                    train_mode=options.train_mode)
-    raise errors.UserError(f"{named}: the model has no adapters to remove")
+  processor = classifier_task.make_processor(F.task_name, F.data_dir,
+                                             cli_options.tsv_options(F))
+  options = cli_options.run_options(F)
+  base = setup.read_base(options)
+  _check_has_adapters(options.model)
+  task_name = processors.canonical_task_name(F.task_name)
   if F.adapter_bank:
-    bank = adapter_bank.open_bank(F.adapter_bank)
-    adapter_bank.check_base(F.adapter_bank, bank, None, base.bert_config.to_dict(),
-                            F.do_lower_case, "this run's base")
-    options = dataclasses.replace(options, adapter_checkpoint=adapter_bank.task_checkpoint(
-        F.adapter_bank, F.bank_task or processors.canonical_task_name(F.task_name)))
-  is_regression = processor.is_regression
-  metric = F.ablation_metric or ("eval_pearson" if is_regression else "eval_accuracy")
-  label_list = processor.get_labels()
-  examples = run_classifier.read_examples(processor, F.data_dir, False, True, False)["eval"]
+    options = _with_bank_task(options, F.adapter_bank, F.bank_task or task_name, base,
+                              F.do_lower_case)
+  metric = F.ablation_metric or ("eval_pearson" if processor.is_regression
+                                 else "eval_accuracy")
+  examples = classifier_task.read_examples(processor, F.data_dir, False, True, False)["eval"]
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                          do_lower_case=F.do_lower_case)
-  task_name = processors.canonical_task_name(F.task_name)
-  config = run_config.build(
-      options, base, None, task_name=task_name, num_labels=processor.num_labels(),
-      label_list=label_list, is_regression=is_regression, max_seq_length=F.max_seq_length,
-      do_lower_case=F.do_lower_case, seed=F.seed, use_tpu=F.use_tpu)
-  run_config.check(F.output_dir, config, also=classifier_task.MODEL_KEYS)
-  if not (run_checkpoints.latest(F.output_dir) or options.adapter_checkpoint):
+  if not (run_checkpoints.latest(F.output_dir) or options.model.adapter_checkpoint):
     logging.warning("%s holds no checkpoint and no --adapter_checkpoint or --adapter_bank "
                     "is given: the adapters are --init_checkpoint's, or untrained if it "
                     "has none", F.output_dir)
-
-  strategy = distribution.create_strategy(F.use_tpu, F.tpu_name, F.tpu_zone, F.gcp_project,
-                                          F.master)
-  adapter_metadata = {"is_regression": is_regression}
-  if not is_regression:
-    adapter_metadata["labels"] = label_list
-  model, global_step = model_setup.create_model(
-      strategy, lambda bert, adapters: modeling.BertClassifier(
-          bert, processor.num_labels(), adapters),
-      options, base, F.output_dir, adapter_metadata=adapter_metadata)
+  run = classifier_task.set_up(options, base, processor, task_name, None)
 
   # From here on files are written, all under ablation_dir.
   directory = F.ablation_dir or posixpath.join(F.output_dir, "ablation")
@@ -270,28 +285,10 @@ def main(argv, flag_values=None):
   padded = classifier_features.pad_examples_for_tpu(examples,
                                                     F.eval_batch_size if F.use_tpu else 1)
   record = posixpath.join(directory, "eval.tf_record")
-  classifier_features.ensure_feature_record(padded, label_list, F.max_seq_length, tokenizer,
-                                            record)
-
-  def evaluate(layers):
-    with modeling.adapters_removed(model, layers):
-      outputs = run_classifier.run_model(strategy, model, record, F.max_seq_length,
-                                         F.eval_batch_size, F.use_tpu, is_regression,
-                                         F.use_xla)
-    return classifier_task.eval_results(F.task_name, outputs, F.eval_batch_size,
-                                        global_step, is_regression)
-
-  num_layers = base.bert_config.num_hidden_layers
-  full = evaluate(())
-  if metric not in full or metric == "global_step":
-    raise errors.UserError(f"flag --ablation_metric={metric}: must be one of "
-                           f"{', '.join(sorted(k for k in full if k != 'global_step'))}")
-  logging.info("Full model: %s", ", ".join(f"{k} = {v}" for k, v in sorted(full.items())))
-  by_span = sweep(evaluate, num_layers)
-  result = summary(full, by_span, num_layers, metric, task=task_name,
-                   adapter_config=dataclasses.asdict(adapter_config),
-                   global_step=int(global_step))
-  write_results(directory, result)
+  classifier_features.ensure_feature_record(padded, processor.get_labels(), F.max_seq_length,
+                                            tokenizer, record)
+  write_results(directory, ablate(run, processor, F.task_name, metric, record,
+                                  F.eval_batch_size))
 
 
 if __name__ == "__main__":

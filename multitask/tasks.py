@@ -15,7 +15,6 @@ from typing import List, Optional, Sequence
 
 from classification import processors
 import errors
-from errors import flag_checks
 from multitask.model import TaskHead
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -51,7 +50,7 @@ def tasks_from_flags(task_names: Sequence[str], data_dirs: Sequence[str],
                      label_columns: Sequence[str]) -> List[Task]:
   """The run's tasks, each with its processor; errors.UserError names the bad flag."""
   if len(task_names) != len(data_dirs):
-    raise errors.UserError(f"{flag_checks.flags_named(task_name=','.join(task_names))} "
+    raise errors.UserError(f"{errors.flags_named(task_name=','.join(task_names))} "
                            f"names {len(task_names)} tasks but --data_dir gives "
                            f"{len(data_dirs)} directories: one per task")
   names = [processors.canonical_task_name(t) for t in task_names]

@@ -1,5 +1,6 @@
-"""The training runtime both scripts share.
+"""The training runtime the entry points share.
 
+  setup         one set-up for every entry point: seed, base, strategy, model, weights
   model_setup   a run's task model: what trains, where its weights come from
   run_config    run_config.json, the settings saved with every model
   trainable     train modes (adapters, full, baselines) and parameter counts

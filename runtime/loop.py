@@ -95,6 +95,36 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
     errors.UserError: if the loss or the weights become NaN or Inf; nothing
       is saved from that step on.
   """
+  training = _set_up_training(strategy, model, loss_fn, dataset, settings, base_reference)
+  try:
+    return _run_training(training)
+  finally:
+    training.writer.close()
+    if not training.is_chief:
+      tf.io.gfile.rmtree(training.write_dir)
+
+
+@dataclasses.dataclass
+class _Training:
+  """What the training loop works with (`_set_up_training`)."""
+  strategy: tf.distribute.Strategy
+  settings: TrainSettings
+  optimizer: keras.optimizers.Optimizer
+  manager: tf.train.CheckpointManager
+  train_loop: Callable
+  iterator: object  # Of the distributed dataset.
+  writer: object  # tf.summary writer of write_dir.
+  progress: Progress
+  variables: list  # The model's trainable variables.
+  step: int  # The step the loop starts from.
+  is_chief: bool  # Writes to output_dir (the others to write_dir, removed after).
+  write_dir: str
+
+
+def _set_up_training(strategy, model, loss_fn, dataset, settings,
+                     base_reference) -> _Training:
+  """The optimizer, the checkpoints (restored from output_dir's latest), the
+  compiled loop and the input stream from where the restored step left it."""
   with strategy.scope():
     optimizer = optimization.create_optimizer(
         settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
@@ -120,7 +150,6 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   # a step that float16 loss scaling skips leaves that count behind, but it
   # took a batch and counts towards num_train_steps like any other.
   step = run_checkpoints.restore(model, settings.output_dir, checkpointed)
-  saved_step = step if step else None
 
   train_loop = make_train_loop(strategy, model, loss_fn, optimizer,
                                settings.train_batch_size, settings.jit_compile)
@@ -146,54 +175,57 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
       settings.iterations_per_loop,
       one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
       pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
-  variables = model.trainable_variables
+  return _Training(strategy, settings, optimizer, manager, train_loop, iterator, writer,
+                   progress, model.trainable_variables, step, is_chief, write_dir)
+
+
+def _run_training(t: _Training) -> Dict[str, float]:
+  """Host calls of the compiled loop to settings.num_train_steps, with checkpoints,
+  summaries and progress lines; stops on a non-finite loss or a SIGTERM (train)."""
+  settings, step = t.settings, t.step
+  saved_step = step if step else None
 
   def save(step: int) -> None:
-    if not all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in variables):
+    if not all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in t.variables):
       raise _diverged("the weights hold NaN or Inf values (the loss was still finite)",
                       step, settings)
-    manager.save(checkpoint_number=step)
-    logging.info("Saving checkpoints for %d into %s", step, manager.latest_checkpoint)
+    t.manager.save(checkpoint_number=step)
+    logging.info("Saving checkpoints for %d into %s", step, t.manager.latest_checkpoint)
 
   # Every worker of a multi-worker strategy must join each save; one saving
   # alone on its own SIGTERM would wait for the others forever.
   stop_request = sigterm.SigtermFlag(
-      enabled=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
-  try:
-    loss = float("nan")
-    with stop_request:
-      while step < settings.num_train_steps:
-        to_checkpoint = (settings.save_checkpoints_steps
-                         - step % settings.save_checkpoints_steps)
-        n = min(progress.steps_for_next_call(step), settings.num_train_steps - step,
-                to_checkpoint)
-        call_start = time.monotonic()
-        losses = train_loop(iterator, tf.constant(n)).numpy()
-        bad = np.flatnonzero(~np.isfinite(losses))
-        if bad.size:  # Before anything of this call is saved.
-          raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
-        step += n
-        loss = float(np.mean(losses))
-        line = progress.record(step, n, loss, time.monotonic() - call_start)
-        if line:
-          logging.info(line)
-        with writer.as_default(step=step):
-          tf.summary.scalar("loss", loss)
-          tf.summary.scalar("learning_rate", optimizer.learning_rate)
-        if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
+      enabled=not isinstance(t.strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  loss = float("nan")
+  with stop_request:
+    while step < settings.num_train_steps:
+      to_checkpoint = (settings.save_checkpoints_steps
+                       - step % settings.save_checkpoints_steps)
+      n = min(t.progress.steps_for_next_call(step), settings.num_train_steps - step,
+              to_checkpoint)
+      call_start = time.monotonic()
+      losses = t.train_loop(t.iterator, tf.constant(n)).numpy()
+      bad = np.flatnonzero(~np.isfinite(losses))
+      if bad.size:  # Before anything of this call is saved.
+        raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
+      step += n
+      loss = float(np.mean(losses))
+      line = t.progress.record(step, n, loss, time.monotonic() - call_start)
+      if line:
+        logging.info(line)
+      with t.writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", t.optimizer.learning_rate)
+      if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
+        save(step)
+        saved_step = step
+      if stop_request.received:
+        if saved_step != step:
           save(step)
-          saved_step = step
-        if stop_request.received:
-          if saved_step != step:
-            save(step)
-          logging.info("SIGTERM: stopped at step %d with checkpoint %s; run the same "
-                       "command again to resume from there (exit status %d)", step,
-                       manager.latest_checkpoint, sigterm.TERMINATED_EXIT_STATUS)
-          raise sigterm.Terminated()
-  finally:
-    writer.close()
-    if not is_chief:
-      tf.io.gfile.rmtree(write_dir)
+        logging.info("SIGTERM: stopped at step %d with checkpoint %s; run the same "
+                     "command again to resume from there (exit status %d)", step,
+                     t.manager.latest_checkpoint, sigterm.TERMINATED_EXIT_STATUS)
+        raise sigterm.Terminated()
   return {"loss": loss, "global_step": step}
 
 

@@ -28,7 +28,6 @@ from checkpoints import base_model
 from checkpoints import checkpoint_io
 from checkpoints import run_checkpoints
 import errors
-from errors import flag_checks
 import modeling
 from runtime import trainable
 import tokenization
@@ -61,17 +60,6 @@ class ModelOptions:
     if self.adapter_size is None:
       object.__setattr__(self, "adapter_size", implied_adapter_size(self.train_mode))
 
-  @classmethod
-  def from_flags(cls, flag_values) -> "ModelOptions":
-    """From parsed absl flags (or anything indexable by flag name with `.value`).
-
-    --adapter_size left at its default counts as not given (see the class).
-    """
-    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(cls)}
-    if not flag_given(flag_values["adapter_size"]):
-      values["adapter_size"] = None
-    return cls(**values)
-
   def adapter_config(self) -> AdapterConfig:
     return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale,
                          placement=self.adapter_placement)
@@ -82,7 +70,7 @@ class ModelOptions:
     Raises:
       errors.UserError: naming the flags, their values and what is allowed.
     """
-    named = flag_checks.flags_named
+    named = errors.flags_named
     problems = (
         (named(init_checkpoint=self.init_checkpoint,
                bert_hub_module_handle=self.bert_hub_module_handle),
@@ -118,14 +106,9 @@ class ModelOptions:
                                 max_seq_length, self.bert_hub_module_handle)
     mode, num_layers = self.mode(), base.bert_config.num_hidden_layers
     if mode.name == "top_layers" and mode.top_layers > num_layers:
-      raise errors.UserError(f"{flag_checks.flags_named(train_mode=mode)}: the base model "
+      raise errors.UserError(f"{errors.flags_named(train_mode=mode)}: the base model "
                              f"has {num_layers} layers; K must be at most {num_layers}")
     return base
-
-
-def flag_given(flag) -> bool:
-  """Whether an absl flag was set (command line or assignment), not left at its default."""
-  return bool(getattr(flag, "present", True)) or not getattr(flag, "using_default_value", True)
 
 
 def implied_adapter_size(train_mode: Optional[str]) -> int:

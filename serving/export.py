@@ -67,8 +67,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from cli import flag_checks
+from cli import flags as cli_flags
 import errors
-from errors import flag_checks
 from serving import bank_tasks
 from serving import multitask
 from serving import multitask_run
@@ -245,20 +246,17 @@ def define_flags(flag_values=flags.FLAGS):
                       "output_dir (run_config.json, adapter_model/).", **fv)
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (replaced whole).",
                       **fv)
-  flags.DEFINE_string("init_checkpoint", None, "Base checkpoint to use instead of "
-                      "bank.json's or run_config.json's (e.g. the same one at another "
-                      "path).", **fv)
-  flags.DEFINE_string("bert_hub_module_handle", None, "TF Hub / Model Garden BERT encoder "
-                      "to use instead of bank.json's or run_config.json's base.", **fv)
+  cli_flags.define_base_source_flags(
+      flag_values, init_checkpoint_help="Base checkpoint to use instead of bank.json's or "
+      "run_config.json's (e.g. the same one at another path).",
+      hub_help="TF Hub / Model Garden BERT encoder to use instead of bank.json's or "
+      "run_config.json's base.")
   flags.DEFINE_list("tasks", None, "Export only these tasks of the bank or run (default: "
                     "all).", **fv)
   flags.mark_flag_as_required("export_dir", **fv)
   flag_checks.check_flags_together(
       flag_values, ("bank", "multitask_run"),
       lambda a, b: None if bool(a) != bool(b) else "give exactly one of them")
-  flag_checks.check_flags_together(
-      flag_values, ("init_checkpoint", "bert_hub_module_handle"),
-      lambda a, b: "give at most one of them" if a and b else None)
 
 
 def main(argv, flag_values=flags.FLAGS):

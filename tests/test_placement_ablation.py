@@ -22,6 +22,7 @@ from bank import adapter_bank
 from checkpoints import adapter_weights
 from checkpoints import checkpoint_io
 from classification import task as classifier_task
+from cli import options as cli_options
 import errors
 from experiments import ablation
 import modeling
@@ -135,10 +136,10 @@ def _parse(define, argv):
 
 def test_placement_flag():
   fv = _parse(run_classifier.define_flags, ["--do_eval", "--adapter_placement=attention"])
-  assert model_setup.ModelOptions.from_flags(fv).adapter_config() == AdapterConfig(
+  assert cli_options.model_options(fv).adapter_config() == AdapterConfig(
       64, placement="attention")
   fv = _parse(run_classifier.define_flags, ["--do_eval"])
-  assert model_setup.ModelOptions.from_flags(fv).adapter_config().placement == "both"
+  assert cli_options.model_options(fv).adapter_config().placement == "both"
   for argv, message in [
       (["--adapter_placement=ffn"],
        "flag --adapter_placement=ffn: must be one of both, attention, feed_forward"),
@@ -331,8 +332,9 @@ def test_ablating_every_layer_is_the_encoder_without_adapters(base, runs, ablate
   inputs = _inputs()
   with modeling.adapters_removed(trained, range(L)):
     np.testing.assert_array_equal(trained(inputs).numpy(), plain(inputs).numpy())
-  outputs = run_classifier.run_model(strategy, plain, os.path.join(directory, "eval.tf_record"),
-                                     32, base["eval_batch_size"], False, False, False)
+  outputs = classifier_task.predict_record(
+      strategy, plain, os.path.join(directory, "eval.tf_record"), 32, base["eval_batch_size"],
+      False, False, False)
   expected = classifier_task.eval_results("MRPC", outputs, base["eval_batch_size"], step, False)
   for name, matrix in result["matrices"].items():
     assert matrix[0][L - 1] == ablation._number(expected[name])  # pylint: disable=protected-access

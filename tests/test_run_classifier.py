@@ -26,6 +26,7 @@ import errors
 from classification import processors
 import numpy_bert
 import run_classifier
+from runtime import distribution
 import tiny_bert
 import tokenization
 
@@ -220,7 +221,7 @@ def test_tpu_path_pads_eval_and_predict(base, mrpc_run, tmp_path, monkeypatch):
   No TPU here: the strategy is the default one, the rest of the TPU path runs.
   """
   out, _ = mrpc_run
-  monkeypatch.setattr(run_classifier.distribution, "create_strategy",
+  monkeypatch.setattr(distribution, "create_strategy",
                       lambda *args, **kwargs: tf.distribute.get_strategy())
   tpu = str(tmp_path / "tpu")
   logs = run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),

@@ -13,12 +13,9 @@ from absl import flags
 import errors
 
 
-def flags_named(**values) -> str:
-  """How absl names flags in its errors: "flag --name=value", "flags a=1, b=2"."""
-  if len(values) == 1:
-    (name, value), = values.items()
-    return f"flag --{name}={value}"
-  return "flags " + ", ".join(f"{k}={v}" for k, v in values.items())
+def flag_given(flag) -> bool:
+  """Whether an absl flag was set (command line or assignment), not left at its default."""
+  return bool(getattr(flag, "present", True)) or not getattr(flag, "using_default_value", True)
 
 
 def check_flag(flag_values, name, ok, allowed):
