@@ -28,10 +28,9 @@ import keras
 import tensorflow as tf
 
 from adapter_layers import Adapter, AdapterConfig, generated_adapter, get_activation
+from adapter_layers import KERAS_PACKAGE as _PACKAGE
 import errors
 from storage import input_files
-
-_PACKAGE = "adapter_bert"
 
 NO_ADAPTERS = AdapterConfig(size=0)
 
