@@ -174,7 +174,11 @@ def apply_adapter(tokens, weights: AdapterWeights, activation: str = "gelu",
   return tf.reshape(y, tf.shape(tokens))
 
 
-@keras.saving.register_keras_serializable(package="adapter_bert")
+# The package every Keras object of the project is registered under (saved models name it).
+KERAS_PACKAGE = "adapter_bert"
+
+
+@keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
 class Adapter(keras.layers.Layer):
   """`x + W2 · act(W1 · x + b1) + b2`: the bottleneck adapter of Houlsby et al.
 

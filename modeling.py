@@ -33,10 +33,9 @@ import keras
 import tensorflow as tf
 
 from adapter_layers import Adapter, AdapterConfig, AdapterWeights, apply_adapter, get_activation
+from adapter_layers import KERAS_PACKAGE as _PACKAGE
 import errors
 from storage import input_files
-
-_PACKAGE = "adapter_bert"
 
 NO_ADAPTERS = AdapterConfig(size=0)
 

@@ -16,7 +16,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-_PACKAGE = "adapter_bert"
+from adapter_layers import KERAS_PACKAGE as _PACKAGE
+
 # The original create_optimizer's exclusion list, searched (re.search) in names.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 

@@ -14,6 +14,11 @@ bank.json's base: `fingerprint` (SHA-256 of the frozen weights, as in the
 adapter files' headers), `bert_config`, `init_checkpoint`,
 `bert_hub_module_handle`, `vocab_file`, `do_lower_case`.
 
+A task is a run_classifier.py task: its file holds the adapters, LayerNorms
+and classifier head of a model of the bank's BERT config, and its metadata
+says what serving needs (labels or regression, max_seq_length, casing);
+`check_task` is the one check of that, for adding a task and for serving.
+
 What the fingerprint covers: every encoder weight except the adapters and the
 LayerNorms (and the task head, which is no part of the encoder). That is
 exactly what stays frozen with --train_mode=adapters, and also with
@@ -35,11 +40,14 @@ import posixpath
 import re
 from typing import Dict, List, Mapping, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from adapter_layers import AdapterConfig
 from checkpoints import adapter_weights
 import errors
+import modeling
 from modeling import variable_role
 from storage import file_io
 
@@ -60,6 +68,9 @@ TRAIN_MODES = ("adapters", "layer_norm")
 # What a task's header metadata must hold, for people and for serving.
 REQUIRED_METADATA = ("task", "labels", "is_regression", "max_seq_length", "do_lower_case",
                      "train_mode", "global_step")
+
+# The head of run_classifier.py's BertClassifier, by its original names.
+HEAD = ("output_weights", "output_bias")
 
 _BASE_KEYS = ("fingerprint", "bert_config", "init_checkpoint", "bert_hub_module_handle",
               "vocab_file", "do_lower_case")
@@ -166,6 +177,15 @@ def open_bank(bank_dir: str) -> BankBase:
   return BankBase(**{k: base[k] for k in _BASE_KEYS})
 
 
+def bank_config(bank_dir: str, bank: BankBase) -> modeling.BertConfig:
+  """The bank's BERT config, as a model is built from it."""
+  path = posixpath.join(bank_dir, BANK_FILE)
+  try:
+    return modeling.BertConfig.from_dict(dict(bank.bert_config))
+  except (TypeError, ValueError) as e:
+    raise errors.UserError(f"its base bert_config is not a BERT config: {e}", path) from e
+
+
 def find_bank(bank_dir: str) -> Optional[BankBase]:
   """The bank at bank_dir; None where one can be created (no such or an empty directory).
 
@@ -227,33 +247,91 @@ def check_base(bank_dir: str, bank: BankBase, fingerprint: Optional[str],
 
 # --- tasks -------------------------------------------------------------------
 
-def _check_file(bank_dir: str, bank: BankBase, header: dict, path: str) -> None:
-  """Refuses an adapter file that does not belong in this bank (module docstring)."""
+def check_task(bank_dir: str, bank: BankBase, header: dict, arrays: Mapping[str, np.ndarray],
+               path: str) -> None:
+  """Refuses an adapter file that is no task of this bank (module docstring).
+
+  Args:
+    header, arrays: the file's (adapter_weights.read_adapter_file).
+    path: the file, for messages.
+  Raises:
+    errors.UserError: naming the file, if it was trained on a BERT of another
+      config, trained encoder weights, holds variables other than those of a
+      classifier of the bank's config and its adapter config (names, shapes,
+      float32), or its metadata lacks something or disagrees with its head or
+      the bank. Whether its base fingerprint is the bank's is the callers' to
+      check (add_task: bank.json's; serving: the loaded base's).
+  """
   metadata = header.get("metadata") or {}
-  bert_config = header.get("bert_config") or {}
+  if (header.get("bert_config") or {}) != bank.bert_config:
+    _refuse_base(bank_dir, bank, header, path)
+  config = bank_config(bank_dir, bank)
+  _check_variables(arrays, header, config, metadata, path)
+  _check_metadata(metadata, int(arrays["output_weights"].shape[0]), config, bank_dir, bank,
+                  path)
 
-  def refuse_base():
-    try:
-      check_base(bank_dir, bank, header["base_fingerprint"], bert_config, None,
-                 "the base these adapters were trained on")
-    except errors.UserError as e:
-      raise errors.UserError(str(e), path) from None
 
-  if bert_config != bank.bert_config:
-    refuse_base()
-  # Before the fingerprint: another frozen set has another fingerprint, and
-  # "another base" would be the wrong reason.
-  names = header.get("variables") or []
-  num_layer_norms = 2 * (1 + 2 * int(bank.bert_config.get("num_hidden_layers", 0)))
-  if (any(variable_role(n) not in TRAINED_ROLES for n in names)
-      or sum(variable_role(n) == "layer_norm" for n in names) != num_layer_norms):
+def _refuse_base(bank_dir: str, bank: BankBase, header: dict, path: str) -> None:
+  try:
+    check_base(bank_dir, bank, header["base_fingerprint"], header.get("bert_config") or {},
+               None, "the base these adapters were trained on")
+  except errors.UserError as e:
+    raise errors.UserError(str(e), path) from None
+
+
+def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
+                     config: modeling.BertConfig, metadata: dict, path: str) -> None:
+  """Adapters, LayerNorms and a classifier head, each with the shape of its model's."""
+  # Before the names: another frozen set is the reason, not "another model".
+  num_layer_norms = 2 * (1 + 2 * config.num_hidden_layers)
+  if (any(variable_role(n) not in TRAINED_ROLES for n in arrays)
+      or sum(variable_role(n) == "layer_norm" for n in arrays) != num_layer_norms):
     raise errors.UserError(
         f"trained with --train_mode={metadata.get('train_mode', '?')}; a bank holds tasks "
         f"that trained adapters, LayerNorms and the head only (--train_mode="
         f"{' or '.join(TRAIN_MODES)}), so that they all share the same frozen weights",
         path)
-  if header["base_fingerprint"] != bank.fingerprint:
-    refuse_base()
+  try:
+    adapter_config = AdapterConfig.from_dict(header["adapter_config"])
+  except (TypeError, ValueError) as e:
+    raise errors.UserError(f"bad adapter_config {header['adapter_config']!r}: {e}", path) from e
+  h, m = config.hidden_size, adapter_config.size
+  layer_norms = {f"{s}/{v}": (h,) for s in ["bert/embeddings/LayerNorm"] + [
+      f"bert/encoder/layer_{i}/{s}/LayerNorm" for i in range(config.num_hidden_layers)
+      for s in ("attention/output", "output")] for v in ("gamma", "beta")}
+  adapters = {}
+  for i in range(config.num_hidden_layers):
+    for scope in modeling.adapter_scopes(adapter_config):  # None without adapters.
+      p = f"bert/encoder/layer_{i}/{scope}/adapters/"
+      adapters.update({p + "weights1": (h, m), p + "biases1": (1, m),
+                       p + "weights2": (m, h), p + "biases2": (1, h)})
+  for name in arrays:
+    if variable_role(name) == "head" and name not in HEAD:
+      raise errors.UserError(f"not a run_classifier.py task: its head has {name} (a "
+                             f"classifier has {' and '.join(HEAD)})", path)
+    if name not in layer_norms and name not in adapters and name not in HEAD:
+      raise errors.UserError(f"variable {name} does not exist in a model of the bank's "
+                             f"bert_config, adapter size {m} and adapter placement "
+                             f"{adapter_config.placement}", path)
+  missing = [n for n in list(adapters) + list(HEAD) if n not in arrays]
+  if missing:
+    raise errors.UserError(f"lacks {len(missing)} variable(s) of its model: "
+                           f"{', '.join(missing[:5])}", path)
+  head = arrays["output_weights"]
+  num_outputs = head.shape[0] if head.ndim == 2 and head.shape[0] >= 1 else 1
+  expected = {**layer_norms, **adapters, "output_weights": (num_outputs, h),
+              "output_bias": (num_outputs,)}
+  for name, value in arrays.items():
+    if tuple(value.shape) != expected[name]:
+      raise errors.UserError(f"variable {name} has shape {tuple(value.shape)}, expected "
+                             f"{expected[name]}", path)
+    if value.dtype != np.float32:
+      raise errors.UserError(f"variable {name} is {value.dtype}, expected float32", path)
+
+
+def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfig,
+                    bank_dir: str, bank: BankBase, path: str) -> None:
+  """Labels (none for regression, else one per output), max_seq_length and casing."""
   missing = [k for k in REQUIRED_METADATA if k not in metadata]
   if missing:
     raise errors.UserError(
@@ -265,17 +343,19 @@ def _check_file(bank_dir: str, bank: BankBase, header: dict, path: str) -> None:
   if bool(metadata["is_regression"]) == bool(labels):
     raise errors.UserError(f"its metadata says is_regression={metadata['is_regression']} "
                            f"with labels {labels!r} (regression: no labels)", path)
+  if num_outputs != (len(labels) or 1):
+    raise errors.UserError(f"its head has {num_outputs} outputs but its metadata lists "
+                           f"{len(labels)} labels (regression: one output)", path)
+  max_seq_length = metadata["max_seq_length"]
+  if not (type(max_seq_length) is int and
+          3 <= max_seq_length <= config.max_position_embeddings):
+    raise errors.UserError(
+        f"its metadata max_seq_length is {max_seq_length!r}, not an integer in [3, "
+        f"{config.max_position_embeddings}] (max_position_embeddings)", path)
   if metadata["do_lower_case"] != bank.do_lower_case:
     raise errors.UserError(
         f"trained with do_lower_case={metadata['do_lower_case']}, adapter bank {bank_dir} "
         f"has do_lower_case={bank.do_lower_case} (one tokenizer serves every task)", path)
-
-
-def weights_path(adapter_model: str) -> str:
-  """A run's adapter_model directory or its weights file -> the weights file."""
-  if tf.io.gfile.isdir(adapter_model):
-    return posixpath.join(adapter_model, adapter_weights.WEIGHTS_FILE)
-  return adapter_model
 
 
 def add_task(bank_dir: str, task: str, adapter_model: str) -> str:
@@ -293,9 +373,10 @@ def add_task(bank_dir: str, task: str, adapter_model: str) -> str:
   bank = open_bank(bank_dir)
   dest = task_dir(bank_dir, task)
   # Validates the whole file (readable, complete), not only its header.
-  header = adapter_weights.read_adapter_header(adapter_model)
-  source = weights_path(adapter_model)
-  _check_file(bank_dir, bank, header, source)
+  source, header, arrays = adapter_weights.read_adapter_file(adapter_model)
+  check_task(bank_dir, bank, header, arrays, source)
+  if header["base_fingerprint"] != bank.fingerprint:
+    _refuse_base(bank_dir, bank, header, source)
   with tf.io.gfile.GFile(source, "rb") as f:
     blob = f.read()
   config_path = posixpath.join(posixpath.dirname(source), adapter_weights.CONFIG_FILE)
@@ -380,7 +461,7 @@ def read_task(bank_dir: str, task: str) -> TaskInfo:
     raise errors.UserError(
         f"task {task!r} of adapter bank {bank_dir} has no {adapter_weights.WEIGHTS_FILE} "
         f"(remove it with python -m bank.manage --bank={bank_dir} remove {task})", path)
-  shapes, header = _safetensors_header(weights)
+  header, shapes = adapter_weights.read_adapter_shapes(weights)
   num_bytes = sum(tf.io.gfile.stat(posixpath.join(path, n)).length
                   for n in tf.io.gfile.listdir(path)
                   if not tf.io.gfile.isdir(posixpath.join(path, n)))
@@ -390,20 +471,6 @@ def read_task(bank_dir: str, task: str) -> TaskInfo:
 def list_tasks(bank_dir: str) -> List[TaskInfo]:
   open_bank(bank_dir)
   return [read_task(bank_dir, name) for name in task_names(bank_dir)]
-
-
-def _safetensors_header(path: str):
-  """(name -> shape, this project's header) from the JSON at the start of the file."""
-  try:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      length = int.from_bytes(f.read(8), "little")
-      entries = json.loads(f.read(length))
-    header = json.loads(entries.pop("__metadata__")["header"])
-    shapes = {name: tuple(e["shape"]) for name, e in entries.items()}
-  except Exception as e:  # Any way a file can be cut short or be something else.
-    raise errors.UserError(f"not an adapter weights file (empty, truncated or corrupt?): "
-                           f"{e!r}", path) from e
-  return shapes, header
 
 
 # --- accounting in the paper's terms -----------------------------------------

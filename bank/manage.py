@@ -70,8 +70,7 @@ def list_bank(bank_dir: str) -> List[str]:
 
 def base_from_run(adapter_model: str) -> adapter_bank.BankBase:
   """The base of a new bank, from a run's adapter file and the run_config.json beside it."""
-  header = adapter_weights.read_adapter_header(adapter_model)
-  weights = adapter_bank.weights_path(adapter_model)
+  weights, header, _ = adapter_weights.read_adapter_file(adapter_model)
   run_dir = posixpath.dirname(posixpath.dirname(weights))
   config_path = posixpath.join(run_dir, "run_config.json")
   if not tf.io.gfile.exists(config_path):

@@ -14,9 +14,10 @@ naming it.
 """
 
 import hashlib
+import io
 import json
 import posixpath
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import keras
 import numpy as np
@@ -78,16 +79,30 @@ def save_adapter_weights(model: keras.Model, output_dir: str,
   return weights_path
 
 
+class AdapterFile(NamedTuple):
+  """An adapter weights file, read whole and checked (`read_adapter_file`)."""
+  path: str  # The weights file (of the directory given).
+  header: dict  # As save_adapter_weights wrote it: configs, fingerprint, metadata.
+  arrays: Dict[str, np.ndarray]  # The trained variables by original name.
+
+
 def read_adapter_header(path: str) -> dict:
   """The header of an adapter weights file or of the directory holding one."""
-  return _read(path)[1]
+  return read_adapter_file(path).header
 
 
 # What load_adapter_weights reads from the header.
 _HEADER_KEYS = ("adapter_config", "base_fingerprint", "variables")
+_CORRUPT = "not an adapter weights file (empty, truncated or corrupt?): "
 
 
-def _read(path: str):
+def read_adapter_file(path: str) -> AdapterFile:
+  """An adapter weights file or the directory holding one, read and checked whole.
+
+  Raises:
+    errors.UserError: naming the file, if it is missing, unreadable, corrupt or
+      not written by save_adapter_weights.
+  """
   # A replacement of the directory interrupted by a crash: the old one is back.
   file_io.recover_directory(path)
   if tf.io.gfile.isdir(path):
@@ -103,22 +118,36 @@ def _read(path: str):
     raise errors.UserError(f"cannot read: {e.message}", path) from e
   try:
     arrays = safetensors.numpy.load(blob)
-    header = json.loads(_safetensors_metadata(blob)["header"])
+    header = json.loads(_safetensors_header(io.BytesIO(blob)).get("__metadata__", {})["header"])
   except Exception as e:  # safetensors raises its own error types.
-    raise errors.UserError(f"not an adapter weights file (empty, truncated or corrupt?): "
-                           f"{e!r}", path) from e
+    raise errors.UserError(_CORRUPT + f"{e!r}", path) from e
   missing = [k for k in _HEADER_KEYS if not isinstance(header, dict) or k not in header]
   if missing:
     raise errors.UserError(f"not an adapter weights file of this project: its header "
                            f"lacks {', '.join(missing)}", path)
-  return arrays, header, path
+  return AdapterFile(path, header, arrays)
 
 
-def _safetensors_metadata(blob: bytes) -> dict:
+def read_adapter_shapes(path: str) -> Tuple[dict, Dict[str, tuple]]:
+  """(header, trained variable -> shape) of an adapter weights file, from the start
+  of the file alone: the weights are not read (a bank lists many files)."""
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      entries = _safetensors_header(f)
+    header = json.loads(entries.pop("__metadata__")["header"])
+    shapes = {name: tuple(e["shape"]) for name, e in entries.items()}
+  except Exception as e:  # Any way a file can be cut short or be something else.
+    raise errors.UserError(_CORRUPT + f"{e!r}", path) from e
+  return header, shapes
+
+
+def _safetensors_header(f) -> dict:
+  """The JSON at the start of a safetensors file: each tensor's dtype, shape and
+  offsets, and "__metadata__" (where this project keeps its header)."""
   # safetensors.numpy.load drops the metadata and safe_open needs a local file
   # (not gs://); the format is an 8-byte little-endian header length, then JSON.
-  length = int.from_bytes(blob[:8], "little")
-  return json.loads(blob[8:8 + length]).get("__metadata__", {})
+  length = int.from_bytes(f.read(8), "little")
+  return json.loads(f.read(length))
 
 
 def load_adapter_weights(model: keras.Model, path: str) -> dict:
@@ -132,7 +161,7 @@ def load_adapter_weights(model: keras.Model, path: str) -> dict:
   Returns:
     The file's header (configs, fingerprint, metadata).
   """
-  arrays, header, path = _read(path)
+  path, header, arrays = read_adapter_file(path)
   names = model.tf1_variable_map()
   saved, wanted = header["adapter_config"], model.adapter_config.to_dict()
   if saved != wanted:

@@ -14,6 +14,10 @@ initial scale. This package does the same with `run_classifier.py`:
                                 parameters, vs adapter init scale (PNG + data)
   python -m experiments.ablation  a trained adapter model evaluated without the
                                 adapters of spans of layers (heatmap)
+  python -m experiments.paper_table  the paper's comparison of six methods on
+                                the WordNet tasks, as docs/paper_table.{md,json}
+  python -m experiments.embedding_baseline  the frozen MiniLM as a sentence
+                                embedder on wordnet_example (no training)
 
 Modules:
   grid      the grid: axes given on the command line or in a JSON file, the
@@ -25,6 +29,7 @@ Modules:
   plots     the figures and the data files beside them
   tables    JSON and CSV tables written whole or not at all
   ablation  the layer ablation (its own command; see its docstring)
+  paper_table, embedding_baseline  their own commands (see their docstrings)
 
 grids/ holds example grid files for the pretrained MiniLM and WordNet tasks
 (models/minilm from demo.sh): the trade-off, training-set size and init-scale

@@ -19,11 +19,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from experiments import grid as grid_lib
 from experiments import tables
+from runtime import model_setup
+from runtime import trainable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD_FILE = "sweep_point.json"
 LOG_FILE = "run.log"
-DEFAULT_ADAPTER_SIZE = 64  # run_classifier.py's, for runs that wrote no run_config.json.
 
 _COUNT = re.compile(r"\*\*\*\*\* (Total|Adapter|Total Trainable) Parameters = (\d+) \*\*\*\*\*")
 _COUNT_KEYS = {"Total": "total", "Adapter": "adapter", "Total Trainable": "trainable"}
@@ -38,14 +39,22 @@ def command(program: Sequence[str], flags: Mapping[str, object], output_dir: str
   return list(program) + grid_lib.flag_args(flags) + [f"--output_dir={output_dir}"]
 
 
-def parse_parameter_counts(log_text: str) -> Dict[str, int]:
+def parse_parameter_counts(log_text: str, require_all: bool = False) -> Dict[str, int]:
   """The log's parameter lines as {total, adapter, trainable} (the last of each: a retried
-  run logs them again); keys whose line is missing are left out."""
-  return {_COUNT_KEYS[m.group(1)]: int(m.group(2)) for m in _COUNT.finditer(log_text)}
+  run logs them again); keys whose line is missing are left out.
+
+  Raises:
+    ValueError: with require_all, if a line is missing.
+  """
+  counts = {_COUNT_KEYS[m.group(1)]: int(m.group(2)) for m in _COUNT.finditer(log_text)}
+  if require_all and set(counts) != set(_COUNT_KEYS.values()):
+    raise ValueError(f"parameter count lines missing from the log (found {counts})")
+  return counts
 
 
 def parse_eval_results(text: str) -> Dict[str, float]:
-  """eval_results.txt ("key = value" lines) as floats (global_step as an int)."""
+  """eval_results.txt ("key = value" lines) as floats (global_step as an int, as the
+  original BERT writes it)."""
   results = {}
   for line in text.splitlines():
     key, sep, value = line.partition(" = ")
@@ -68,9 +77,9 @@ def resolve_method(settings: Mapping[str, object], run_config: Optional[Mapping]
     return str(run_config["train_mode"]), int(size)
   mode, size = settings.get("train_mode"), settings.get("adapter_size")
   if size is None:
-    size = DEFAULT_ADAPTER_SIZE if mode in (None, "adapters") else 0
+    size = model_setup.implied_adapter_size(mode)
   if mode is None:
-    mode = "adapters" if int(size) > 0 else "full"
+    mode = trainable.default_train_mode(int(size))
   return str(mode), int(size)
 
 

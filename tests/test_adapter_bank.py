@@ -23,6 +23,7 @@ from checkpoints import checkpoint_io
 import errors
 import modeling
 from runtime import trainable
+from serving import bank_tasks
 import tiny_bert
 # The tiny base and the in-process runner of run_classifier.py.
 from test_run_classifier import (  # pylint: disable=unused-import
@@ -281,3 +282,38 @@ def test_manage_list_and_remove(bank, tmp_path, capsys):
                                      "(it has: copy, mrpc)\n")
   assert _run_manage("--bank", str(tmp_path), "list") == 2
   assert "not an adapter bank: no bank.json" in capsys.readouterr().err
+
+
+def _with_metadata(source, out, **changes):
+  """A copy of the adapter file `source` whose header metadata has `changes`."""
+  _, header, arrays = adapter_weights.read_adapter_file(source)
+  header["metadata"].update(changes)
+  os.makedirs(out)
+  with open(os.path.join(out, adapter_weights.WEIGHTS_FILE), "wb") as f:
+    f.write(safetensors.numpy.save(arrays, metadata={"header": json.dumps(header)}))
+  return out
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(labels=["0", "1", "2"]), "its head has 2 outputs but its metadata lists 3 labels"),
+    (dict(is_regression=True), r"says is_regression=True with labels \['0', '1'\]"),
+    (dict(labels=[0, 1]), r"its metadata labels \[0, 1\] are not a list of strings"),
+    (dict(max_seq_length=65), r"max_seq_length is 65, not an integer in \[3, 64\]"),
+    (dict(do_lower_case=False), "trained with do_lower_case=False, adapter bank .* has "
+                                "do_lower_case=True"),
+])
+def test_adding_and_serving_refuse_a_task_with_one_check(bank, tmp_path, changes, message):
+  """What a bank task's metadata must say: the same error line from bank.manage add and
+  from serving (adapter_bank.check_task, the one owner of the check)."""
+  d = str(tmp_path / "bank")
+  shutil.copytree(bank["dir"], d)
+  bad = _with_metadata(os.path.join(d, "tasks", "mrpc"), str(tmp_path / "bad"), **changes)
+  with pytest.raises(errors.UserError, match=message) as added:
+    adapter_bank.add_task(d, "bad", bad)
+  assert adapter_bank.task_names(d) == ["mrpc", "sts-b"]
+  shutil.copytree(bad, os.path.join(d, "tasks", "bad"))  # By hand, as a user might.
+  with pytest.raises(errors.UserError) as served:
+    bank_tasks.read_tasks(d, bank_tasks.open_bank(d))
+  path = os.path.join(d, "tasks", "bad", adapter_weights.WEIGHTS_FILE)
+  assert str(served.value) == str(added.value).replace(
+      os.path.join(bad, adapter_weights.WEIGHTS_FILE), path)

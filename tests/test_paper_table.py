@@ -1,6 +1,5 @@
-"""scripts/paper_table.py: the commands it runs and what it reads back (no training here)."""
+"""experiments/paper_table.py: the commands it runs and what it reads back (no training here)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -8,23 +7,17 @@ import sys
 
 import pytest
 
+from experiments import paper_table
+from experiments import runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(scope="module")
-def paper_table():
-  spec = importlib.util.spec_from_file_location(
-      "paper_table", os.path.join(ROOT, "scripts", "paper_table.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 SETTINGS = dict(num_train_epochs=2.0, max_seq_length=32, train_batch_size=32,
                 eval_batch_size=64, seed=1, machine="test")
 
 
-def _command(paper_table, task, method):
+def _command(task, method):
   return paper_table.run_command(".venv/bin/python", paper_table.TASKS[task],
                                  paper_table.METHODS[method], SETTINGS, "models/minilm",
                                  "data/wordnet", "out")
@@ -35,18 +28,18 @@ def _rate(command):
   return float(rate.partition("=")[2])
 
 
-def test_commands_differ_only_in_method_flags_and_learning_rate(paper_table):
-  pair = _command(paper_table, "wordnet_example", "top_layers_3")
+def test_commands_differ_only_in_method_flags_and_learning_rate():
+  pair = _command("wordnet_example", "top_layers_3")
   assert "--text_a_column=gloss" in pair and "--text_b_column=example" in pair
   assert "--train_mode=top_layers:3" in pair and "--adapter_size=0" in pair
   assert "--learning_rate=5e-05" in pair and "--data_dir=data/wordnet/wordnet_example" in pair
-  shared = set(_command(paper_table, "wordnet_lexname", "adapters_8"))
+  shared = set(_command("wordnet_lexname", "adapters_8"))
   for method in paper_table.METHODS.values():
-    varying = set(_command(paper_table, "wordnet_lexname", method.name)) - shared
+    varying = set(_command("wordnet_lexname", method.name)) - shared
     assert varying <= set(method.flags) | {f"--learning_rate={method.learning_rate:g}"}
 
 
-def test_learning_rate_is_per_method_with_per_task_overrides(paper_table):
+def test_learning_rate_is_per_method_with_per_task_overrides():
   # wordnet_lexname: the method defaults. wordnet_example (pair task): lower rates, the
   # head keeps its own.
   expected = {"wordnet_lexname": {"adapters_8": 1e-3, "adapters_64": 1e-3, "full": 1e-4,
@@ -57,7 +50,7 @@ def test_learning_rate_is_per_method_with_per_task_overrides(paper_table):
     for method, rate in rates.items():
       assert paper_table.learning_rate(paper_table.TASKS[task],
                                        paper_table.METHODS[method]) == rate
-      assert _rate(_command(paper_table, task, method)) == rate
+      assert _rate(_command(task, method)) == rate
   assert paper_table.TASKS["wordnet_lexname"].learning_rates == {}
   assert set(paper_table.TASKS["wordnet_example"].learning_rates) <= set(paper_table.METHODS)
 
@@ -70,7 +63,7 @@ def test_dry_run_prints_per_task_rates_and_what_merge_keeps(tmp_path):
 
   def dry_run(*args):
     return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "paper_table.py"), "--dry_run",
+        [sys.executable, "-m", "experiments.paper_table", "--dry_run",
          "--tasks=wordnet_example", "--methods=adapters_64,full,head", "--machine=test",
          f"--results_json={results_json}", *args],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
@@ -83,17 +76,19 @@ def test_dry_run_prints_per_task_rates_and_what_merge_keeps(tmp_path):
   assert dry_run() == out[:-1]  # Without --merge nothing is kept.
 
 
-def test_reads_log_counts_and_eval_results(paper_table):
+def test_reads_log_counts_and_eval_results():
   log = ("I1122 trainable.py:124] ***** Total Parameters = 23312266 *****\n"
          "I1122 trainable.py:125] ***** Adapter Parameters = 595200 *****\n"
          "I1122 trainable.py:126] ***** Total Trainable Parameters = 609034 *****\n")
-  assert paper_table.parse_parameter_counts(log) == {
+  assert runs.parse_parameter_counts(log, require_all=True) == {
       "total": 23312266, "adapter": 595200, "trainable": 609034}
   with pytest.raises(ValueError, match="missing"):
-    paper_table.parse_parameter_counts(log.splitlines()[0])
-  assert paper_table.parse_eval_results(
-      "eval_accuracy = 0.853\neval_loss = 0.445\nglobal_step = 250\n") == {
-          "eval_accuracy": 0.853, "eval_loss": 0.445, "global_step": 250.0}
+    runs.parse_parameter_counts(log.splitlines()[0], require_all=True)
+  assert runs.parse_parameter_counts(log.splitlines()[0]) == {"total": 23312266}
+  results = runs.parse_eval_results(
+      "eval_accuracy = 0.853\neval_loss = 0.445\nglobal_step = 250\n")
+  assert results == {"eval_accuracy": 0.853, "eval_loss": 0.445, "global_step": 250}
+  assert type(results["global_step"]) is int  # As the original BERT writes it.
 
 
 def _fake_run(task, method, rate, accuracy, trainable=1000):
@@ -102,7 +97,7 @@ def _fake_run(task, method, rate, accuracy, trainable=1000):
               trainable=trainable, trained_share=trainable / 1000, wall_seconds=12.4)
 
 
-def test_markdown_table_rows_and_delta_to_full(paper_table):
+def test_markdown_table_rows_and_delta_to_full():
   table = paper_table.markdown_table({"settings": SETTINGS, "runs": [
       _fake_run("wordnet_lexname", "adapters_64", 1e-3, 0.853, 26),
       _fake_run("wordnet_lexname", "full", 1e-4, 0.861)]})
@@ -114,7 +109,7 @@ def test_markdown_table_rows_and_delta_to_full(paper_table):
   assert lines[3].startswith("| full fine-tuning") and "| 0.861 |  | 12 s |" in lines[3]
 
 
-def test_markdown_table_has_a_rate_column_per_task_where_rates_differ(paper_table):
+def test_markdown_table_has_a_rate_column_per_task_where_rates_differ():
   table = paper_table.markdown_table({"settings": SETTINGS, "runs": [
       _fake_run("wordnet_example", "adapters_64", 3e-4, 0.675, 26),
       _fake_run("wordnet_lexname", "adapters_64", 1e-3, 0.853, 26),
@@ -132,7 +127,7 @@ def test_markdown_table_has_a_rate_column_per_task_where_rates_differ(paper_tabl
                       "|  |  |  |  |")
 
 
-def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(paper_table, tmp_path):
+def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(tmp_path):
   settings = dict(SETTINGS)
   old_runs = [_fake_run(t, m, r, a) for t, m, r, a in (
       ("wordnet_lexname", "adapters_64", 1e-3, 0.853), ("wordnet_lexname", "full", 1e-4, 0.851),
@@ -141,7 +136,7 @@ def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(paper_table, tmp_
   results_json.parent.mkdir()
   results_json.write_text(json.dumps({"settings": settings, "runs": old_runs}))
   plan = [(task, method, f"out/{task}/{method}",
-           _command(paper_table, task, method))
+           _command(task, method))
           for task in ["wordnet_example"] for method in ["full", "adapters_64"]]
   ran = []
 

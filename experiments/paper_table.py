@@ -13,10 +13,10 @@ chose it per task: at the method defaults the sentence-pair task wordnet_example
 stalls at chance (adapters at 1e-3 stay at loss ln 2), so it trains every method
 but the head at a lower rate.
 
-  .venv/bin/python scripts/paper_table.py            # all 12 runs, ~40 min on 2 CPU cores
-  .venv/bin/python scripts/paper_table.py --dry_run  # print the commands only
-  .venv/bin/python scripts/paper_table.py --tasks=wordnet_lexname --methods=adapters_64,full
-  .venv/bin/python scripts/paper_table.py --tasks=wordnet_example --merge  # redo one task
+  .venv/bin/python -m experiments.paper_table            # all 12 runs, ~40 min on 2 CPU cores
+  .venv/bin/python -m experiments.paper_table --dry_run  # print the commands only
+  .venv/bin/python -m experiments.paper_table --tasks=wordnet_lexname --methods=adapters_64,full
+  .venv/bin/python -m experiments.paper_table --tasks=wordnet_example --merge  # redo one task
 
 Each run's output_dir is output/paper_table/<task>/<method>/ (removed first, so
 the numbers are fresh), with its log in run.log. Results: the JSON
@@ -31,7 +31,6 @@ same settings), so a subset of the table can be refreshed.
 import dataclasses
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -43,7 +42,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from experiments import runs
+
+ROOT = runs.ROOT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,10 +98,6 @@ def learning_rate(task: Task, method: Method) -> float:
   return task.learning_rates.get(method.name, method.learning_rate)
 
 
-_COUNT = re.compile(r"\*\*\*\*\* (Total|Adapter|Total Trainable) Parameters = (\d+) \*\*\*\*\*")
-_COUNT_KEYS = {"Total": "total", "Adapter": "adapter", "Total Trainable": "trainable"}
-
-
 def run_command(python: str, task: Task, method: Method, settings: Dict[str, object],
                 model_dir: str, data_root: str, output_dir: str) -> List[str]:
   """The run_classifier.py command line of one run."""
@@ -122,24 +119,6 @@ def run_command(python: str, task: Task, method: Method, settings: Dict[str, obj
   ]
 
 
-def parse_parameter_counts(log_text: str) -> Dict[str, int]:
-  """The three adapter-bert parameter lines of a run's log, as {total, adapter, trainable}."""
-  counts = {_COUNT_KEYS[m.group(1)]: int(m.group(2)) for m in _COUNT.finditer(log_text)}
-  if set(counts) != set(_COUNT_KEYS.values()):
-    raise ValueError(f"parameter count lines missing from the log (found {counts})")
-  return counts
-
-
-def parse_eval_results(text: str) -> Dict[str, float]:
-  """eval_results.txt ("key = value" lines) as a dict of floats."""
-  results = {}
-  for line in text.splitlines():
-    key, sep, value = line.partition(" = ")
-    if sep:
-      results[key.strip()] = float(value)
-  return results
-
-
 def run_one(command: List[str], output_dir: str) -> Dict[str, object]:
   """Runs one command (from ROOT) into a fresh output_dir; returns its measurements."""
   shutil.rmtree(output_dir, ignore_errors=True)
@@ -154,10 +133,10 @@ def run_one(command: List[str], output_dir: str) -> Dict[str, object]:
   if code != 0:
     raise RuntimeError(f"run failed (exit {code}), see {log_path}:\n" + log_text[-3000:])
   with open(os.path.join(output_dir, "eval_results.txt")) as f:
-    results = parse_eval_results(f.read())
-  counts = parse_parameter_counts(log_text)
+    results = runs.parse_eval_results(f.read())
+  counts = runs.parse_parameter_counts(log_text, require_all=True)
   return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results.get("eval_loss"),
-          "global_step": int(results["global_step"]), **counts,
+          "global_step": results["global_step"], **counts,
           "trained_share": counts["trainable"] / counts["total"], "wall_seconds": wall}
 
 
@@ -211,7 +190,7 @@ def write_markdown(path: str, results: Dict[str, object]) -> None:
                        for r in results["runs"])
   text = (
       "# The paper's comparison on real runs\n\n"
-      "Written by `scripts/paper_table.py`. MiniLM (6 layers, hidden 384, 22.7M "
+      "Written by `python -m experiments.paper_table`. MiniLM (6 layers, hidden 384, 22.7M "
       "parameters) on the WordNet tasks, dev accuracy after "
       f"{s['num_train_epochs']:g} epochs, max_seq_length {s['max_seq_length']}, "
       f"batch size {s['train_batch_size']}, seed {s['seed']}, one run per cell. "

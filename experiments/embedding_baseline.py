@@ -10,7 +10,7 @@ the pretrained weights at all (README, "The paper's claim on real runs"):
   - cosine > median: label 1 where the pair's cosine is above the split's median;
   - logistic regression on [u, v, |u - v|, u * v, cos] fitted on train.
 
-  .venv/bin/python scripts/embedding_baseline.py --model_dir=models/minilm
+  .venv/bin/python -m experiments.embedding_baseline --model_dir=models/minilm
 """
 
 import csv
