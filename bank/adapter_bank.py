@@ -296,9 +296,7 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
   except (TypeError, ValueError) as e:
     raise errors.UserError(f"bad adapter_config {header['adapter_config']!r}: {e}", path) from e
   h, m = config.hidden_size, adapter_config.size
-  layer_norms = {f"{s}/{v}": (h,) for s in ["bert/embeddings/LayerNorm"] + [
-      f"bert/encoder/layer_{i}/{s}/LayerNorm" for i in range(config.num_hidden_layers)
-      for s in ("attention/output", "output")] for v in ("gamma", "beta")}
+  layer_norms = {n: (h,) for n in _layer_norm_names(config)}
   adapters = {}
   for i in range(config.num_hidden_layers):
     for scope in modeling.adapter_scopes(adapter_config):  # None without adapters.
@@ -327,6 +325,13 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
                              f"{expected[name]}", path)
     if value.dtype != np.float32:
       raise errors.UserError(f"variable {name} is {value.dtype}, expected float32", path)
+
+
+def _layer_norm_names(config: modeling.BertConfig) -> List[str]:
+  scopes = ["bert/embeddings/LayerNorm"] + [
+      f"bert/encoder/layer_{i}/{s}/LayerNorm" for i in range(config.num_hidden_layers)
+      for s in ("attention/output", "output")]
+  return [f"{s}/{v}" for s in scopes for v in ("gamma", "beta")]
 
 
 def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfig,

@@ -25,9 +25,8 @@ import modeling
 from runtime import trainable
 from serving import bank_tasks
 import tiny_bert
-# The tiny base and the in-process runner of run_classifier.py.
-from test_run_classifier import (  # pylint: disable=unused-import
-    ADAPTER, GLUE, _Records, _flags, _test_results, base, run_main)
+# The in-process runner of run_classifier.py and its flags for the tiny base.
+from test_run_classifier import ADAPTER, GLUE, _Records, _flags, _test_results, run_main
 
 # Hand-computed for tiny_bert.TINY_CONFIG (H 32, L 2, I 37, V 99, 64 positions,
 # 2 token types) and adapter size 8.

@@ -43,21 +43,20 @@ QUIET_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-  """The tiny Google-format BERT (position table of 64) and an adapter file trained on it."""
-  d = tmp_path_factory.mktemp("base")
-  config, vocab, ckpt, _ = tiny_bert.write_google_dir(str(d))
+def adapter_file(base, tmp_path_factory):
+  """An adapter file (size 4) on the tiny base (conftest.base; position table of 64),
+  and another base of the same shapes."""
+  d = tmp_path_factory.mktemp("adapters")
   _, _, other_ckpt, _ = tiny_bert.write_google_dir(str(d / "other"), seed=5)
   keras.utils.set_random_seed(0)
-  model = modeling.BertClassifier(modeling.BertConfig.from_json_file(config), 2,
-                                  AdapterConfig(size=4))
+  model = modeling.BertClassifier(modeling.BertConfig.from_json_file(base["bert_config_file"]),
+                                  2, AdapterConfig(size=4))
   model.ensure_built()
-  checkpoint_io.load_checkpoint(model, ckpt)
+  checkpoint_io.load_checkpoint(model, base["init_checkpoint"])
   trainable.set_trainable(model, trainable.TrainMode("adapters"))
   adapters = str(d / "adapter_model")
   adapter_weights.save_adapter_weights(model, adapters, metadata={"labels": ["0", "1"]})
-  return dict(dir=d, bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt,
-              other_checkpoint=other_ckpt, adapters=adapters)
+  return dict(path=adapters, other_checkpoint=other_ckpt)
 
 
 def _copy(src, dst):
@@ -326,12 +325,12 @@ def test_user_tsv_extra_column_and_empty_split(capsys, base, tmp_path):
 # ----------------------------------------------------------- adapter-only weights
 
 
-def test_adapter_file_missing_or_corrupt(capsys, base, tmp_path):
+def test_adapter_file_missing_or_corrupt(capsys, base, adapter_file, tmp_path):
   missing = str(tmp_path / "adapter_model")
   assert _classifier_fails(capsys, base, tmp_path, adapter_checkpoint=missing) == (
       f"{missing}: adapter weights not found (--adapter_checkpoint takes a run's "
       f"adapter_model directory or its adapter_weights.safetensors)")
-  d = _copy(base["adapters"], tmp_path / "adapters")
+  d = _copy(adapter_file["path"], tmp_path / "adapters")
   weights = os.path.join(d, "adapter_weights.safetensors")
   _truncate(weights)
   message = _classifier_fails(capsys, base, tmp_path, adapter_checkpoint=d)
@@ -339,21 +338,21 @@ def test_adapter_file_missing_or_corrupt(capsys, base, tmp_path):
                             f"corrupt?): "), message
 
 
-def test_adapter_file_of_another_base_or_size(capsys, base, tmp_path):
-  weights = os.path.join(base["adapters"], "adapter_weights.safetensors")
-  message = _classifier_fails(capsys, base, tmp_path, adapter_checkpoint=base["adapters"],
-                              init_checkpoint=base["other_checkpoint"])
+def test_adapter_file_of_another_base_or_size(capsys, base, adapter_file, tmp_path):
+  weights = os.path.join(adapter_file["path"], "adapter_weights.safetensors")
+  message = _classifier_fails(capsys, base, tmp_path, adapter_checkpoint=adapter_file["path"],
+                              init_checkpoint=adapter_file["other_checkpoint"])
   assert message.startswith(f"{weights}: these adapter weights were trained on another "
                             f"base model (base fingerprint "), message
-  assert (_classifier_fails(capsys, base, tmp_path, adapter_checkpoint=base["adapters"],
+  assert (_classifier_fails(capsys, base, tmp_path, adapter_checkpoint=adapter_file["path"],
                             adapter_size=8)
           == f"{weights}: adapter config: these adapters have size 4, this run's "
              f"--adapter_size is 8")
 
 
-def test_adapter_model_directory_is_replaced_whole(base, tmp_path, monkeypatch):
+def test_adapter_model_directory_is_replaced_whole(adapter_file, tmp_path, monkeypatch):
   """A failure while writing the second file keeps the first file's old version too."""
-  out = _copy(base["adapters"], tmp_path / "adapter_model")
+  out = _copy(adapter_file["path"], tmp_path / "adapter_model")
   before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
   keras.utils.set_random_seed(3)
   model = modeling.BertClassifier(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG), 2,

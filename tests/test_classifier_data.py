@@ -16,6 +16,7 @@ from classification import processors
 from classification import features as classifier_features
 from classification.processors import InputExample, PaddingInputExample, TsvFormatError
 import errors
+import tokenization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(ROOT, "data", "glue")
@@ -441,7 +442,6 @@ def test_ensure_feature_record_on_ram():
 
 def test_project_full_tokenizer(tmp_path):
   """The team's FullTokenizer: the original tokenizer test's vocabulary and text."""
-  tokenization = pytest.importorskip("tokenization")
   vocab_file = tmp_path / "vocab.txt"
   vocab_file.write_text("\n".join(["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa",
                                    "un", "runn", "##ing", ","]) + "\n")

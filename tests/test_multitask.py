@@ -43,18 +43,16 @@ def run_main(**flag_values):
   return test_run_classifier.run_main(script=run_multitask, **flag_values)
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-  d = str(tmp_path_factory.mktemp("base"))
-  config, vocab, ckpt, weights = tiny_bert.write_google_dir(d)
-  return dict(bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt,
-              max_seq_length=32, train_batch_size=4, eval_batch_size=4, predict_batch_size=4,
-              adapter_size=8, learning_rate=1e-2, seed=1, num_train_epochs=2,
-              weights=weights, **TASKS, **TINY_HYPER)
+# What every run of these tests shares, beside the tiny base (conftest.base).
+RUN_FLAGS = dict(max_seq_length=32, train_batch_size=4, eval_batch_size=4,
+                 predict_batch_size=4, adapter_size=8, learning_rate=1e-2, seed=1,
+                 num_train_epochs=2, **TASKS, **TINY_HYPER)
 
 
 def _flags(base, **overrides):
-  f = {k: v for k, v in base.items() if k != "weights"}
+  """run_multitask.py's flags: the tiny base, RUN_FLAGS, then `overrides`."""
+  f = dict(bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
+           init_checkpoint=base["init_checkpoint"], **RUN_FLAGS)
   f.update(overrides)
   return f
 

@@ -31,7 +31,7 @@ from runtime import model_setup
 from runtime import trainable
 from serving import bank_tasks
 from serving import multitask
-from test_run_classifier import GLUE, _eval_results, _flags, base, run_main  # noqa: F401
+from test_run_classifier import GLUE, RUN_FLAGS, _eval_results, _flags, run_main
 import tiny_bert
 
 H, L, I, V, P, T = 32, 2, 37, 99, 64, 2  # tiny_bert.TINY_CONFIG
@@ -333,8 +333,9 @@ def test_ablating_every_layer_is_the_encoder_without_adapters(base, runs, ablate
   with modeling.adapters_removed(trained, range(L)):
     np.testing.assert_array_equal(trained(inputs).numpy(), plain(inputs).numpy())
   outputs = classifier_task.predict_record(
-      strategy, plain, os.path.join(directory, "eval.tf_record"), 32, base["eval_batch_size"],
-      False, False, False)
-  expected = classifier_task.eval_results("MRPC", outputs, base["eval_batch_size"], step, False)
+      strategy, plain, os.path.join(directory, "eval.tf_record"), 32,
+      RUN_FLAGS["eval_batch_size"], False, False, False)
+  expected = classifier_task.eval_results("MRPC", outputs, RUN_FLAGS["eval_batch_size"], step,
+                                          False)
   for name, matrix in result["matrices"].items():
     assert matrix[0][L - 1] == ablation._number(expected[name])  # pylint: disable=protected-access

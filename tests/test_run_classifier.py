@@ -64,18 +64,15 @@ def run_main(script=run_classifier, **flag_values):
   return handler.messages
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-  """The tiny Google-format BERT: flags that point at it."""
-  d = str(tmp_path_factory.mktemp("base"))
-  config, vocab, ckpt, weights = tiny_bert.write_google_dir(d)
-  return dict(bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt,
-              max_seq_length=32, train_batch_size=4, eval_batch_size=4, predict_batch_size=4,
-              adapter_size=ADAPTER, learning_rate=1e-3, seed=1, weights=weights)
+# What every run of these tests shares, beside the tiny base (conftest.base).
+RUN_FLAGS = dict(max_seq_length=32, train_batch_size=4, eval_batch_size=4,
+                 predict_batch_size=4, adapter_size=ADAPTER, learning_rate=1e-3, seed=1)
 
 
 def _flags(base, **overrides):
-  f = {k: v for k, v in base.items() if k != "weights"}
+  """run_classifier.py's flags: the tiny base, RUN_FLAGS, then `overrides`."""
+  f = dict(bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
+           init_checkpoint=base["init_checkpoint"], **RUN_FLAGS)
   f.update(overrides)
   return f
 
@@ -147,8 +144,7 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
 
   results = _eval_results(os.path.join(out, "eval_results.txt"))
   assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
-  assert results["global_step"] == 4
-  assert 0 <= results["eval_accuracy"] <= 1 and results["eval_loss"] > 0
+  assert results["global_step"] == 4  # Its metrics: test_eval_metrics_are_the_predictions.
   # The logged lines are the file's lines with a two-space indent.
   for line in _read(os.path.join(out, "eval_results.txt")).splitlines():
     assert "  " + line in logs
@@ -179,6 +175,31 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
                     output_dir=out, do_eval=True, init_checkpoint=None))
   assert _eval_results(os.path.join(out, "eval_results.txt")) == results
+
+
+def test_eval_metrics_are_the_predictions(base, mrpc_run, tmp_path):
+  """eval_results.txt's accuracy, F1 and loss recomputed from the trained model's
+  probabilities on the dev rows (predicted as a test set) and the dev labels."""
+  out, _ = mrpc_run
+  data = tmp_path / "dev_as_test"
+  data.mkdir()
+  # MRPC's test rows have the dev rows' columns, with an index in place of the label.
+  shutil.copy(os.path.join(GLUE, "MRPC", "dev.tsv"), data / "test.tsv")
+  predicted = str(tmp_path / "predicted")
+  run_main(**_flags(base, task_name="mrpc", data_dir=str(data), output_dir=predicted,
+                    do_predict=True, adapter_checkpoint=os.path.join(out, "adapter_model")))
+  probs = _test_results(os.path.join(predicted, "test_results.tsv"))
+  labels = np.array([int(e.label) for e in processors.MrpcProcessor().get_dev_examples(
+      os.path.join(GLUE, "MRPC"))])
+  assert probs.shape == (len(labels), 2) and len(set(labels)) == 2
+  predictions = probs.argmax(-1)
+  true_positives = np.sum((predictions == 1) & (labels == 1))
+  f1 = 2 * true_positives / (np.sum(predictions == 1) + np.sum(labels == 1))
+  results = _eval_results(os.path.join(out, "eval_results.txt"))
+  assert results["eval_accuracy"] == pytest.approx(np.mean(predictions == labels))
+  assert results["eval_f1"] == pytest.approx(f1)
+  assert results["eval_loss"] == pytest.approx(
+      -np.mean(np.log(probs[np.arange(len(labels)), labels])), abs=1e-5)
 
 
 def test_adapter_weights_restore_on_base(base, mrpc_run, tmp_path):

@@ -51,18 +51,19 @@ def question_ids(path):
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-  d = str(tmp_path_factory.mktemp("base"))
-  config, vocab, ckpt, weights = tiny_bert.write_google_dir(d)
-  return {"args": ["--bert_config_file=" + config, "--vocab_file=" + vocab] + SMALL,
-          "ckpt": ckpt, "weights": weights, "vocab": vocab, "config": config}
+def squad_base(base):
+  """The tiny base (conftest.base) as run_squad.py's arguments, with SMALL."""
+  return {"args": ["--bert_config_file=" + base["bert_config_file"],
+                   "--vocab_file=" + base["vocab_file"]] + SMALL,
+          "ckpt": base["init_checkpoint"], "weights": base["weights"],
+          "vocab": base["vocab_file"], "config": base["bert_config_file"]}
 
 
 @pytest.fixture(scope="module")
-def trained_v1(base, tmp_path_factory):
+def trained_v1(squad_base, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("v1"))
-  run(base["args"] + [
-      "--output_dir=" + out, "--init_checkpoint=" + base["ckpt"], "--adapter_size=8",
+  run(squad_base["args"] + [
+      "--output_dir=" + out, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=8",
       "--do_train", "--train_file=" + os.path.join(DATA, "train-v1.1.json"),
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json"),
       "--num_train_epochs=1", "--learning_rate=1e-3", "--seed=1"])
@@ -130,12 +131,12 @@ def test_v1_trains_predicts_and_writes_files_in_original_format(trained_v1):
   assert not [n for n in names if ".tmp" in n]
 
 
-def test_eval_only_from_trained_checkpoint_reproduces_predictions(trained_v1, base,
+def test_eval_only_from_trained_checkpoint_reproduces_predictions(trained_v1, squad_base,
                                                                     tmp_path):
   out, _ = trained_v1
   want = {n: read(os.path.join(out, n))
           for n in ("predictions.json", "nbest_predictions.json", "eval_results.json")}
-  predict = base["args"] + ["--adapter_size=8", "--do_predict",
+  predict = squad_base["args"] + ["--adapter_size=8", "--do_predict",
                             "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")]
   # (a) --init_checkpoint = the trained run's latest checkpoint, new output_dir.
   fresh = str(tmp_path / "fresh")
@@ -145,20 +146,20 @@ def test_eval_only_from_trained_checkpoint_reproduces_predictions(trained_v1, ba
   shutil.copytree(out, again)
   for name in want:
     os.remove(os.path.join(again, name))
-  run(predict + ["--output_dir=" + again, "--init_checkpoint=" + base["ckpt"]])
+  run(predict + ["--output_dir=" + again, "--init_checkpoint=" + squad_base["ckpt"]])
   for d in (fresh, again):
     for name, text in want.items():
       assert read(os.path.join(d, name)) == text, (d, name)
   assert tf.train.latest_checkpoint(fresh) is None  # Prediction saves nothing.
 
 
-def test_rerun_resumes_from_the_latest_checkpoint(trained_v1, base, tmp_path, caplog):
+def test_rerun_resumes_from_the_latest_checkpoint(trained_v1, squad_base, tmp_path, caplog):
   out, _ = trained_v1
   resumed = str(tmp_path / "resumed")
   shutil.copytree(out, resumed)
   with caplog.at_level("INFO"):
-    run(base["args"] + [
-        "--output_dir=" + resumed, "--init_checkpoint=" + base["ckpt"], "--adapter_size=8",
+    run(squad_base["args"] + [
+        "--output_dir=" + resumed, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=8",
         "--do_train", "--train_file=" + os.path.join(DATA, "train-v1.1.json"),
         "--num_train_epochs=2", "--learning_rate=1e-3", "--seed=1"])
   assert "Resuming from %s" % os.path.join(resumed, "model.ckpt-2") in caplog.text
@@ -166,13 +167,13 @@ def test_rerun_resumes_from_the_latest_checkpoint(trained_v1, base, tmp_path, ca
   assert tf.train.latest_checkpoint(resumed).endswith("model.ckpt-4")
 
 
-def test_adapter_checkpoint_on_base_with_xla_padding(trained_v1, base, tmp_path):
+def test_adapter_checkpoint_on_base_with_xla_padding(trained_v1, squad_base, tmp_path):
   out, _ = trained_v1
   new = str(tmp_path / "adapters")
   # 4 questions of dev-v1.1 give an odd number of features: the last batch of
   # 4 is padded (static shapes under XLA) and the padding must not show up.
-  run(base["args"] + [
-      "--output_dir=" + new, "--init_checkpoint=" + base["ckpt"], "--adapter_size=8",
+  run(squad_base["args"] + [
+      "--output_dir=" + new, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=8",
       "--adapter_checkpoint=" + os.path.join(out, "adapter_model"), "--use_xla",
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")])
   for name in ("predictions.json", "nbest_predictions.json"):
@@ -224,36 +225,36 @@ def _hub_saved_model(path, google_weights):
   tf.saved_model.save(root, path)
 
 
-def test_hub_module_is_read_and_used_as_the_base(base, tmp_path):
+def test_hub_module_is_read_and_used_as_the_base(squad_base, tmp_path):
   hub_dir = str(tmp_path / "hub")
-  _hub_saved_model(hub_dir, base["weights"])
-  common = base["args"] + ["--adapter_size=4", "--seed=7", "--do_predict",
+  _hub_saved_model(hub_dir, squad_base["weights"])
+  common = squad_base["args"] + ["--adapter_size=4", "--seed=7", "--do_predict",
                            "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")]
   with pytest.raises(flags.IllegalFlagValueError, match="at most one of --init_checkpoint "
                                                       "and --bert_hub_module_handle"):
     run(common + ["--output_dir=" + str(tmp_path / "both"), "--bert_hub_module_handle=" +
-                  hub_dir, "--init_checkpoint=" + base["ckpt"]])
+                  hub_dir, "--init_checkpoint=" + squad_base["ckpt"]])
   assert not os.path.exists(tmp_path / "both")
   hub_out = str(tmp_path / "hub_run")
   run(common + ["--output_dir=" + hub_out, "--bert_hub_module_handle=" + hub_dir])
   # Read into memory under Google's names (base_model.read_hub_encoder, which
   # the run used): nothing is converted into output_dir.
   assert not os.path.exists(os.path.join(hub_out, "hub_bert"))
-  encoder = base_model.read_hub_encoder(hub_dir, base["config"], base["vocab"])
-  for name, value in base["weights"].items():
+  encoder = base_model.read_hub_encoder(hub_dir, squad_base["config"], squad_base["vocab"])
+  for name, value in squad_base["weights"].items():
     np.testing.assert_array_equal(encoder.tensors[name], value)
   # Same seed (adapters, head), same base as a Google checkpoint: same predictions.
   ref_out = str(tmp_path / "ref_run")
-  run(common + ["--output_dir=" + ref_out, "--init_checkpoint=" + base["ckpt"]])
+  run(common + ["--output_dir=" + ref_out, "--init_checkpoint=" + squad_base["ckpt"]])
   for name in ("predictions.json", "nbest_predictions.json"):
     assert read(os.path.join(hub_out, name)) == read(os.path.join(ref_out, name))
 
 
-def test_v2_writes_null_odds_and_v2_metrics(base, tmp_path):
+def test_v2_writes_null_odds_and_v2_metrics(squad_base, tmp_path):
   out = str(tmp_path / "v2")
   dev = os.path.join(DATA, "dev-v2.0.json")
-  assert run(base["args"] + [
-      "--output_dir=" + out, "--init_checkpoint=" + base["ckpt"], "--adapter_size=0",
+  assert run(squad_base["args"] + [
+      "--output_dir=" + out, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=0",
       "--version_2_with_negative", "--do_train",
       "--train_file=" + os.path.join(DATA, "train-v2.0.json"), "--do_predict",
       "--predict_file=" + dev, "--num_train_epochs=1", "--seed=2"]) is None
@@ -322,17 +323,17 @@ def test_eval_only_on_original_fine_tuned_checkpoint_matches_numpy(tmp_path):
   assert not os.path.exists(os.path.join(out, "adapter_model"))
 
 
-def _bad_run(base, tmp_path, extra):
+def _bad_run(squad_base, tmp_path, extra):
   out = str(tmp_path / "out")
-  args = base["args"] + ["--output_dir=" + out, "--init_checkpoint=" + base["ckpt"],
+  args = squad_base["args"] + ["--output_dir=" + out, "--init_checkpoint=" + squad_base["ckpt"],
                          "--adapter_size=4"] + extra
   return out, args
 
 
-def test_malformed_json_fails_before_training_or_writing(base, tmp_path):
+def test_malformed_json_fails_before_training_or_writing(squad_base, tmp_path):
   bad = tmp_path / "dev.json"
   bad.write_text('{"data": [{"paragraphs": [}]}')
-  out, args = _bad_run(base, tmp_path, [
+  out, args = _bad_run(squad_base, tmp_path, [
       "--do_train", "--train_file=" + os.path.join(DATA, "train-v1.1.json"),
       "--do_predict", "--predict_file=" + str(bad)])
   with pytest.raises(errors.UserError, match=r"dev\.json:1: malformed JSON at column 27"):
@@ -340,20 +341,20 @@ def test_malformed_json_fails_before_training_or_writing(base, tmp_path):
   assert not os.path.exists(out)  # No records, no checkpoint, no predictions.
 
 
-def test_v1_training_question_without_answer_is_a_clear_error(base, tmp_path):
+def test_v1_training_question_without_answer_is_a_clear_error(squad_base, tmp_path):
   data = json.loads(read(os.path.join(DATA, "train-v1.1.json")))
   qa = data["data"][0]["paragraphs"][0]["qas"][1]
   qa["answers"] = []
   bad = tmp_path / "train.json"
   bad.write_text(json.dumps(data))
-  out, args = _bad_run(base, tmp_path, ["--do_train", "--train_file=" + str(bad)])
+  out, args = _bad_run(squad_base, tmp_path, ["--do_train", "--train_file=" + str(bad)])
   with pytest.raises(errors.UserError, match="exactly 1 answer.*%s.* has 0" % qa["id"]):
     run(args)
   assert not os.path.exists(out)
 
 
-def test_max_seq_length_too_small_for_the_query_is_a_clear_error(base, tmp_path):
-  out, args = _bad_run(base, tmp_path, [
+def test_max_seq_length_too_small_for_the_query_is_a_clear_error(squad_base, tmp_path):
+  out, args = _bad_run(squad_base, tmp_path, [
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json"),
       "--max_seq_length=18", "--max_query_length=16"])
   with pytest.raises(flags.IllegalFlagValueError, match=(
@@ -361,7 +362,7 @@ def test_max_seq_length_too_small_for_the_query_is_a_clear_error(base, tmp_path)
       r"than --max_query_length \+ 3 \(16 \+ 3\)")):
     run(args)
   assert not os.path.exists(out)
-  out, args = _bad_run(base, tmp_path, [
+  out, args = _bad_run(squad_base, tmp_path, [
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json"),
       "--max_seq_length=128"])
   with pytest.raises(errors.UserError, match=r"^--max_seq_length=128 is larger than the "

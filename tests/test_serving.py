@@ -70,7 +70,8 @@ def _vocab(size):
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
+def vocab_base(tmp_path_factory):
+  """conftest.base's tiny BERT with a vocabulary of 120 that holds HARD_TEXTS' tokens."""
   d = str(tmp_path_factory.mktemp("base"))
   config = dict(tiny_bert.TINY_CONFIG, vocab_size=120)
   config_path, vocab_path, ckpt, _ = tiny_bert.write_google_dir(d, config=config)
@@ -81,14 +82,14 @@ def base(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(base, tmp_path_factory):
+def runs(vocab_base, tmp_path_factory):
   """name -> output_dir of a one-step training run with --do_predict."""
   outputs = {}
   for name, task_flags in TASKS.items():
     out = str(tmp_path_factory.mktemp(name) / "out")
     task_flags = dict(task_flags)
-    run_main(bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
-             init_checkpoint=base["init_checkpoint"],
+    run_main(bert_config_file=vocab_base["bert_config_file"],
+             vocab_file=vocab_base["vocab_file"], init_checkpoint=vocab_base["init_checkpoint"],
              data_dir=os.path.join(GLUE, task_flags["task_name"]), output_dir=out,
              do_train=True, do_predict=True, train_batch_size=8, predict_batch_size=8,
              num_train_epochs=1, learning_rate=0.02, seed=1,
@@ -97,15 +98,15 @@ def runs(base, tmp_path_factory):
   return outputs
 
 
-def _make_bank(directory, base, runs, names=None):
+def _make_bank(directory, vocab_base, runs, names=None):
   """The bank layout by hand: bank.json, tasks/<name>/ = a run's adapter_model/."""
   header = adapter_weights.read_adapter_header(os.path.join(runs["mrpc"], "adapter_model"))
   os.makedirs(os.path.join(directory, "tasks"))
   with open(os.path.join(directory, "bank.json"), "w") as f:
     json.dump({"format": 1, "base": {
         "fingerprint": header["base_fingerprint"], "bert_config": header["bert_config"],
-        "init_checkpoint": base["init_checkpoint"], "bert_hub_module_handle": None,
-        "vocab_file": base["vocab_file"], "do_lower_case": True}}, f)
+        "init_checkpoint": vocab_base["init_checkpoint"], "bert_hub_module_handle": None,
+        "vocab_file": vocab_base["vocab_file"], "do_lower_case": True}}, f)
   for name in names or runs:
     shutil.copytree(os.path.join(runs[name], "adapter_model"),
                     os.path.join(directory, "tasks", name))
@@ -113,8 +114,8 @@ def _make_bank(directory, base, runs, names=None):
 
 
 @pytest.fixture(scope="module")
-def bank(base, runs, tmp_path_factory):
-  return _make_bank(str(tmp_path_factory.mktemp("bank") / "bank"), base, runs)
+def bank(vocab_base, runs, tmp_path_factory):
+  return _make_bank(str(tmp_path_factory.mktemp("bank") / "bank"), vocab_base, runs)
 
 
 @pytest.fixture(scope="module")
@@ -189,9 +190,9 @@ def test_every_task_matches_run_classifier_predict(served, exported, runs):
   assert outputs["probabilities"].shape == (len(rows), 2)
 
 
-def test_tokenize_matches_run_classifier_features(served, base):
+def test_tokenize_matches_run_classifier_features(served, vocab_base):
   """The exported tokenizer and packing give run_classifier.py's features."""
-  full = tokenization.FullTokenizer(base["vocab_file"], do_lower_case=True)
+  full = tokenization.FullTokenizer(vocab_base["vocab_file"], do_lower_case=True)
   assert full.vocab["the"] > 100  # The duplicate's last line, as the original.
   pairs = [(a, b) for a in HARD_TEXTS for b in ("", HARD_TEXTS[2], HARD_TEXTS[4])]
   pairs += [(b"ab\xffcd", b"x\xe2\x82y"), ("the movie", "\x00\x07")]
@@ -347,11 +348,11 @@ def export_error(capsys, **flag_values):
   return lines[0]
 
 
-def test_user_errors(base, runs, tmp_path, capsys):
+def test_user_errors(vocab_base, runs, tmp_path, capsys):
   out = str(tmp_path / "out")
   assert "not an adapter bank" in export_error(capsys, bank=tmp_path / "none",
                                                 export_dir=out)
-  bank = _make_bank(str(tmp_path / "bank"), base, runs, names=["sst2"])
+  bank = _make_bank(str(tmp_path / "bank"), vocab_base, runs, names=["sst2"])
   os.makedirs(os.path.join(bank, "tasks", "empty"))
   assert "task 'empty' has no adapter_weights.safetensors" in export_error(
       capsys, bank=bank, export_dir=out)

@@ -51,13 +51,6 @@ RUNS = {
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-  d = str(tmp_path_factory.mktemp("base"))
-  config, vocab, ckpt, _ = tiny_bert.write_google_dir(d)
-  return dict(bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt, dir=d)
-
-
-@pytest.fixture(scope="module")
 def runs(base, tmp_path_factory):
   """adapter type -> output_dir of a trained run (6 steps) with --do_predict."""
   outputs = {}

@@ -21,6 +21,8 @@ from experiments import runs
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
+from runtime import model_setup
+from test_run_classifier import run_main
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -457,10 +459,36 @@ def test_real_run_classifier_point(tmp_path):
   assert row["num_train_steps"] == 3
   assert (row["method"], row["train_mode"], row["adapter_size"]) == ("adapters_8",
                                                                      "adapters", 8)
-  assert 0 <= row["eval_accuracy"] <= 1 and row["wall_seconds"] > 0
+  assert row["wall_seconds"] > 0
   names = os.listdir(point_dir)
   assert "adapter_model" in names and runs.LOG_FILE in names
   assert not [n for n in names if n.startswith("model.ckpt-") or ".tf_record" in n]
+  # The recorded metrics are those of the model this point trained: its adapters,
+  # evaluated again in this process on the task's dev set.
+  reference = str(tmp_path / "reference")
+  run_main(task_name="MRPC", data_dir=os.path.join(REPO, "data", "glue", "MRPC"),
+           bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt,
+           adapter_checkpoint=os.path.join(point_dir, "adapter_model"), adapter_size=8,
+           max_seq_length=32, eval_batch_size=4, output_dir=reference, do_eval=True)
+  with open(os.path.join(reference, "eval_results.txt")) as f:
+    evaluated = runs.parse_eval_results(f.read())
+  for key in ("eval_accuracy", "eval_f1", "eval_loss", "global_step"):
+    assert row[key] == pytest.approx(evaluated[key], abs=1e-6), key
+
+
+def test_a_point_without_run_config_gets_the_method_run_classifier_derives():
+  """A point that failed before writing run_config.json: its method from its flags, as
+  runtime/model_setup derives it (the one owner of the implied adapter size)."""
+  for settings, method in [({}, ("adapters", 64)), ({"adapter_size": 8}, ("adapters", 8)),
+                           ({"adapter_size": 0}, ("full", 0)),
+                           ({"train_mode": "full"}, ("full", 0)),
+                           ({"train_mode": "top_layers:3"}, ("top_layers:3", 0)),
+                           ({"train_mode": "layer_norm"}, ("layer_norm", 0))]:
+    assert runs.resolve_method(settings) == method, settings
+    options = model_setup.ModelOptions(**settings)
+    assert (str(options.mode()), options.adapter_size) == method, settings
+  assert runs.resolve_method({"adapter_size": 8}, {"train_mode": "full", "adapter_config": {
+      "size": 4}}) == ("full", 4)  # What the run itself wrote wins.
 
 
 def test_example_grids_parse():
