@@ -5,7 +5,8 @@ Numerics follow google-research/bert: tanh-approximated GELU, LayerNorm epsilon
 dropout only when `training=True`. Adapters sit where google-research/adapter-bert
 put them: after each sub-layer's output projection and dropout, before the
 residual add and LayerNorm (AdapterConfig.placement: after both sub-layers, or
-one of them). `adapters_removed` switches trained adapters off for an ablation.
+one of them). A block's `adapters_enabled` switches its adapters off for an
+ablation (experiments/ablation.py).
 
 Weights can also be passed to the call (`task_weights`, EncoderTaskWeights):
 adapters that go in the same two places, after the layer's own, and gamma and
@@ -23,11 +24,10 @@ Every layer and model is Keras-serializable (`get_config`/`from_config`, package
 "adapter_bert"); BertConfig and AdapterConfig travel as their plain dicts.
 """
 
-import contextlib
 import dataclasses
 import json
 import math
-from typing import Dict, Iterable, NamedTuple, Tuple
+from typing import Dict, NamedTuple, Tuple
 
 import keras
 import tensorflow as tf
@@ -320,7 +320,8 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     self.attention_adapters = adapter("attention", "attention_adapters")
     self.output_adapters = adapter("feed_forward", "output_adapters")
     # False: this layer's adapters are skipped (the identity), for an ablation
-    # (adapters_removed). Read when the call is traced; no part of the config.
+    # (experiments/ablation.adapters_removed). Read when the call is traced; no
+    # part of the config.
     self.adapters_enabled = True
 
   def call(self, x, attention_bias, training=None, task_weights=None):
@@ -386,36 +387,6 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     norm = lambda n: (n.gamma, n.beta)
     return LayerTaskWeights(adapters(self.attention_adapters), adapters(self.output_adapters),
                             norm(self.attention_layer_norm), norm(self.output_layer_norm))
-
-
-@contextlib.contextmanager
-def adapters_removed(model: keras.Model, layers: Iterable[int]):
-  """Within it, the adapters of Transformer layers `layers` (indices) are skipped.
-
-  For the ablation of Houlsby et al. (2019, Figure 6): a skipped adapter is the
-  identity, so the layer computes what it would without adapters; no weight
-  changes. The switch is read when a call is traced: a tf.function traced
-  before keeps what it traced (loop.predict traces afresh on every call).
-
-  Args:
-    model: a task model of this module or a BertEncoder.
-  Raises:
-    ValueError: a layer index the model does not have.
-  """
-  blocks = (model if isinstance(model, BertEncoder) else model.bert).transformer_layers
-  layers = sorted(set(layers))
-  bad = [i for i in layers if not 0 <= i < len(blocks)]
-  if bad:
-    raise ValueError(f"the model has layers 0..{len(blocks) - 1}, not layer "
-                     f"{', '.join(map(str, bad))}")
-  previous = [block.adapters_enabled for block in blocks]
-  try:
-    for i in layers:
-      blocks[i].adapters_enabled = False
-    yield
-  finally:
-    for block, enabled in zip(blocks, previous):
-      block.adapters_enabled = enabled
 
 
 def variable_role(tf1_name: str) -> str:

@@ -295,30 +295,21 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
     adapter_config = AdapterConfig.from_dict(header["adapter_config"])
   except (TypeError, ValueError) as e:
     raise errors.UserError(f"bad adapter_config {header['adapter_config']!r}: {e}", path) from e
-  h, m = config.hidden_size, adapter_config.size
-  layer_norms = {n: (h,) for n in _layer_norm_names(config)}
-  adapters = {}
-  for i in range(config.num_hidden_layers):
-    for scope in modeling.adapter_scopes(adapter_config):  # None without adapters.
-      p = f"bert/encoder/layer_{i}/{scope}/adapters/"
-      adapters.update({p + "weights1": (h, m), p + "biases1": (1, m),
-                       p + "weights2": (m, h), p + "biases2": (1, h)})
+  head = arrays.get("output_weights")
+  num_outputs = head.shape[0] if head is not None and head.ndim == 2 and head.shape[0] else 1
+  expected = _trained_shapes(config, adapter_config, num_outputs)
   for name in arrays:
     if variable_role(name) == "head" and name not in HEAD:
       raise errors.UserError(f"not a run_classifier.py task: its head has {name} (a "
                              f"classifier has {' and '.join(HEAD)})", path)
-    if name not in layer_norms and name not in adapters and name not in HEAD:
+    if name not in expected:
       raise errors.UserError(f"variable {name} does not exist in a model of the bank's "
-                             f"bert_config, adapter size {m} and adapter placement "
-                             f"{adapter_config.placement}", path)
-  missing = [n for n in list(adapters) + list(HEAD) if n not in arrays]
+                             f"bert_config, adapter size {adapter_config.size} and adapter "
+                             f"placement {adapter_config.placement}", path)
+  missing = [n for n in expected if n not in arrays]
   if missing:
     raise errors.UserError(f"lacks {len(missing)} variable(s) of its model: "
                            f"{', '.join(missing[:5])}", path)
-  head = arrays["output_weights"]
-  num_outputs = head.shape[0] if head.ndim == 2 and head.shape[0] >= 1 else 1
-  expected = {**layer_norms, **adapters, "output_weights": (num_outputs, h),
-              "output_bias": (num_outputs,)}
   for name, value in arrays.items():
     if tuple(value.shape) != expected[name]:
       raise errors.UserError(f"variable {name} has shape {tuple(value.shape)}, expected "
@@ -327,11 +318,18 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
       raise errors.UserError(f"variable {name} is {value.dtype}, expected float32", path)
 
 
-def _layer_norm_names(config: modeling.BertConfig) -> List[str]:
-  scopes = ["bert/embeddings/LayerNorm"] + [
-      f"bert/encoder/layer_{i}/{s}/LayerNorm" for i in range(config.num_hidden_layers)
-      for s in ("attention/output", "output")]
-  return [f"{s}/{v}" for s in scopes for v in ("gamma", "beta")]
+def _trained_shapes(config: modeling.BertConfig, adapter_config: AdapterConfig,
+                    num_outputs: int) -> Dict[str, tuple]:
+  """The shape of every variable a task of the bank trains, by original name: those
+  of a classifier of its config (modeling's one table of names)."""
+  # The embedding tables are frozen, so a vocabulary and positions of 2 give
+  # the same trained variables without allocating the real tables.
+  small = dataclasses.replace(config, vocab_size=2, max_position_embeddings=2,
+                              type_vocab_size=2)
+  model = modeling.BertClassifier(small, num_outputs, adapter_config)
+  model.ensure_built()
+  return {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()
+          if variable_role(n) in TRAINED_ROLES}
 
 
 def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfig,

@@ -91,6 +91,28 @@ def read_adapter_header(path: str) -> dict:
   return read_adapter_file(path).header
 
 
+def check_metadata(path: str, metadata: dict, expected: dict, against: str,
+                   required: bool = False) -> None:
+  """Refuses adapter weights whose metadata disagrees with `expected`.
+
+  Same-shaped weights of another label order or another multi-task run would
+  otherwise load silently.
+
+  Args:
+    path: the adapter file, for the message.
+    metadata: its header's metadata.
+    expected: metadata key -> the value it must have.
+    against: what `expected` is, for the message (e.g. "this run").
+    required: a key the metadata lacks is refused too (else it passes).
+  Raises:
+    errors.UserError: naming the file, the key and both values.
+  """
+  for key, value in expected.items():
+    if (required or key in metadata) and metadata.get(key) != value:
+      raise errors.UserError(f"was trained with {key} {metadata.get(key)!r}, {against} has "
+                             f"{value!r}", path)
+
+
 # What load_adapter_weights reads from the header.
 _HEADER_KEYS = ("adapter_config", "base_fingerprint", "variables")
 _CORRUPT = "not an adapter weights file (empty, truncated or corrupt?): "

@@ -30,13 +30,14 @@ not at all:
 L(L+1)/2 + 1 evaluations: 79 for BERT-base, 22 for a 6-layer model.
 """
 
+import contextlib
 import csv
 import dataclasses
 import io
 import json
 import math
 import posixpath
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -65,6 +66,37 @@ HEATMAP_FILE = "ablation_heatmap.png"
 HEATMAP_DATA_FILE = "ablation_heatmap.csv"
 
 Span = Tuple[int, int]  # (first, last) layer whose adapters are removed, inclusive.
+
+
+@contextlib.contextmanager
+def adapters_removed(model, layers: Iterable[int]):
+  """Within it, the adapters of Transformer layers `layers` (indices) are skipped.
+
+  For the ablation of Houlsby et al. (2019, Figure 6): a skipped adapter is the
+  identity, so the layer computes what it would without adapters; no weight
+  changes. The switch is read when a call is traced: a tf.function traced
+  before keeps what it traced (loop.predict traces afresh on every call).
+
+  Args:
+    model: a task model of modeling.py or a BertEncoder.
+  Raises:
+    ValueError: a layer index the model does not have.
+  """
+  blocks = (model if isinstance(model, modeling.BertEncoder) else model.bert).transformer_layers
+  layers = sorted(set(layers))
+  bad = [i for i in layers if not 0 <= i < len(blocks)]
+  if bad:
+    raise ValueError(f"the model has layers 0..{len(blocks) - 1}, not layer "
+                     f"{', '.join(map(str, bad))}")
+  previous = [block.adapters_enabled for block in blocks]
+  try:
+    for i in layers:
+      blocks[i].adapters_enabled = False
+    yield
+  finally:
+    for block, enabled in zip(blocks, previous):
+      block.adapters_enabled = enabled
+
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -232,7 +264,7 @@ def _with_bank_task(options: setup.RunOptions, bank_dir, bank_task, base,
 def ablate(run: setup.Run, processor, task_name, metric, record, batch_size) -> dict:
   """The full model's and every span's eval metrics, as ablation.json holds them."""
   def evaluate(layers):
-    with modeling.adapters_removed(run.model, layers):
+    with adapters_removed(run.model, layers):
       outputs = classifier_task.predict_record(
           run.strategy, run.model, record, run.options.max_seq_length, batch_size,
           run.options.use_tpu, processor.is_regression, run.options.use_xla)

@@ -315,10 +315,8 @@ def load_base(model: keras.Model, init_checkpoint: Optional[str] = None,
   if not adapter_checkpoint:
     return 0
   saved = adapter_weights.read_adapter_header(adapter_checkpoint)["metadata"]
-  for key, value in (adapter_metadata or {}).items():
-    if saved.get(key, value) != value:
-      raise errors.UserError(f"--adapter_checkpoint={adapter_checkpoint} was trained with "
-                             f"{key} {saved[key]!r}, this run has {value!r}")
+  adapter_weights.check_metadata(f"--adapter_checkpoint={adapter_checkpoint}", saved,
+                                 adapter_metadata or {}, "this run")
   adapter_weights.load_adapter_weights(model, adapter_checkpoint)
   return int(saved.get("global_step", 0))
 

@@ -62,11 +62,6 @@ def open_bank(bank_dir: str) -> adapter_bank.BankBase:
   return bank
 
 
-def bank_config(bank_dir: str, bank: adapter_bank.BankBase) -> modeling.BertConfig:
-  # For load_base, until it reads the config from its owner itself.
-  return adapter_bank.bank_config(bank_dir, bank)
-
-
 def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
                names: Optional[Sequence[str]] = None) -> List[Task]:
   """The bank's tasks (all, or `names`), sorted by name.
@@ -116,7 +111,7 @@ def load_base(bank_dir: str, bank: adapter_bank.BankBase,
       unreadable source or one that does not fit the bank's config, or
       weights whose fingerprint is not the bank's.
   """
-  config = bank_config(bank_dir, bank)
+  config = adapter_bank.bank_config(bank_dir, bank)
   if not (init_checkpoint or bert_hub_module_handle):
     init_checkpoint, bert_hub_module_handle = (bank.init_checkpoint,
                                                bank.bert_hub_module_handle)

@@ -88,10 +88,9 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
                            "finish --do_train?)", weights_path)
   header = adapter_weights.read_adapter_header(weights_path)  # Checks the whole file.
   metadata = header.get("metadata") or {}
-  for key in _MODEL_KEYS:
-    if metadata.get(key) != saved.get(key):
-      raise errors.UserError(f"written by another run: its {key} is {metadata.get(key)!r}, "
-                             f"{config_path} has {saved.get(key)!r}", weights_path)
+  adapter_weights.check_metadata(weights_path, metadata,
+                                 {key: saved.get(key) for key in _MODEL_KEYS},
+                                 f"{config_path} (another run's weights?)", required=True)
 
   init_checkpoint = init_checkpoint or (None if bert_hub_module_handle
                                         else saved.get("init_checkpoint"))

@@ -245,7 +245,7 @@ def test_removing_adapters_skips_them_and_nothing_else():
   trained = model.tf1_variable_map()
   for name, variable in plain.tf1_variable_map().items():
     variable.assign(trained[name])
-  with modeling.adapters_removed(model, range(L)):
+  with ablation.adapters_removed(model, range(L)):
     ablated = model(_inputs()).numpy()
     traced = tf.function(lambda x: model(x))(_inputs()).numpy()
   np.testing.assert_array_equal(ablated, plain(_inputs()).numpy())
@@ -255,7 +255,7 @@ def test_removing_adapters_skips_them_and_nothing_else():
   assert np.abs(ablated - full).max() > 1e-2  # The adapters matter.
   np.testing.assert_array_equal(model(_inputs()).numpy(), full)  # Switched back on.
   # One layer's adapters removed: as if their up-projections were zero (identity).
-  with modeling.adapters_removed(model, [1]):
+  with ablation.adapters_removed(model, [1]):
     one = model(_inputs()).numpy()
   for scope in ("attention_adapters", "output_adapters"):
     adapter = getattr(model.bert.transformer_layers[1], scope)
@@ -263,7 +263,7 @@ def test_removing_adapters_skips_them_and_nothing_else():
     adapter.biases2.assign(tf.zeros_like(adapter.biases2))
   np.testing.assert_array_equal(one, model(_inputs()).numpy())
   with pytest.raises(ValueError, match="layer 2"):
-    with modeling.adapters_removed(model, [2]):
+    with ablation.adapters_removed(model, [2]):
       pass
 
 
@@ -330,7 +330,7 @@ def test_ablating_every_layer_is_the_encoder_without_adapters(base, runs, ablate
   for name, variable in plain.tf1_variable_map().items():
     variable.assign(names[name])
   inputs = _inputs()
-  with modeling.adapters_removed(trained, range(L)):
+  with ablation.adapters_removed(trained, range(L)):
     np.testing.assert_array_equal(trained(inputs).numpy(), plain(inputs).numpy())
   outputs = classifier_task.predict_record(
       strategy, plain, os.path.join(directory, "eval.tf_record"), 32,
