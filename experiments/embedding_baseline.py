@@ -3,7 +3,7 @@ r"""How much of wordnet_example the frozen MiniLM solves as a sentence embedder.
 all-MiniLM-L6-v2 was trained as a bi-encoder: each text encoded alone, its
 token vectors mean-pooled and compared by cosine. This script uses it that way,
 with no training of the encoder, to show whether the pair task's signal is in
-the pretrained weights at all (README, "The paper's claim on real runs"):
+the pretrained weights at all (docs/paper_claim.md):
 
   - pairwise choice: for each gloss (it appears with one matching and one
     non-matching example), pick the example with the higher cosine;

@@ -19,7 +19,7 @@ subprocess in its own directory (OUTPUT_DIR/METHOD/seed-N[/TASK]) with its log
 in run.log; a rerun skips finished runs and resumes interrupted ones. Writes
 OUTPUT_DIR/comparison.json and comparison.csv (one row per method and task:
 dev accuracy mean and std over the seeds, the seeds' values) and
-comparison.md (the table the README shows, with trained parameters per task
+comparison.md (the table docs/multitask.md shows, with trained parameters per task
 and the parameters of all tasks as a multiple of the base).
 """
 
