@@ -341,24 +341,24 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     context = tf.einsum("bnqk,bknd->bqnd", probs, v)
     context = tf.reshape(context, [-1, self.config.hidden_size])
     h = self.hidden_dropout(self.attention_output(context), training=training)
-    h = self._adapters(h, self.attention_adapters, given.attention_adapters, shape[0])
+    h = self._adapters(h, self.attention_adapters, given.attention_adapters, shape)
     attention_output = _normalize(self.attention_layer_norm, h + tokens,
                                   given.attention_layer_norm, shape)
 
     h = self.output_dense(self.intermediate(attention_output))
     h = self.hidden_dropout(h, training=training)
-    h = self._adapters(h, self.output_adapters, given.feed_forward_adapters, shape[0])
+    h = self._adapters(h, self.output_adapters, given.feed_forward_adapters, shape)
     return tf.reshape(_normalize(self.output_layer_norm, h + attention_output,
                                  given.output_layer_norm, shape), shape)
 
-  def _adapters(self, h, own: Adapter, given: Tuple[AdapterWeights, ...], batch_size):
+  def _adapters(self, h, own: Adapter, given: Tuple[AdapterWeights, ...], shape):
     """The layer's own adapter at this place, then the given ones, unless removed."""
     if not self.adapters_enabled:
       return h
     if own is not None:
       h = own(h)
     for weights in given:
-      h = apply_adapter(h, weights, self.adapter_config.activation, batch_size)
+      h = apply_adapter(h, weights, self.adapter_config.activation, shape[0])
     return h
 
   def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:
