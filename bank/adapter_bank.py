@@ -322,10 +322,10 @@ def _trained_shapes(config: modeling.BertConfig, adapter_config: AdapterConfig,
                     num_outputs: int) -> Dict[str, tuple]:
   """The shape of every variable a task of the bank trains, by original name: those
   of a classifier of its config (modeling's one table of names)."""
-  # The embedding tables are frozen, so a vocabulary and positions of 2 give
-  # the same trained variables without allocating the real tables.
+  # The embedding tables and the feed-forward width are frozen shapes: 2 rows
+  # and width 1 give the same trained variables without allocating the real ones.
   small = dataclasses.replace(config, vocab_size=2, max_position_embeddings=2,
-                              type_vocab_size=2)
+                              type_vocab_size=2, intermediate_size=1)
   model = modeling.BertClassifier(small, num_outputs, adapter_config)
   model.ensure_built()
   return {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()

@@ -172,8 +172,11 @@ def _safetensors_header(f) -> dict:
   return json.loads(f.read(length))
 
 
-def load_adapter_weights(model: keras.Model, path: str) -> dict:
+def load_adapter_weights(model: keras.Model, path) -> dict:
   """Restores adapter-only weights onto `model`, whose base is already loaded.
+
+  Args:
+    path: the file or its directory, or the AdapterFile already read from it.
 
   Raises:
     errors.UserError: naming the file, if it is missing or corrupt, its adapter
@@ -183,7 +186,7 @@ def load_adapter_weights(model: keras.Model, path: str) -> dict:
   Returns:
     The file's header (configs, fingerprint, metadata).
   """
-  path, header, arrays = read_adapter_file(path)
+  path, header, arrays = path if isinstance(path, AdapterFile) else read_adapter_file(path)
   names = model.tf1_variable_map()
   saved, wanted = header["adapter_config"], model.adapter_config.to_dict()
   if saved != wanted:

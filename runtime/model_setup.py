@@ -314,10 +314,11 @@ def load_base(model: keras.Model, init_checkpoint: Optional[str] = None,
       run_checkpoints.restore_from(model, path)
   if not adapter_checkpoint:
     return 0
-  saved = adapter_weights.read_adapter_header(adapter_checkpoint)["metadata"]
+  adapter_file = adapter_weights.read_adapter_file(adapter_checkpoint)
+  saved = adapter_file.header["metadata"]
   adapter_weights.check_metadata(f"--adapter_checkpoint={adapter_checkpoint}", saved,
                                  adapter_metadata or {}, "this run")
-  adapter_weights.load_adapter_weights(model, adapter_checkpoint)
+  adapter_weights.load_adapter_weights(model, adapter_file)
   return int(saved.get("global_step", 0))
 
 

@@ -6,8 +6,8 @@ encoder; a task of a multi-task run (run_multitask.py) has its own head and
 its HyperFormer++ adapters, generated once at export, or the run's shared
 ones. The encoder is the project's own, modeling.BertEncoder, loaded with the
 base weights and no adapters of its own. What a task adds is what its own
-model (a modeling.BertClassifier of the task's adapter config, filled from
-the task's arrays through the model's one table of TF1 names) would pass to
+model (a modeling.BertClassifier of the task's adapter config, given the
+task's arrays through the model's one table of TF1 names) would pass to
 that encoder's call as `task_weights` (BertEncoder.own_task_weights). Those
 are stacked along a leading task axis, and every example of a batch gathers
 its own task's slice: the encoder's call takes weights with a batch axis, so
@@ -88,7 +88,8 @@ class MultiTaskBert(tf.Module):
     # keras.export.ExportArchive tracks a model): tf.saved_model.save would
     # also trace the Keras model's own default signature, with float inputs.
     self.encoder_variables = list(encoder.variables)
-    own = [_task_weights(config, base, task) for task in tasks]
+    models = {}  # One per adapter config and head width (_task_weights).
+    own = [_task_weights(models, config, base, task) for task in tasks]
     stacked = _stack([weights for weights, _ in own], tasks, config.hidden_size)
     variable = lambda a: tf.Variable(a, trainable=False)
     # A flat list (tf.Module tracks it; the SavedModel keeps it) and, in
@@ -118,15 +119,38 @@ class MultiTaskBert(tf.Module):
                                     list(stacked_weights or self.stacked_weights))
 
 
-def _task_weights(config: modeling.BertConfig, base: Mapping[str, np.ndarray], task):
+# What a task adds to the frozen encoder: the variables its arrays may hold.
+_TASK_ROLES = ("adapter", "layer_norm", "head")
+
+
+def _task_weights(models: dict, config: modeling.BertConfig, base: Mapping[str, np.ndarray],
+                  task):
   """(its EncoderTaskWeights, (output_weights, output_bias)) as NumPy arrays: what
-  its own BertClassifier, loaded with the base and its arrays, computes with."""
-  model = modeling.BertClassifier(config, int(task.arrays["output_weights"].shape[0]),
-                                  task.adapter_config)
-  model.ensure_built()
-  checkpoint_io.load_arrays(model, {**base, **task.arrays}, f"task {task.name} ({task.path})")
-  weights = tf.nest.map_structure(np.asarray, model.bert.own_task_weights())
-  return weights, (model.output_weights.numpy(), model.output_bias.numpy())
+  its own BertClassifier computes with. One such model serves every task of the
+  same adapter config and head width (`models`): the base is loaded into it
+  once, and each task's variables (a LayerNorm it did not train: the base's)
+  are assigned in turn.
+
+  Raises:
+    errors.UserError: the task's arrays lack an adapter or head variable.
+  """
+  key = (task.adapter_config, int(task.arrays["output_weights"].shape[0]))
+  if key not in models:
+    models[key] = modeling.BertClassifier(config, key[1], key[0])
+    models[key].ensure_built()
+    checkpoint_io.load_arrays(models[key], base, "the base weights")
+  model = models[key]
+  for name, variable in model.tf1_variable_map().items():
+    if modeling.variable_role(name) in _TASK_ROLES:
+      value = task.arrays.get(name, base.get(name))
+      if value is None:
+        raise errors.UserError(f"task {task.name} lacks variable {name} of its model",
+                               task.path)
+      variable.assign(value)
+  # Copies: the model's variables take the next task's values.
+  copy = lambda v: np.array(v, np.float32)
+  weights = tf.nest.map_structure(copy, model.bert.own_task_weights())
+  return weights, (copy(model.output_weights), copy(model.output_bias))
 
 
 def _stack(weights: List[modeling.EncoderTaskWeights], tasks: Sequence, hidden: int):

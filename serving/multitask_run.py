@@ -86,7 +86,8 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
   if not tf.io.gfile.exists(weights_path):
     raise errors.UserError("not found: the run wrote no trained weights (it did not "
                            "finish --do_train?)", weights_path)
-  header = adapter_weights.read_adapter_header(weights_path)  # Checks the whole file.
+  adapter_file = adapter_weights.read_adapter_file(weights_path)  # Checks the whole file.
+  header = adapter_file.header
   metadata = header.get("metadata") or {}
   adapter_weights.check_metadata(weights_path, metadata,
                                  {key: saved.get(key) for key in _MODEL_KEYS},
@@ -116,7 +117,7 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
                                        if modeling.variable_role(n) != "adapter"},
                          vocab_file, bool(do_lower_case), source)
   # Then what trained; fails if that base is not the one it was trained on.
-  adapter_weights.load_adapter_weights(model, weights_path)
+  adapter_weights.load_adapter_weights(model, adapter_file)
 
   layer_norms = {n: v.numpy() for n, v in encoder.items()
                  if modeling.variable_role(n) == "layer_norm"}

@@ -237,7 +237,9 @@ def test_houlsby_and_hyperformer_tasks_mix_per_example(runs):
     np.testing.assert_allclose(got[mine], want[mine], atol=1e-6)
   # The adapters' own LayerNorms matter: without them HyperFormer++ tasks compute otherwise.
   stripped = [dataclasses.replace(t, arrays={n: v for n, v in t.arrays.items()
-                                             if "/adapters/LayerNorm/" not in n})
+                                             if "/adapters/LayerNorm/" not in n},
+                                  adapter_config=dataclasses.replace(t.adapter_config,
+                                                                     layer_norm=False))
               for t in tasks["hyperformer"]]
   without = multitask.MultiTaskBert(config, bases["hyperformer"].arrays, stripped)
   index = np.arange(batch, dtype=np.int32) % len(NAMES)
