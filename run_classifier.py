@@ -103,7 +103,8 @@ def train(run: setup.Run, processor, task_name, examples, tokenizer) -> Optional
   dataset = classifier_features.make_dataset(
       train_file, options.max_seq_length, options.train_batch_size, is_training=True,
       drop_remainder=True, is_regression=is_regression,
-      seed=model_setup.shuffle_seed(options.seed))
+      seed=model_setup.shuffle_seed(options.seed),
+      pad_to_multiple_of=options.pad_to_multiple_of, group_by_length=options.group_by_length)
   return setup.train(run, classifier_task.loss_fn(is_regression), dataset, dict(
       task=task_name, labels=[] if is_regression else label_list,
       is_regression=is_regression))
@@ -120,7 +121,7 @@ def _outputs(run: setup.Run, processor, split, examples, tokenizer, batch_size):
                                             options.max_seq_length, tokenizer, record)
   return classifier_task.predict_record(
       run.strategy, run.model, record, options.max_seq_length, batch_size, options.use_tpu,
-      processor.is_regression, options.use_xla)
+      processor.is_regression, options.use_xla, options.pad_to_multiple_of)
 
 
 def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_size):

@@ -173,7 +173,9 @@ def train(run: setup.Run, tasks, heads, examples, tokenizer, sampling_temperatur
       with_task_index(classifier_features.make_dataset(
           _record(run, task, "train", examples[task.name]["train"], tokenizer, batch_size),
           options.max_seq_length, batch_size, is_training=True, drop_remainder=True,
-          is_regression=task.is_regression, seed=seed + i), i)
+          is_regression=task.is_regression, seed=seed + i,
+          pad_to_multiple_of=options.pad_to_multiple_of,
+          group_by_length=options.group_by_length), i)
       for i, task in enumerate(tasks)]
   dataset = sampling.sample_batches(datasets, probabilities, seed=seed)
   setup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
@@ -185,7 +187,7 @@ def _outputs(run: setup.Run, task, index, head, split, examples, tokenizer, batc
   dataset = with_task_index(classifier_features.make_dataset(
       _record(run, task, split, examples, tokenizer, batch_size), options.max_seq_length,
       batch_size, is_training=False, drop_remainder=options.use_tpu,
-      is_regression=task.is_regression), index)
+      is_regression=task.is_regression, pad_to_multiple_of=options.pad_to_multiple_of), index)
   outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
   # The task's own classes; labels back to the task's type.
   outputs["logits"] = outputs["logits"][:, :head.num_outputs]

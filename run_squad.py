@@ -152,43 +152,50 @@ def write_features(examples, tokenizer, path, is_training, max_seq_length, doc_s
   return writer
 
 
-def train_dataset(path, max_seq_length, batch_size, seed) -> tf.data.Dataset:
+def train_dataset(path, max_seq_length, batch_size, seed, pad_to_multiple_of=None,
+                  group_by_length=False) -> tf.data.Dataset:
   labels = ("start_positions", "end_positions")
   d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=True,
-                              drop_remainder=True, seed=seed)
+                              drop_remainder=True, seed=seed,
+                              pad_to_multiple_of=pad_to_multiple_of,
+                              group_by_length=group_by_length)
   return d.map(lambda x: ({k: v for k, v in x.items() if k not in labels},
                           {k: x[k] for k in labels}))
 
 
 def predict_dataset(path, max_seq_length, batch_size, num_features,
-                    pad_last_batch: bool) -> tf.data.Dataset:
-  """(features, unique_ids) batches in record order.
+                    pad_last_batch: bool, pad_to_multiple_of=None) -> tf.data.Dataset:
+  """(features, unique_ids) batches, grouped by length unless padded to the maximum
+  (loop.predict returns the results in record order either way).
 
   With `pad_last_batch` (TPU, XLA: static shapes), all-zero features with
   unique id -1 fill the last batch; their results are dropped before
   post-processing, as the original classifier's is_real_example=0 examples.
   """
-  d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
-                              drop_remainder=False)
+  fill = None
   if pad_last_batch and num_features % batch_size:
+    fill = {"unique_ids": _PADDING_UNIQUE_ID}
     num_padding = batch_size - num_features % batch_size
-    zeros = tf.zeros([max_seq_length], tf.int32)
-    padding = {"unique_ids": tf.constant(_PADDING_UNIQUE_ID, tf.int32),
-               "input_ids": zeros, "input_mask": zeros, "segment_ids": zeros}
-    d = (d.unbatch()
-         .concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
-         .batch(batch_size, drop_remainder=True))
     logging.info("  Num split examples = %d (%d actual, %d padding)",
                  num_features + num_padding, num_features, num_padding)
+  d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
+                              drop_remainder=False, pad_to_multiple_of=pad_to_multiple_of,
+                              fill_last_batch=fill)
   return d.map(lambda x: (x, x["unique_ids"]))
 
 
 def raw_results(outputs, features) -> List[postprocess.RawResult]:
-  """Model outputs of the real features (padding dropped), as RawResults."""
-  real = {f.unique_id for f in features}
-  return [postprocess.RawResult(int(uid), start, end)
+  """Model outputs of the real features (padding dropped), as RawResults.
+
+  Each feature's logits stop at its own tokens. Post-processing ranks the n
+  best starts and ends over the logits it gets and then discards positions
+  past the tokens; the original passed the padding positions too, so its
+  n-best lists depended on how far the feature was padded, now on the batch.
+  """
+  tokens = {f.unique_id: len(f.tokens) for f in features}
+  return [postprocess.RawResult(int(uid), start[:tokens[int(uid)]], end[:tokens[int(uid)]])
           for uid, start, end in zip(outputs["unique_ids"], outputs["start_logits"],
-                                     outputs["end_logits"]) if int(uid) in real]
+                                     outputs["end_logits"]) if int(uid) in tokens]
 
 
 def has_answers(predict_file: str, version_2_with_negative: bool) -> bool:
@@ -231,7 +238,8 @@ def train(run: setup.Run, examples, writer: squad_data.FeatureWriter) -> None:
   logging.info("  Batch size = %d", options.train_batch_size)
   logging.info("  Num steps = %d", run.settings.num_train_steps)
   dataset = train_dataset(writer.filename, options.max_seq_length, options.train_batch_size,
-                          model_setup.shuffle_seed(options.seed))
+                          model_setup.shuffle_seed(options.seed),
+                          options.pad_to_multiple_of, options.group_by_length)
   version_2 = run.config["version_2_with_negative"]
   setup.train(run, span_loss, dataset, {"task": "squad", "version_2_with_negative": version_2})
 
@@ -250,7 +258,8 @@ def predict(run: setup.Run, examples, writer: squad_data.FeatureWriter, batch_si
   logging.info("  Num split examples = %d", len(features))
   logging.info("  Batch size = %d", batch_size)
   dataset = predict_dataset(writer.filename, options.max_seq_length, batch_size, len(features),
-                            pad_last_batch=options.use_tpu or options.use_xla)
+                            pad_last_batch=options.use_tpu or options.use_xla,
+                            pad_to_multiple_of=options.pad_to_multiple_of)
   outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
   output_dir = options.output_dir
   predictions, _, null_odds = postprocess.write_predictions(

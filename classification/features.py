@@ -282,16 +282,20 @@ def ensure_feature_record(examples, label_list, max_seq_length, tokenizer,
 
 def make_dataset(record_file: str, seq_length: int, batch_size: int, is_training: bool,
                  drop_remainder: bool, is_regression: bool = False,
-                 seed: Optional[int] = None) -> tf.data.Dataset:
+                 seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
+                 group_by_length: bool = False) -> tf.data.Dataset:
   """Reads a feature record as batches (the original's file_based_input_fn_builder).
 
   Training repeats forever and shuffles with a buffer of 100, as the original
-  (records are written in file order, so the buffer only mixes neighbours);
-  eval/predict keep file order, which `test_results.tsv` relies on.
+  (records are written in file order, so the buffer only mixes neighbours).
+  Padding and grouping by length: runtime/records.read_batches' arguments of
+  the same names; eval/predict batches grouped by length carry each example's
+  `records.INPUT_INDEX`, by which loop.predict restores file order, which
+  `test_results.tsv` relies on.
 
   Returns:
     Dataset of (features, label_ids): features holds int32 "input_ids",
-    "input_mask", "segment_ids" [batch, seq_length] and int32
+    "input_mask", "segment_ids" [batch, seq_length or less] and int32
     "is_real_example" [batch]; label_ids is int32 [batch] (float32 for
     regression). int64 is cast to int32 as the original did for TPUs. With
     drop_remainder the batch dimension is static. For Keras' (x, y,
@@ -308,7 +312,8 @@ def make_dataset(record_file: str, seq_length: int, batch_size: int, is_training
     return example, label_ids
 
   return records.read_batches(record_file, name_to_features, batch_size, is_training,
-                              drop_remainder, seed).map(split_labels)
+                              drop_remainder, seed, pad_to_multiple_of,
+                              group_by_length).map(split_labels)
 
 
 def pad_examples_for_tpu(examples: Sequence, batch_size: int) -> list:

@@ -83,11 +83,14 @@ def set_up(options: setup.RunOptions, base, processor: processors.DataProcessor,
 
 def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
                    seq_length: int, batch_size: int, drop_remainder: bool,
-                   is_regression: bool, jit_compile: bool) -> Dict[str, np.ndarray]:
-  """`loop.predict` over a feature record of classifier_features, in record order."""
+                   is_regression: bool, jit_compile: bool,
+                   pad_to_multiple_of: Optional[int] = None) -> Dict[str, np.ndarray]:
+  """`loop.predict` over a feature record of classifier_features, in record order
+  (batches padded as `pad_to_multiple_of` says: records.read_batches)."""
   dataset = classifier_features.make_dataset(record_file, seq_length, batch_size,
                                              is_training=False, drop_remainder=drop_remainder,
-                                             is_regression=is_regression)
+                                             is_regression=is_regression,
+                                             pad_to_multiple_of=pad_to_multiple_of)
   return loop.predict(strategy, model, dataset, jit_compile=jit_compile)
 
 

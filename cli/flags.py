@@ -93,6 +93,15 @@ def define_training_flags(flag_values=_FLAGS, splits=("train", "eval", "predict"
                        "checkpoint.", **fv)
   flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each "
                        "compiled loop call.", **fv)
+  flags.DEFINE_bool("pad_to_max_seq_length", False, "Pad every example to --max_seq_length, "
+                    "as the original did. By default each batch is padded to its longest "
+                    "example (rounded up to a multiple of 16 on TPU and with --use_xla, which "
+                    "compile a program per length): the same results with less computed.",
+                    **fv)
+  flags.DEFINE_bool("group_by_length", False, "Train on batches of examples of similar "
+                    "length (shuffled within length buckets, then the batches shuffled; "
+                    "seeded, resumable), which pads least. Evaluation and prediction always "
+                    "batch by length and write their results in input order.", **fv)
 
 
 def define_tpu_flags(flag_values=_FLAGS):
@@ -121,6 +130,10 @@ def check_training_flags(flag_values, positive_ints):
   check(flag_values, "learning_rate", *fc.POSITIVE)
   check(flag_values, "num_train_epochs", *fc.POSITIVE)
   check(flag_values, "warmup_proportion", *fc.PROPORTION)
+  fc.check_flags_together(
+      flag_values, ("group_by_length", "pad_to_max_seq_length"),
+      lambda group, pad_to_max: "--group_by_length needs batches padded to their own "
+      "length: drop --pad_to_max_seq_length" if group and pad_to_max else None)
 
 
 def define_base_source_flags(

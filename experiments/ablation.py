@@ -267,7 +267,8 @@ def ablate(run: setup.Run, processor, task_name, metric, record, batch_size) -> 
     with adapters_removed(run.model, layers):
       outputs = classifier_task.predict_record(
           run.strategy, run.model, record, run.options.max_seq_length, batch_size,
-          run.options.use_tpu, processor.is_regression, run.options.use_xla)
+          run.options.use_tpu, processor.is_regression, run.options.use_xla,
+          run.options.pad_to_multiple_of)
     return classifier_task.eval_results(task_name, outputs, batch_size, run.global_step,
                                         processor.is_regression)
 

@@ -33,6 +33,7 @@ from absl import logging
 from checkpoints import run_checkpoints
 import errors
 import optimization
+from runtime import records
 from runtime import sigterm
 from runtime.progress import Progress
 
@@ -303,9 +304,12 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   """Runs the model over `dataset` (finite, yielding (features, labels)).
 
   Returns:
-    NumPy arrays concatenated over batches, in dataset order: the model's
-    outputs ("logits" for a tensor output, else its dict keys), "labels" and
-    every feature (e.g. "is_real_example", "unique_ids").
+    NumPy arrays concatenated over batches: the model's outputs ("logits" for
+    a tensor output, else its dict keys), "labels" and every feature (e.g.
+    "is_real_example", "unique_ids"). In dataset order, or where the dataset
+    carries `records.INPUT_INDEX` (batches grouped by length), in that index's
+    order: the order of the records. Batches padded to their own length give
+    sequence outputs of different widths: each is zero-padded to the widest.
   Raises:
     Terminated: on a SIGTERM, after the batch in progress: the caller has
       written nothing yet, and a re-run does the whole prediction again.
@@ -318,7 +322,8 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
 
   step = tf.function(replica_step, jit_compile=jit_compile)
 
-  @tf.function
+  # Batches padded to their own length differ in shape: one trace for them all.
+  @tf.function(reduce_retracing=True)
   def distributed_step(features, labels):
     return strategy.run(step, args=(features, labels))
 
@@ -343,4 +348,16 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     raise sigterm.Terminated()
   if not batches:
     return {}
-  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+  outputs = {k: _concatenate([b[k] for b in batches]) for k in batches[0]}
+  if records.INPUT_INDEX in outputs:
+    order = np.argsort(outputs[records.INPUT_INDEX], kind="stable")
+    outputs = {k: v[order] for k, v in outputs.items()}
+  return outputs
+
+
+def _concatenate(arrays) -> np.ndarray:
+  """Batches' arrays as one, each zero-padded to the widest along every axis but the first."""
+  widest = np.max([a.shape for a in arrays], axis=0)
+  return np.concatenate([
+      np.pad(a, [(0, 0)] + [(0, w - n) for w, n in zip(widest[1:], a.shape[1:])])
+      for a in arrays])

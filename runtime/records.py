@@ -1,15 +1,49 @@
 """TFRecord feature files -> batched tf.data pipelines (the original's input_fn builders).
 
 Both tasks write their features as tf.train.Examples (classification/features.py,
-squad/data.py) and read them back here, the same way: training repeats forever
-and shuffles with a buffer of 100, as the original (its examples are shuffled
-before they are written, so the buffer only mixes neighbours); evaluation and
-prediction keep file order, which the result files rely on.
+squad/data.py), every sequence padded to max_seq_length, and read them back
+here, the same way: training repeats forever and shuffles with a buffer of 100,
+as the original (its examples are shuffled before they are written, so the
+buffer only mixes neighbours); evaluation and prediction read every record once.
+
+How far a batch is padded (`pad_to_multiple_of`):
+  * None: every batch to max_seq_length, as the original (for TPUs).
+  * k: each batch to its own longest example, rounded up to a multiple of k
+    (and at most max_seq_length). The masked positions add exactly zero to
+    every result, so only the work changes. Shapes then vary between batches:
+    a graph traced with an unknown length runs them all, while XLA (TPU,
+    --use_xla) compiles one program per length, so there k = 16 keeps them to
+    max_seq_length / 16.
+With per-batch padding, batches of similar length pad least:
+  * training with `group_by_length`: examples go to length buckets (as they come
+    out of the seeded shuffle), a full bucket is a batch, and the batches are
+    shuffled again (seeded): the same stream on every run and every worker, so
+    resuming by skipping batches works as before;
+  * evaluation and prediction always: each window of `_SORT_WINDOW` records is
+    sorted by length (stable) before batching, and every example carries its
+    `input_index`, by which runtime/loop.predict puts the results back in
+    record order.
 """
 
 from typing import Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
+
+# The sequence length a batch is rounded up to where XLA compiles a program per
+# shape (TPU, --use_xla): at most max_seq_length / 16 programs.
+STATIC_SHAPE_MULTIPLE = 16
+# Records parsed in one op where examples are handled one by one.
+_PARSE_CHUNK = 256
+# Evaluation / prediction: records sorted by length together (memory: this many
+# examples' features, a few MB at max_seq_length 512).
+_SORT_WINDOW = 4096
+# Training with group_by_length: length buckets are this wide at least (narrower
+# ones wait longer to fill, and XLA needs a program per bucket anyway), and
+# this many batches are shuffled together after bucketing.
+_MIN_BUCKET_WIDTH = 8
+_BATCH_SHUFFLE_BUFFER = 64
+# The feature runtime/loop.predict restores record order by.
+INPUT_INDEX = "input_index"
 
 
 def sequence_features(seq_length: int, names: Sequence[str] = (
@@ -21,24 +55,39 @@ def sequence_features(seq_length: int, names: Sequence[str] = (
 def read_batches(record_files: Union[str, Sequence[str]],
                  name_to_features: Mapping[str, tf.io.FixedLenFeature],
                  batch_size: int, is_training: bool, drop_remainder: bool,
-                 seed: Optional[int] = None) -> tf.data.Dataset:
+                 seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
+                 group_by_length: bool = False,
+                 fill_last_batch: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
   """Batches of parsed records: dicts of int32 (int64 features) or float32 Tensors.
 
   Args:
     record_files: a TFRecord path or a list of them (any tf.io.gfile path).
-    name_to_features: the features to parse, by name.
+    name_to_features: the features to parse, by name; "input_mask" (1 on an
+      example's tokens, then 0) gives each example's length.
     batch_size: batch size.
     is_training: repeat forever and shuffle (buffer 100, `seed`).
     drop_remainder: drop a last partial batch, which makes the batch dimension
       static (needed on TPU and for training); prediction keeps every record.
     seed: shuffle seed, for reproducible runs.
+    pad_to_multiple_of: None pads every batch to max_seq_length; k pads each
+      to its longest example rounded up to a multiple of k (module docstring).
+    group_by_length: training only: batches of similar length (needs
+      `pad_to_multiple_of`). Evaluation and prediction group whenever they pad
+      per batch, and then add `INPUT_INDEX`, each example's place in the records.
+    fill_last_batch: evaluation / prediction: append examples (all features 0
+      but these values) until the last batch is full, for static shapes.
   """
   files = [record_files] if isinstance(record_files, str) else list(record_files)
   for path in files:
     if not tf.io.gfile.exists(path):
       raise FileNotFoundError(f"Feature record not found: {path}")
+  if group_by_length and (not is_training or pad_to_multiple_of is None):
+    raise ValueError("group_by_length is for training with per-batch padding")
+  if fill_last_batch is not None and is_training:
+    raise ValueError("fill_last_batch is for evaluation and prediction")
+  max_seq_length = name_to_features["input_mask"].shape[0]
 
-  def decode_batch(records):
+  def decode(records):
     example = tf.io.parse_example(records, name_to_features)
     # tf.Example only stores int64, but TPUs only support int32.
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
@@ -48,8 +97,65 @@ def read_batches(record_files: Union[str, Sequence[str]],
   if is_training:
     d = d.repeat()
     d = d.shuffle(buffer_size=100, seed=seed)
-  # Batch the serialized records, then parse each batch in one op: the same
-  # result as the original's map_and_batch, with fewer ops per example.
-  d = d.batch(batch_size, drop_remainder=drop_remainder)
-  d = d.map(decode_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  sort_windows = not is_training and pad_to_multiple_of is not None
+  if not (group_by_length or sort_windows or fill_last_batch is not None):
+    # Batch the serialized records, then parse each batch in one op: the same
+    # result as the original's map_and_batch, with fewer ops per example.
+    d = d.batch(batch_size, drop_remainder=drop_remainder)
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  else:
+    if sort_windows:
+      d = d.batch(_SORT_WINDOW).map(decode).enumerate().map(_sorted_window).unbatch()
+    else:
+      d = d.batch(_PARSE_CHUNK).map(decode).unbatch()
+    if fill_last_batch is not None:
+      # Before batching and after sorting: the fillers go into the last batch.
+      filler = {name: tf.fill(spec.shape, tf.constant(
+          fill_last_batch.get(name, 0), tf.int32 if spec.dtype == tf.int64 else spec.dtype))
+                for name, spec in name_to_features.items()}
+      if sort_windows:
+        filler[INPUT_INDEX] = tf.constant(-1, tf.int64)
+      d = d.concatenate(tf.data.Dataset.from_tensors(filler).repeat(batch_size - 1))
+      drop_remainder = True  # Drops the fillers a full last batch did not need.
+    if group_by_length:
+      d = _length_grouped_batches(d, batch_size, max_seq_length,
+                                  max(pad_to_multiple_of, _MIN_BUCKET_WIDTH), seed)
+    else:
+      d = d.batch(batch_size, drop_remainder=drop_remainder)
+  if pad_to_multiple_of is not None:
+    sequences = [name for name, spec in name_to_features.items()
+                 if list(spec.shape) == [max_seq_length]]
+    d = d.map(lambda batch: _trimmed(batch, sequences, pad_to_multiple_of, max_seq_length),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return d.prefetch(tf.data.AUTOTUNE)
+
+
+def _lengths(examples) -> tf.Tensor:
+  """Each example's number of tokens (its input_mask is 1 on them, then 0)."""
+  return tf.reduce_sum(examples["input_mask"], axis=-1)
+
+
+def _sorted_window(window_index, window):
+  """A window of examples sorted by length (stable), each with its INPUT_INDEX."""
+  size = tf.shape(window["input_mask"], out_type=tf.int64)[0]
+  window = dict(window, **{INPUT_INDEX: window_index * _SORT_WINDOW + tf.range(size)})
+  order = tf.argsort(_lengths(window), stable=True)
+  return {name: tf.gather(t, order) for name, t in window.items()}
+
+
+def _length_grouped_batches(examples: tf.data.Dataset, batch_size: int,
+                            max_seq_length: int, bucket_width: int,
+                            seed: Optional[int]) -> tf.data.Dataset:
+  """Full batches of examples of one length bucket, in a seeded shuffled order."""
+  boundaries = list(range(bucket_width + 1, max_seq_length + 1, bucket_width))
+  batches = examples.bucket_by_sequence_length(
+      lambda example: _lengths(example), boundaries,
+      [batch_size] * (len(boundaries) + 1), drop_remainder=True)
+  return batches.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed)
+
+
+def _trimmed(batch, sequences: Sequence[str], multiple: int, max_seq_length: int):
+  """The batch's sequence features cut after its longest example, rounded up."""
+  longest = tf.maximum(tf.reduce_max(_lengths(batch)), 1)
+  length = tf.minimum((longest + multiple - 1) // multiple * multiple, max_seq_length)
+  return {name: t[:, :length] if name in sequences else t for name, t in batch.items()}

@@ -25,6 +25,7 @@ import modeling
 from runtime import distribution
 from runtime import loop
 from runtime import model_setup
+from runtime import records
 from runtime import run_config
 
 
@@ -46,6 +47,9 @@ class RunOptions:
   adapter_weight_decay_rate: float = 0.01
   save_checkpoints_steps: int = 1000
   iterations_per_loop: int = 1000
+  # Input batches (runtime/records.py).
+  pad_to_max_seq_length: bool = False
+  group_by_length: bool = False
   # Devices and compilation.
   use_tpu: bool = False
   tpu_name: Optional[str] = None
@@ -55,6 +59,15 @@ class RunOptions:
   num_tpu_cores: int = 8
   use_xla: bool = False
   seed: Optional[int] = None
+
+
+  @property
+  def pad_to_multiple_of(self) -> Optional[int]:
+    """records.read_batches' padding: None (to max_seq_length) or per batch,
+    rounded up where XLA compiles a program per shape (TPU, --use_xla)."""
+    if self.pad_to_max_seq_length:
+      return None
+    return records.STATIC_SHAPE_MULTIPLE if self.use_tpu or self.use_xla else 1
 
 
 @dataclasses.dataclass
@@ -120,7 +133,8 @@ def set_up(options: RunOptions, base: base_model.Base,
       options.model, base, settings, **task, max_seq_length=options.max_seq_length,
       do_lower_case=options.do_lower_case, num_train_epochs=options.num_train_epochs,
       warmup_proportion=options.warmup_proportion, seed=options.seed,
-      use_tpu=options.use_tpu)
+      use_tpu=options.use_tpu, pad_to_max_seq_length=options.pad_to_max_seq_length,
+      group_by_length=options.group_by_length)
   run_config.check(options.output_dir, config,
                    also=tuple(model_keys) + (("train_mode",) if options.do_train else ()))
   strategy = create_strategy(options)

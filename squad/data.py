@@ -485,7 +485,9 @@ class FeatureWriter:
 
 def make_dataset(record_file, seq_length: int, batch_size: int,
                  is_training: bool, drop_remainder: bool,
-                 seed: Optional[int] = None) -> tf.data.Dataset:
+                 seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
+                 group_by_length: bool = False,
+                 fill_last_batch: Optional[dict] = None) -> tf.data.Dataset:
   """Reads feature records as batches of int32 tensors (original input_fn).
 
   Args:
@@ -498,10 +500,13 @@ def make_dataset(record_file, seq_length: int, batch_size: int,
     drop_remainder: drop a last partial batch, which gives static batch
       shapes (needed on TPU / for training); prediction keeps every feature.
     seed: shuffle seed (training only), for reproducible runs.
+    pad_to_multiple_of, group_by_length, fill_last_batch: how batches are
+      padded, grouped by length and filled (runtime/records.read_batches).
 
   Returns:
     A dataset of dicts: unique_ids [B], input_ids / input_mask / segment_ids
-    [B, seq_length] and, for training, start_positions / end_positions [B];
+    [B, seq_length or less] and, for training, start_positions / end_positions
+    [B] (prediction batches grouped by length: also records.INPUT_INDEX [B]);
     all int32 (tf.Example only stores int64; accelerators prefer int32).
   """
   name_to_features = records.sequence_features(seq_length)
@@ -510,4 +515,5 @@ def make_dataset(record_file, seq_length: int, batch_size: int,
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
   return records.read_batches(record_file, name_to_features, batch_size, is_training,
-                              drop_remainder, seed)
+                              drop_remainder, seed, pad_to_multiple_of, group_by_length,
+                              fill_last_batch)

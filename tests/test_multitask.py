@@ -332,6 +332,24 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
           open(os.path.join(out, task, name)).read(), (task, name)
 
 
+def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tmp_path):
+  # The trained run padded each batch to its longest example, as by default.
+  out, _ = hyperformer_run
+  again = str(tmp_path / "padded")
+  run_main(**_flags(base, adapter_type="hyperformer", do_predict=True, do_eval=True,
+                    adapter_checkpoint=os.path.join(out, "adapter_model"), output_dir=again,
+                    pad_to_max_seq_length=True))
+  for task in TASK_NAMES:
+    np.testing.assert_allclose(
+        np.loadtxt(os.path.join(again, task, "test_results.tsv"), ndmin=2),
+        np.loadtxt(os.path.join(out, task, "test_results.tsv"), ndmin=2), atol=1e-5)
+    want, got = (dict(line.split(" = ") for line in open(
+        os.path.join(d, task, "eval_results.txt")).read().splitlines()) for d in (out, again))
+    assert got.keys() == want.keys()
+    for key in want:
+      assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
+
+
 def test_shared_adapters_run(base, tmp_path):
   out = str(tmp_path / "shared")
   logs = run_main(**_flags(base, adapter_type="shared", do_train=True, do_eval=True,

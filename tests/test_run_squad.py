@@ -167,15 +167,19 @@ def test_rerun_resumes_from_the_latest_checkpoint(trained_v1, squad_base, tmp_pa
   assert tf.train.latest_checkpoint(resumed).endswith("model.ckpt-4")
 
 
-def test_adapter_checkpoint_on_base_with_xla_padding(trained_v1, squad_base, tmp_path):
+@pytest.mark.parametrize("padding", [["--use_xla"], ["--pad_to_max_seq_length"]])
+def test_adapter_checkpoint_on_base_with_other_padding(trained_v1, squad_base, tmp_path,
+                                                       padding):
   out, _ = trained_v1
   new = str(tmp_path / "adapters")
-  # 4 questions of dev-v1.1 give an odd number of features: the last batch of
-  # 4 is padded (static shapes under XLA) and the padding must not show up.
+  # The trained run padded each batch to its longest feature. Under XLA, to a
+  # multiple of 16, and 4 questions of dev-v1.1 give an odd number of features:
+  # the last batch of 4 is filled (static shapes) and the filling must not show
+  # up. Or every feature padded to --max_seq_length, as the original.
   run(squad_base["args"] + [
       "--output_dir=" + new, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=8",
-      "--adapter_checkpoint=" + os.path.join(out, "adapter_model"), "--use_xla",
-      "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")])
+      "--adapter_checkpoint=" + os.path.join(out, "adapter_model"),
+      "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")] + padding)
   for name in ("predictions.json", "nbest_predictions.json"):
     want, got = json.loads(read(os.path.join(out, name))), json.loads(
         read(os.path.join(new, name)))
@@ -205,7 +209,7 @@ def test_predict_dataset_pads_last_batch_with_foreign_ids(tmp_path):
   assert [int(b[1].shape[0]) for b in unpadded] == [4, 1]
   # The padding's results are dropped before post-processing.
   features = [squad_data.InputFeatures(unique_id=int(i), example_index=0, doc_span_index=0,
-                                       tokens=[], token_to_orig_map={},
+                                       tokens=["a"] * 3, token_to_orig_map={},
                                        token_is_max_context={}, input_ids=[],
                                        input_mask=[], segment_ids=[]) for i in ids[:5]]
   logits = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
@@ -307,13 +311,22 @@ def test_eval_only_on_original_fine_tuned_checkpoint_matches_numpy(tmp_path):
                     for k in ("input_ids", "input_mask", "segment_ids"))
   sequence, _ = numpy_bert.bert_forward(weights, 4, ids, mask, seg)
   logits = sequence @ head["cls/squad/output_weights"].T + head["cls/squad/output_bias"]
-  results = [postprocess.RawResult(f.unique_id, logits[i, :, 0], logits[i, :, 1])
+  # The original ranks the n best starts and ends over all max_seq_length
+  # positions, padding included, then drops those past the tokens; run_squad.py
+  # ranks the feature's own tokens only (raw_results): the same answers here,
+  # n-best lists without the gaps that padding positions leave.
+  padded = [postprocess.RawResult(f.unique_id, logits[i, :, 0], logits[i, :, 1])
+            for i, f in enumerate(features)]
+  results = [postprocess.RawResult(f.unique_id, logits[i, :len(f.tokens), 0],
+                                   logits[i, :len(f.tokens), 1])
              for i, f in enumerate(features)]
+  original_pred, _, _ = postprocess.compute_predictions(examples, features, padded, 20, 30,
+                                                        True)
   want_pred, want_nbest, _ = postprocess.compute_predictions(
       examples, features, results, 20, 30, True)
   got_pred = json.loads(read(os.path.join(out, "predictions.json")))
   got_nbest = json.loads(read(os.path.join(out, "nbest_predictions.json")))
-  assert got_pred == dict(want_pred)
+  assert got_pred == dict(want_pred) == dict(original_pred)
   for qid, want in want_nbest.items():
     top, got_top = want[0], got_nbest[qid][0]
     assert got_top["text"] == top["text"]

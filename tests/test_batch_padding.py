@@ -1,0 +1,158 @@
+"""Per-batch padding and batches grouped by length (runtime/records.py).
+
+The reference is the original's input pipeline: every example padded to
+max_seq_length, batches in record order. Cutting a batch after its longest
+example must drop only padding, and a run must give the same results either way.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from runtime import records
+from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main
+
+MAX_LEN = 40
+NUM_RECORDS = 50
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+  """NUM_RECORDS records of random lengths 1..MAX_LEN (input_ids = uid + 1 on the tokens)."""
+  path = str(tmp_path_factory.mktemp("records") / "features.tf_record")
+  lengths = np.random.default_rng(0).integers(1, MAX_LEN + 1, size=NUM_RECORDS)
+  with tf.io.TFRecordWriter(path) as writer:
+    for uid, n in enumerate(lengths):
+      pad = [0] * (MAX_LEN - n)
+      values = {"input_ids": [uid + 1] * n + pad, "input_mask": [1] * n + pad,
+                "segment_ids": [0] * (n // 2) + [1] * (n - n // 2) + pad, "uid": [uid]}
+      writer.write(tf.train.Example(features=tf.train.Features(feature={
+          k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+          for k, v in values.items()})).SerializeToString())
+  return path, lengths
+
+
+def _features():
+  return dict(records.sequence_features(MAX_LEN), uid=tf.io.FixedLenFeature([], tf.int64))
+
+
+def _batches(path, batch_size, is_training=False, take=None, **kwargs):
+  d = records.read_batches(path, _features(), batch_size, is_training,
+                           drop_remainder=is_training, **kwargs)
+  return [{k: v.numpy() for k, v in b.items()} for b in (d.take(take) if take else d)]
+
+
+@pytest.mark.parametrize("multiple", [1, 16])
+def test_prediction_batches_cut_only_padding_and_come_back_in_order(record, multiple):
+  path, lengths = record
+  fixed = _batches(path, 8)
+  want = {k: np.concatenate([b[k] for b in fixed]) for k in fixed[0]}
+  got = _batches(path, 8, pad_to_multiple_of=multiple)
+  assert sum(len(b["uid"]) for b in got) == NUM_RECORDS
+  for b in got:
+    width, longest = b["input_ids"].shape[1], lengths[b["uid"]].max()
+    assert width == min(-(-longest // multiple) * multiple, MAX_LEN)
+    for name in ("input_ids", "input_mask", "segment_ids"):
+      np.testing.assert_array_equal(b[name], want[name][b["uid"], :width])
+      assert not want[name][b["uid"], width:].any()  # Only padding was cut.
+    np.testing.assert_array_equal(b[records.INPUT_INDEX], b["uid"])
+  # Sorted by length: consecutive batches of a window do not overlap in length.
+  assert all(lengths[a["uid"]].max() <= lengths[b["uid"]].min() for a, b in zip(got, got[1:]))
+  # The tokens computed: batches of 8 of the sorted lengths, each rounded up.
+  chunks = np.split(np.sort(lengths), range(8, NUM_RECORDS, 8))
+  want_tokens = sum(len(c) * min(-(-c.max() // multiple) * multiple, MAX_LEN) for c in chunks)
+  assert sum(b["input_ids"].size for b in got) == want_tokens < NUM_RECORDS * MAX_LEN
+
+
+def test_last_batch_filled_after_sorting(record):
+  path, lengths = record
+  got = _batches(path, 8, pad_to_multiple_of=1, fill_last_batch={"uid": -1})
+  uids = np.concatenate([b["uid"] for b in got])
+  assert [len(b["uid"]) for b in got] == [8] * 7  # 50 records and 6 fillers.
+  assert sorted(uids[uids >= 0]) == list(range(NUM_RECORDS)) and (uids < 0).sum() == 6
+  assert (got[-1]["uid"][-6:] == -1).all() and not got[-1]["input_mask"][-6:].any()
+
+
+def test_grouped_training_batches_are_of_one_bucket_seeded_and_resumable(record):
+  path, lengths = record
+  kwargs = dict(is_training=True, seed=7, pad_to_multiple_of=1, group_by_length=True)
+  stream = _batches(path, 4, take=60, **kwargs)
+  for b in stream:
+    n = lengths[b["uid"]]
+    # Buckets of 8 tokens: 1-8, 9-16, ...; the batch cut after its longest example.
+    assert (n.min() - 1) // 8 == (n.max() - 1) // 8
+    assert b["input_ids"].shape == (4, n.max())
+  # The whole data set goes round (repeated, shuffled) ...
+  assert set(np.concatenate([b["uid"] for b in stream])) == set(range(NUM_RECORDS))
+  # ... and so do the buckets: not in length order.
+  assert sorted(lengths[b["uid"]].max() for b in stream[:10]) != [
+      lengths[b["uid"]].max() for b in stream[:10]]
+  same = _batches(path, 4, take=60, **kwargs)
+  assert all((a["uid"] == b["uid"]).all() for a, b in zip(stream, same))
+  other = _batches(path, 4, take=60, **dict(kwargs, seed=8))
+  assert any((a["uid"] != b["uid"]).any() for a, b in zip(stream, other))
+  # Resuming skips the batches trained on (runtime/loop.py): the rest of the stream.
+  d = records.read_batches(path, _features(), 4, drop_remainder=True,
+                           **kwargs).skip(25).take(5)
+  assert all((a["uid"].numpy() == b["uid"]).all() for a, b in zip(d, stream[25:30]))
+
+
+def test_grouping_needs_training_with_per_batch_padding(record):
+  path, _ = record
+  with pytest.raises(ValueError, match="group_by_length"):
+    records.read_batches(path, _features(), 4, True, True, group_by_length=True)
+  with pytest.raises(ValueError, match="group_by_length"):
+    records.read_batches(path, _features(), 4, False, False, pad_to_multiple_of=1,
+                         group_by_length=True)
+
+
+@pytest.fixture(scope="module")
+def no_dropout_base(base, tmp_path_factory):
+  """The tiny base without dropout, so that training does not depend on the masks'
+  shapes either: then padding changes nothing at all."""
+  config = json.loads(open(base["bert_config_file"]).read())
+  config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  path = str(tmp_path_factory.mktemp("no_dropout") / "bert_config.json")
+  with open(path, "w") as f:
+    json.dump(config, f)
+  return dict(base, bert_config_file=path)
+
+
+def _sst2_run(base, output_dir, **flags):
+  return run_main(**_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                           output_dir=output_dir, do_train=True, do_eval=True,
+                           do_predict=True, num_train_epochs=2, **flags))
+
+
+def test_per_batch_padding_gives_the_results_of_padding_to_the_maximum(no_dropout_base,
+                                                                       tmp_path):
+  results = {}
+  # XLA's kernels round differently: compared with XLA padding to the maximum.
+  for name, flags in {"max": dict(pad_to_max_seq_length=True), "batch": {},
+                      "xla_max": dict(pad_to_max_seq_length=True, use_xla=True),
+                      "xla": dict(use_xla=True)}.items():
+    out = str(tmp_path / name)
+    logs = _sst2_run(no_dropout_base, out, **flags)
+    results[name] = (_eval_results(os.path.join(out, "eval_results.txt")),
+                     _test_results(os.path.join(out, "test_results.tsv")), logs)
+  for name, reference in (("batch", "max"), ("xla", "xla_max")):
+    want_eval, want_test, _ = results[reference]
+    got_eval, got_test, _ = results[name]
+    assert got_eval.keys() == want_eval.keys()
+    for key in want_eval:
+      assert got_eval[key] == pytest.approx(want_eval[key], abs=1e-5), (name, key)
+    np.testing.assert_allclose(got_test, want_test, atol=1e-5)
+  # The test examples differ in length: the comparison covers the order too.
+  assert len({tuple(row) for row in want_test.round(4)}) == len(want_test)
+
+
+def test_group_by_length_trains_the_same_steps(no_dropout_base, tmp_path):
+  out = str(tmp_path / "grouped")
+  _sst2_run(no_dropout_base, out, group_by_length=True)
+  config = json.loads(open(os.path.join(out, "run_config.json")).read())
+  assert config["group_by_length"] is True and config["pad_to_max_seq_length"] is False
+  assert tf.train.latest_checkpoint(out).endswith("model.ckpt-4")  # 8 examples, batch 4.
+  assert _eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == 4
