@@ -188,9 +188,10 @@ def raw_results(outputs, features) -> List[postprocess.RawResult]:
   """Model outputs of the real features (padding dropped), as RawResults.
 
   Each feature's logits stop at its own tokens. Post-processing ranks the n
-  best starts and ends over the logits it gets and then discards positions
-  past the tokens; the original passed the padding positions too, so its
-  n-best lists depended on how far the feature was padded, now on the batch.
+  best starts and ends over the logits it gets and then drops positions past
+  the tokens. The original gave it the padding positions too, so a padding
+  position could take a place of the n best: a feature's answers then depended
+  on how far it was padded, which here depends on the batch it falls in.
   """
   tokens = {f.unique_id: len(f.tokens) for f in features}
   return [postprocess.RawResult(int(uid), start[:tokens[int(uid)]], end[:tokens[int(uid)]])

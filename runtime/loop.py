@@ -321,19 +321,21 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     return dict(outputs, labels=labels, **features)
 
   step = tf.function(replica_step, jit_compile=jit_compile)
-
-  # Batches padded to their own length differ in shape: one trace for them all.
-  @tf.function(reduce_retracing=True)
-  def distributed_step(features, labels):
-    return strategy.run(step, args=(features, labels))
-
   # Results are not gathered across workers, so every worker of a multi-worker
   # strategy predicts every example, in order (OFF); under AUTO each would get
   # only its own files' examples, less what does not fill a batch.
-  dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.OFF)
+  dataset = strategy.experimental_distribute_dataset(
+      _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.OFF))
+
+  # Traced once for the dataset's shapes: batches padded to their own length
+  # differ (XLA, where asked, still compiles a program per shape).
+  @tf.function(input_signature=dataset.element_spec)
+  def distributed_step(features, labels):
+    return strategy.run(step, args=(features, labels))
+
   batches = []
   with sigterm.SigtermFlag() as stop_request:
-    for features, labels in strategy.experimental_distribute_dataset(dataset):
+    for features, labels in dataset:
       per_replica = distributed_step(features, labels)
       # Replica results in replica order restore the batch order.
       batches.append({k: np.concatenate([t.numpy() for t in
