@@ -1,0 +1,86 @@
+r"""Token positions computed per epoch: padded to the maximum, per batch, grouped by length.
+
+  .venv/bin/python benchmarks/padding_tokens.py            # the four WordNet tasks, seq 128
+  .venv/bin/python benchmarks/padding_tokens.py --max_seq_length=64 --batch_size=16
+
+Each task's training set goes through run_classifier.py's own feature
+conversion and input pipeline (classification/features.py, runtime/records.py):
+one epoch of training batches is read three ways and the positions each batch
+is padded to are summed. Per batch, the positions are what the encoder computes
+(attention grows with their square, so the saving in time is larger):
+  max        every batch padded to --max_seq_length (the original, --pad_to_max_seq_length)
+  per batch  each batch padded to its longest example (the default), random batches
+  grouped    the same with --group_by_length
+  grouped 16 the same padded to multiples of 16 (TPU, --use_xla)
+Figures are fractions of "max"; no model runs, so the machine's load does not matter.
+"""
+
+import os
+import sys
+import tempfile
+
+from absl import app, flags
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from classification import features as classifier_features  # pylint: disable=wrong-import-position
+from classification import processors  # pylint: disable=wrong-import-position
+import tokenization  # pylint: disable=wrong-import-position
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("tasks", [
+    "data/wordnet/wordnet_lexname:sentence", "data/wordnet/wordnet_pos:sentence",
+    "data/wordnet/wordnet_example:gloss:example", "data/wordnet/wordnet_relation:word_a:word_b"],
+    "tsv task directories with their text columns: DIR:TEXT_A[:TEXT_B].")
+flags.DEFINE_string("vocab_file", "models/minilm/vocab.txt", "WordPiece vocabulary "
+                    "(demo.sh converts MiniLM into models/minilm).")
+flags.DEFINE_integer("max_seq_length", 128, "--max_seq_length (the original's default).")
+flags.DEFINE_integer("batch_size", 32, "--train_batch_size.")
+flags.DEFINE_integer("seed", 1, "Shuffle seed.")
+
+
+def positions_per_epoch(record, num_examples, **padding) -> int:
+  """Sum over one epoch of training batches of batch size x padded length."""
+  dataset = classifier_features.make_dataset(
+      record, FLAGS.max_seq_length, FLAGS.batch_size, is_training=True, drop_remainder=True,
+      seed=FLAGS.seed, **padding)
+  steps = num_examples // FLAGS.batch_size
+  return sum(int(features["input_ids"].shape[0] * features["input_ids"].shape[1])
+             for features, _ in dataset.take(steps))
+
+
+def main(argv):
+  del argv
+  tokenizer = tokenization.FullTokenizer(os.path.join(REPO, FLAGS.vocab_file)
+                                         if not os.path.exists(FLAGS.vocab_file)
+                                         else FLAGS.vocab_file, do_lower_case=True)
+  print(f"max_seq_length {FLAGS.max_seq_length}, batch {FLAGS.batch_size}: positions "
+        f"computed per epoch, as a fraction of padding every batch to the maximum")
+  print(f"{'task':<18} {'examples':>8} {'mean len':>8} {'per batch':>9} {'grouped':>8} "
+        f"{'grouped 16':>10}")
+  with tempfile.TemporaryDirectory() as tmp:
+    for spec in FLAGS.tasks:
+      data_dir, *columns = spec.split(":")
+      if not os.path.isabs(data_dir) and not os.path.exists(data_dir):
+        data_dir = os.path.join(REPO, data_dir)
+      processor = processors.get_processor(
+          "tsv", data_dir=data_dir, text_a_column=columns[0],
+          text_b_column=columns[1] if len(columns) > 1 else None)
+      examples = processor.get_train_examples(data_dir)
+      record = os.path.join(tmp, os.path.basename(data_dir) + ".tf_record")
+      features = classifier_features.convert_examples_to_features(
+          examples, processor.get_labels(), FLAGS.max_seq_length, tokenizer)
+      mean_length = sum(sum(f.input_mask) for f in features) / len(features)
+      classifier_features.ensure_feature_record(examples, processor.get_labels(),
+                                                FLAGS.max_seq_length, tokenizer, record)
+      n = len(examples)
+      full = positions_per_epoch(record, n)
+      shares = [positions_per_epoch(record, n, pad_to_multiple_of=k, group_by_length=g) / full
+                for k, g in ((1, False), (1, True), (16, True))]
+      print(f"{os.path.basename(data_dir):<18} {n:>8} {mean_length:>8.1f} {shares[0]:>9.2f} "
+            f"{shares[1]:>8.2f} {shares[2]:>10.2f}")
+
+
+if __name__ == "__main__":
+  app.run(main)
