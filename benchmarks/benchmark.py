@@ -3,6 +3,7 @@ r"""Speed, memory and file size of adapter tuning vs full fine-tuning, in one co
   .venv/bin/python benchmarks/benchmark.py                      # MiniLM shape, seq 64, batch 32
   .venv/bin/python benchmarks/benchmark.py --bert_config_file=bert-base
   .venv/bin/python benchmarks/benchmark.py --through_run_classifier  # whole run_classifier.py runs
+  .venv/bin/python benchmarks/benchmark.py --through_run_classifier --real_data  # and dev metric
 
 One run prints (one line a figure; --json_out=FILE writes them all):
   * train: step time and examples/s of adapter tuning and of full fine-tuning,
@@ -29,7 +30,11 @@ the real MiniLM (--model_dir, made by convert_checkpoint.py / demo.sh) and
 wordnet_lexname: a short and a long training run per mode, interleaved, the
 per-step time being the difference of their wall times over the difference of
 their step counts (start-up, tokenization, compiling and the final save
-cancel out).
+cancel out). With --real_data it times whole adapter-training runs instead
+(--num_train_epochs, 3; seq 128; tokenization, training, the final save and
+the dev evaluation) on a real task for each padding setting of
+run_classifier.py (--variants), interleaved, --samples each, with the dev
+accuracy; adapterhub_side_by_side.py --real_data adds AdapterHub's runs.
 
 Rerun on a quiet machine for figures to quote; `--steps` and `--repeats` buy
 precision with time.
@@ -85,6 +90,25 @@ flags.DEFINE_integer("long_steps", 60, "Training steps of the long run.")
 flags.DEFINE_integer("repeats", 1, "Short/long run pairs per mode (median taken).")
 flags.DEFINE_list("run_classifier_flags", [], "Extra flags for run_classifier.py, e.g. "
                   "--run_classifier_flags=--iterations_per_loop=25")
+flags.DEFINE_bool("real_data", False, "With --through_run_classifier: whole adapter-training "
+                  "runs (training, final save, dev evaluation) on --task for each of "
+                  "--variants, with wall time, examples/s and dev accuracy.")
+flags.DEFINE_string("task", "data/wordnet/wordnet_lexname:sentence", "--real_data: the tsv "
+                    "task as DIR:TEXT_A[:TEXT_B] (longer texts: "
+                    "data/wordnet/wordnet_example:gloss:example).")
+flags.DEFINE_list("variants", list(run_classifier_timing.PROJECT_VARIANTS),
+                  "--real_data: run_classifier.py's padding settings: "
+                  + ", ".join(run_classifier_timing.PROJECT_VARIANTS) + ".")
+flags.DEFINE_float("num_train_epochs", 3.0, "--real_data: epochs of each run.")
+flags.DEFINE_integer("samples", 2, "--real_data: runs per variant (interleaved).")
+flags.DEFINE_integer("max_train_examples", 0, "--real_data: train on the first N rows of "
+                     "train.tsv (0: all), for a quick check.")
+flags.DEFINE_integer("max_eval_examples", 0, "--real_data: evaluate on the first N rows of "
+                     "dev.tsv (0: all).")
+flags.DEFINE_integer("eval_batch_size", 8, "--real_data: run_classifier.py's "
+                     "--eval_batch_size (its default, and Hugging Face's).")
+flags.DEFINE_float("learning_rate", 1e-3, "--real_data: run_classifier.py's --learning_rate "
+                   "(demo.sh's for adapters).")
 flags.DEFINE_float("target_examples_per_s", 48.0, "The project's target for adapter "
                    "training through run_classifier.py.")
 # Internal: what a worker process does.
@@ -506,9 +530,19 @@ def main(argv):
     return train_worker()
   if FLAGS.worker == "aux":
     return aux_worker()
+  if FLAGS.real_data and not FLAGS.through_run_classifier:
+    raise app.UsageError("--real_data needs --through_run_classifier")
+  if FLAGS.real_data and not FLAGS["seq_length"].present:
+    FLAGS.seq_length = 128  # The original's --max_seq_length, where padding costs most.
+  unknown = set(FLAGS.variants) - set(run_classifier_timing.PROJECT_VARIANTS)
+  if unknown:
+    raise app.UsageError(f"--variants: unknown {', '.join(sorted(unknown))}; choose from "
+                         + ", ".join(run_classifier_timing.PROJECT_VARIANTS))
   results = {"flags": {k: FLAGS[k].value for k in _WORKER_FLAGS + (
       "modes", "steps", "warmup_steps", "steps_per_round", "predict_steps",
-      "through_run_classifier")}, "cpu_count": os.cpu_count(),
+      "through_run_classifier", "real_data", "task", "variants", "num_train_epochs",
+      "samples", "max_train_examples", "max_eval_examples", "eval_batch_size",
+      "learning_rate")}, "cpu_count": os.cpu_count(),
       "load_average_start": os.getloadavg()}
   FLAGS.model_dir = os.path.abspath(resolve(FLAGS.model_dir))
   FLAGS.data_dir = os.path.abspath(resolve(FLAGS.data_dir))
@@ -526,7 +560,9 @@ def main(argv):
         f"xla {FLAGS.use_xla}, mixed_precision {FLAGS.mixed_precision}, modes {','.join(FLAGS.modes)}")
   print(harness.machine_line(), flush=True)
   start = time.perf_counter()
-  if FLAGS.through_run_classifier:
+  if FLAGS.real_data:
+    run_classifier_timing.real_data(results)
+  elif FLAGS.through_run_classifier:
     run_classifier_timing.through_run_classifier(results)
   else:
     speed_benchmark(results)
