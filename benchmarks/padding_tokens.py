@@ -16,17 +16,15 @@ Figures are fractions of "max"; no model runs, so the machine's load does not ma
 """
 
 import os
-import sys
 import tempfile
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from classification import features as classifier_features
+from classification import processors
+import tokenization
 
-from classification import features as classifier_features  # pylint: disable=wrong-import-position
-from classification import processors  # pylint: disable=wrong-import-position
-import tokenization  # pylint: disable=wrong-import-position
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("tasks", [
@@ -69,12 +67,12 @@ def main(argv):
           text_b_column=columns[1] if len(columns) > 1 else None)
       examples = processor.get_train_examples(data_dir)
       record = os.path.join(tmp, os.path.basename(data_dir) + ".tf_record")
-      features = classifier_features.convert_examples_to_features(
-          examples, processor.get_labels(), FLAGS.max_seq_length, tokenizer)
-      mean_length = sum(sum(f.input_mask) for f in features) / len(features)
       classifier_features.ensure_feature_record(examples, processor.get_labels(),
                                                 FLAGS.max_seq_length, tokenizer, record)
       n = len(examples)
+      mean_length = sum(int(f["input_mask"].numpy().sum()) for f, _ in classifier_features
+                        .make_dataset(record, FLAGS.max_seq_length, 1024, is_training=False,
+                                      drop_remainder=False)) / n
       full = positions_per_epoch(record, n)
       shares = [positions_per_epoch(record, n, pad_to_multiple_of=k, group_by_length=g) / full
                 for k, g in ((1, False), (1, True), (16, True))]

@@ -81,14 +81,11 @@ BAD_FLAGS = {
     "warmup_proportion negative": (
         "classifier", ["--warmup_proportion=-0.1"],
         "flag --warmup_proportion=-0.1: must be in [0, 1]"),
-    "group_by_length with padding to the maximum": (
-        "classifier", ["--group_by_length", "--pad_to_max_seq_length"],
+    **{f"{script} group_by_length with padding to the maximum": (
+        script, ["--group_by_length", "--pad_to_max_seq_length"],
         "flags group_by_length=True, pad_to_max_seq_length=True: --group_by_length needs "
-        "batches padded to their own length: drop --pad_to_max_seq_length"),
-    "squad group_by_length with padding to the maximum": (
-        "squad", ["--group_by_length", "--pad_to_max_seq_length"],
-        "flags group_by_length=True, pad_to_max_seq_length=True: --group_by_length needs "
-        "batches padded to their own length: drop --pad_to_max_seq_length"),
+        "batches padded to their own length: drop --pad_to_max_seq_length")
+       for script in ("classifier", "squad")},
     "adapter_size negative": (
         "classifier", ["--adapter_size=-1"],
         "flag --adapter_size=-1: must be an integer >= 0 (0: no adapters)"),
