@@ -165,6 +165,43 @@ def self_rss_mib() -> float:
   return float("nan")
 
 
+class MemoryStages:
+  """The RSS a worker process has after each stage of its work, and the peak within it.
+
+  Each `stage(name)` records the RSS now and the peak RSS since the previous
+  stage (VmHWM, reset after each stage through /proc/self/clear_refs where
+  Linux allows it; elsewhere the peak so far).
+  """
+
+  def __init__(self):
+    self.stages = []
+    self._reset_peak()
+
+  def stage(self, name: str) -> None:
+    self.stages.append({"stage": name, "rss_mib": self_rss_mib(),
+                        "peak_mib": self_peak_rss_mib()})
+    self._reset_peak()
+
+  @staticmethod
+  def _reset_peak():
+    try:
+      with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # Resets VmHWM to the current RSS.
+    except OSError:
+      pass
+
+
+def describe_stages(stages: Sequence[dict]) -> str:
+  """'runtime 741 MiB, model +180, ...': what each stage added to the RSS."""
+  parts, previous = [], 0.0
+  for s in stages:
+    added = s["rss_mib"] - previous
+    peak = (f" (peak {s['peak_mib']:.0f})" if s["peak_mib"] > s["rss_mib"] + 1 else "")
+    parts.append(f"{s['stage']} {'+' if previous else ''}{added:.0f}{peak}")
+    previous = s["rss_mib"]
+  return ", ".join(parts) + " MiB"
+
+
 def serve(handlers: Dict[str, Callable[..., dict]], ready: dict) -> None:
   """The worker's loop: answers `ready`, then one answer per command until 'exit'."""
   answer(dict(ready, rss_mib=self_rss_mib()))

@@ -15,7 +15,9 @@ One run prints (one line a figure; --json_out=FILE writes them all):
   * infer: examples/s of the predict path (`model(features, training=False)`
     in a compiled function, as `loop.predict` runs it), same interleaving.
   * peak RSS of each mode's worker process (its own rusage, read with wait4
-    when it exits, so the modes' figures do not mix).
+    when it exits, so the modes' figures do not mix), and its split: what
+    the runtime, the model, the optimizer, the traced loop and the first
+    steps each added (harness.MemoryStages).
   * bytes of the adapter-only file (checkpoints.adapter_weights) vs a full
     checkpoint of the model (every variable, run_checkpoints' format), for the
     config given and for BERT-base with the same adapter size.
@@ -225,6 +227,7 @@ def matmul_flops(config, batch, seq, adapter_size, num_labels, trains):
 
 def train_worker():
   """One train mode: the model, its optimizer and compiled loop, timed on command."""
+  memory = harness.MemoryStages()  # The RSS each stage adds (the memory split).
   import keras
   import numpy as np
   import tensorflow as tf
@@ -235,6 +238,7 @@ def train_worker():
   from runtime import loop
   from runtime import model_setup
   from runtime import trainable
+  memory.stage("runtime")
 
   keras.utils.set_random_seed(FLAGS.seed)
   config = load_config(FLAGS.bert_config_file)
@@ -246,10 +250,12 @@ def train_worker():
                                     AdapterConfig(size=adapter_size))
     model.ensure_built()
   trainable.set_trainable(model, mode)
+  memory.stage("model")
   optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
   optimizer.build(model.trainable_variables)
   if FLAGS.mixed_precision == "float16":  # As loop.train does.
     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  memory.stage("optimizer")
   strategy = tf.distribute.get_strategy()  # What run_classifier.py gets on a CPU.
   train_loop = loop.make_train_loop(strategy, model, classifier_task.loss_fn(False),
                                     optimizer, B, FLAGS.use_xla)
@@ -270,10 +276,17 @@ def train_worker():
 
   def warmup(steps, what="train"):
     step = train_step if what == "train" else predict_step
+    if what == "train":
+      train_loop.get_concrete_function(iterator, one)
+      memory.stage("traced")
     start = time.perf_counter()
     step()  # Traces and compiles.
     compile_s = time.perf_counter() - start
-    return {"compile_s": compile_s, "seconds": harness.time_steps(step, steps)}
+    seconds = harness.time_steps(step, steps)
+    if what == "train":
+      memory.stage("steps")
+    return {"compile_s": compile_s, "seconds": seconds, "memory": memory.stages,
+            "traces": train_loop.experimental_get_tracing_count()}
 
   counts = trainable.parameter_counts(model)
   names = model.tf1_variable_map()
@@ -498,6 +511,13 @@ def speed_benchmark(results):
     print(f"memory {mode:<8} peak RSS {closed[mode]['peak_rss_mib']:7.0f} MiB (its own "
           f"worker process: model, {r['optimizer_state_floats']:,} optimizer-state "
           f"floats, training and inference; {r['rss_mib']:.0f} MiB once built)")
+    warm = r["train_warmup"]
+    results["train"][mode]["memory_stages"] = warm["memory"]
+    results["train"][mode]["train_loop_traces"] = warm["traces"]
+    print(f"memory {mode:<8} split: {harness.describe_stages(warm['memory'])} (runtime: "
+          f"TensorFlow, Keras and the project imported; model: built, weights; optimizer: "
+          f"its slots; traced: the train loop's graph, {warm['traces']} trace(s); steps: the "
+          f"first {1 + FLAGS.warmup_steps} steps, their activations and kernels)")
   if "input_pipeline_examples_per_s" in results:
     rate = results["input_pipeline_examples_per_s"]
     fastest = max(t["examples_per_s"] for t in results["train"].values())

@@ -98,7 +98,7 @@ class MultiTaskClassifier(keras.Model):
         AdapterHyperNetwork(hyperformer_config, len(self.tasks), config.num_hidden_layers,
                             config.hidden_size, name=HYPERNETWORK_PREFIX)
         if hyperformer_config else None)
-    self.dropout = keras.layers.Dropout(0.1)
+    self.dropout = modeling.Dropout(0.1)
     self.max_outputs = max(t.num_outputs for t in self.tasks)
     self._num_outputs = tf.constant([t.num_outputs for t in self.tasks], tf.int32)
 

@@ -172,6 +172,92 @@ def test_dropout_only_in_training(google_dir):
   assert np.abs(a - c).max() > 1e-3
 
 
+def test_gelu_gradient_is_the_tanh_gelu_derivative():
+  x64 = np.linspace(-6.0, 6.0, 241)
+  c = np.sqrt(2 / np.pi)
+  t = np.tanh(c * (x64 + 0.044715 * x64 ** 3))
+  by_hand = 0.5 * (1 + t) + 0.5 * x64 * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x64 ** 2)
+  x = tf.constant(x64, tf.float32)
+  gelu = get_activation("gelu")
+
+  @tf.function
+  def value_and_gradient(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = gelu(x)
+    return y, tape.gradient(y, x)
+
+  for y, dy_dx in (value_and_gradient(x), value_and_gradient.python_function(x)):
+    np.testing.assert_allclose(y.numpy(), numpy_bert.gelu(x64), atol=1e-6)
+    # float32: tanh rounds to -1 below x = -4.5, where the derivative is < 1e-5.
+    np.testing.assert_allclose(dy_dx.numpy(), by_hand, atol=1e-5)
+  with tf.GradientTape() as tape:  # Keras' own tanh GELU, differentiated op by op.
+    tape.watch(x)
+    y = keras.activations.gelu(x, approximate=True)
+  np.testing.assert_allclose(value_and_gradient(x)[1].numpy(),
+                             tape.gradient(y, x).numpy(), atol=1e-5)
+  half = value_and_gradient(tf.cast(x, tf.float16))[1]
+  assert half.dtype == tf.float16
+  np.testing.assert_allclose(half.numpy(), by_hand, atol=2e-2)
+
+
+def _dropout_outputs(rate, shape, seed=3, calls=1):
+  layer = modeling.Dropout(rate, seed=seed)
+  x = tf.ones(shape)
+  return layer, [layer(x, training=True).numpy() for _ in range(calls)]
+
+
+def test_dropout_keep_rate_and_scaling():
+  # rate 0.1: drop when 16 random bits < round(0.1 * 65536) = 6554.
+  keep, scale = (65536 - 6554) / 65536, 65536 / (65536 - 6554)
+  _, (y,) = _dropout_outputs(0.1, [1000, 1001])  # An odd size: half a word unused.
+  assert y.shape == (1000, 1001)
+  assert set(np.unique(y)) == {np.float32(0.0), np.float32(scale)}
+  kept = np.mean(y > 0)
+  # Binomial: 5 standard deviations of the kept fraction of 1,001,000 elements.
+  assert abs(kept - keep) < 5 * np.sqrt(keep * (1 - keep) / y.size), kept
+  assert abs(np.mean(y) - 1.0) < 5 * scale * np.sqrt(keep * (1 - keep) / y.size)
+  # Elements are independent: neighbours (the two halves of one random word)
+  # are both kept with probability keep^2.
+  both = np.mean((y[:, 0:-1:2] > 0) & (y[:, 1::2] > 0))
+  assert abs(both - keep ** 2) < 5 * np.sqrt(keep ** 2 * (1 - keep ** 2) / (y.size / 2))
+  _, (half,) = _dropout_outputs(0.5, [200_000])  # Exactly representable: keep 1/2, scale 2.
+  assert set(np.unique(half)) == {0.0, 2.0}
+  assert abs(np.mean(half > 0) - 0.5) < 5 * np.sqrt(0.25 / half.size)
+
+
+def test_dropout_gradient_off_training_and_edge_rates():
+  layer = modeling.Dropout(0.3, seed=1)
+  x = tf.constant(np.random.default_rng(0).normal(size=(7, 9)), tf.float32)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = layer(x, training=True)
+  grad = tape.gradient(y, x).numpy()
+  mask = grad != 0
+  np.testing.assert_allclose(grad[mask], 65536 / (65536 - round(0.3 * 65536)), rtol=1e-6)
+  np.testing.assert_allclose(y.numpy(), x.numpy() * grad, rtol=1e-6)
+  np.testing.assert_array_equal(layer(x, training=False), x)
+  np.testing.assert_array_equal(modeling.Dropout(0.0)(x, training=True), x)
+  np.testing.assert_array_equal(modeling.Dropout(1.0)(x, training=True), np.zeros((7, 9)))
+  with pytest.raises(ValueError, match="noise_shape"):
+    modeling.Dropout(0.1, noise_shape=(1, 9))
+
+
+def test_dropout_masks_follow_the_seed_generator_state():
+  layer, (first, second) = _dropout_outputs(0.1, [64, 64], seed=5, calls=2)
+  assert not np.array_equal(first, second)  # The state advances with each mask.
+  _, (again, _) = _dropout_outputs(0.1, [64, 64], seed=5, calls=2)
+  np.testing.assert_array_equal(first, again)
+  # Setting the state back (what restoring a training checkpoint does) redraws.
+  other = modeling.Dropout(0.1, seed=99)
+  other(tf.ones([64, 64]), training=True)
+  other.seed_generator.state.assign(layer.seed_generator.state.numpy())
+  state = layer.seed_generator.state.numpy()
+  np.testing.assert_array_equal(other(tf.ones([64, 64]), training=True),
+                                layer(tf.ones([64, 64]), training=True))
+  assert not np.array_equal(state, layer.seed_generator.state.numpy())
+
+
 def test_bert_config_round_trip(tmp_path):
   original = dict(tiny_bert.TINY_CONFIG, directionality="bidi")
   path = str(tmp_path / "bert_config.json")
