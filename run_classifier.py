@@ -63,11 +63,6 @@ def _check_bank(bank_dir, task, base, do_lower_case, do_train):
   return bank
 
 
-def _with_adapters(options: setup.RunOptions, checkpoint: str) -> setup.RunOptions:
-  return dataclasses.replace(options, model=dataclasses.replace(
-      options.model, adapter_checkpoint=checkpoint))
-
-
 def _check_bank_weights(run: setup.Run, bank_dir: str, bank) -> str:
   """The fingerprint of the loaded base, checked against the bank's (if there is one)."""
   # The loaded base must be the bank's before hours of training, not after.
@@ -166,8 +161,9 @@ def main(argv, flag_values=None):
   if F.adapter_bank:
     bank = _check_bank(F.adapter_bank, bank_task, base, F.do_lower_case, F.do_train)
     if not F.do_train:
-      options = _with_adapters(options, adapter_bank.task_checkpoint(F.adapter_bank,
-                                                                     bank_task))
+      # The task's adapters, with the settings recorded with them.
+      options = dataclasses.replace(options, model=cli_options.model_options(
+          F, adapter_bank.task_checkpoint(F.adapter_bank, bank_task)))
   examples = classifier_task.read_examples(processor, F.data_dir, F.do_train, F.do_eval,
                                            F.do_predict)
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,

@@ -3,20 +3,67 @@
 import dataclasses
 from typing import Dict, Optional
 
+from adapter_layers import AdapterConfig
+from checkpoints import adapter_weights
 from cli import flag_checks
 from cli import flags as cli_flags
+import errors
 from runtime import model_setup
 from runtime import setup
 
+# AdapterConfig's keys that a flag sets, and the flag.
+ADAPTER_CONFIG_FLAGS = {"size": "adapter_size", "init_scale": "adapter_init_scale",
+                        "placement": "adapter_placement"}
 
-def model_options(flag_values) -> model_setup.ModelOptions:
+
+def model_options(flag_values,
+                  adapter_checkpoint: Optional[str] = None) -> model_setup.ModelOptions:
   """The adapter flags as ModelOptions; --adapter_size left at its default counts
-  as not given (ModelOptions then picks the size the train mode implies)."""
+  as not given (ModelOptions then picks the size the train mode implies).
+
+  Where the adapters come from a file (--adapter_checkpoint, or
+  `adapter_checkpoint`: a bank task's), the adapter settings it records are
+  taken for the flags left unset (`recorded_adapter_settings`).
+  """
   values = {f.name: flag_values[f.name].value
             for f in dataclasses.fields(model_setup.ModelOptions)}
-  if not flag_checks.flag_given(flag_values["adapter_size"]):
+  if adapter_checkpoint:
+    values["adapter_checkpoint"] = adapter_checkpoint
+  given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
+           if flag_checks.flag_given(flag_values[flag])}
+  if values["adapter_checkpoint"]:
+    values.update(recorded_adapter_settings(values["adapter_checkpoint"], values, given))
+  elif "adapter_size" not in given:
     values["adapter_size"] = None
   return model_setup.ModelOptions(**values)
+
+
+def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object],
+                              given) -> Dict[str, object]:
+  """The adapter flags' values as the adapter file at `adapter_checkpoint` records them.
+
+  An adapter file only fits a model of its own adapter config, so the flags
+  left unset take the recorded values (a task trained with --adapter_size=8
+  is evaluated without repeating it); a flag given with another value is a
+  contradiction, refused.
+
+  Args:
+    values: the flags' values by name; `given`: the names of those set.
+  Raises:
+    errors.UserError: the file is unreadable, or a given flag contradicts it.
+  """
+  recorded = AdapterConfig.from_dict(
+      adapter_weights.read_adapter_header(adapter_checkpoint)["adapter_config"])
+  settings = {}
+  for key, flag in ADAPTER_CONFIG_FLAGS.items():
+    value = getattr(recorded, key)
+    if flag in given and values[flag] != value:
+      raise errors.UserError(
+          f"--{flag}={values[flag]}: the adapters at "
+          f"{adapter_checkpoint} were trained with {flag} {value}; leave --{flag} out to "
+          "take it from them")
+    settings[flag] = value
+  return settings
 
 
 def run_options(flag_values,

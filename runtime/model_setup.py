@@ -327,13 +327,18 @@ def base_reference(model: keras.Model, options: ModelOptions,
   """What training checkpoints record about the frozen weights (run_checkpoints).
 
   Where they came from is what the flags say or, for a run resumed without
-  them, what output_dir's checkpoint said.
+  them, what output_dir's checkpoint said. None (checkpoints of the whole
+  model) where no file gives the encoder: a random base cannot be rebuilt
+  (another --seed, or none, draws other weights), so a checkpoint of the
+  trained variables alone could never be resumed.
   """
   sources = {k: getattr(options, k) for k in _SOURCES}
   latest = run_checkpoints.latest(output_dir)
   recorded = run_checkpoints.read_reference(latest) if latest else None
   if recorded and not (options.init_checkpoint or options.bert_hub_module_handle):
     sources = {k: recorded.get(k) for k in _SOURCES}
+  if not (sources["init_checkpoint"] or sources["bert_hub_module_handle"]):
+    return None
   return run_checkpoints.base_reference(model, sources)
 
 

@@ -65,9 +65,12 @@ def _train(base, bank, task, out, **extra):
                            adapter_bank=bank, **extra))
 
 
-def _predict(base, bank, task, out):
-  run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task), output_dir=out,
-                    do_predict=True, adapter_bank=bank))
+def _predict(base, bank, task, out, **extra):
+  # No --adapter_size (the tasks have ADAPTER = 8, the flag's default is 64):
+  # the bank's adapter files give it.
+  run_main(**dict(_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
+                         output_dir=out, do_predict=True, adapter_bank=bank,
+                         adapter_size=None), **extra))
   return _test_results(os.path.join(out, "test_results.tsv"))
 
 
@@ -112,6 +115,22 @@ def test_adding_a_task_leaves_the_others_alone(base, bank):
                   "do_lower_case": True, "train_mode": "adapters", "global_step": 1}
   mrpc = adapter_weights.read_adapter_header(os.path.join(d, "tasks", "mrpc"))["metadata"]
   assert mrpc["labels"] == ["0", "1"] and mrpc["is_regression"] is False
+
+
+def test_predicting_takes_the_recorded_adapter_settings_and_refuses_others(base, bank,
+                                                                          tmp_path):
+  out = str(tmp_path / "predict")
+  np.testing.assert_array_equal(_predict(base, bank["dir"], "MRPC", out, adapter_size=ADAPTER),
+                                bank["before"])
+  task = adapter_bank.task_checkpoint(bank["dir"], "mrpc")
+  for flag, value, recorded in (("adapter_size", 64, 8), ("adapter_placement", "attention",
+                                                          "both")):
+    with pytest.raises(errors.UserError) as e:
+      _predict(base, bank["dir"], "MRPC", str(tmp_path / flag), **{flag: value})
+    assert str(e.value) == (f"--{flag}={value}: the adapters at {task} "
+                            f"were trained with {flag} {recorded}; leave --{flag} out to take "
+                            "it from them")
+    assert not os.path.exists(tmp_path / flag)
 
 
 def test_accounting_is_the_parameter_arithmetic(bank, tmp_path):

@@ -346,8 +346,8 @@ def test_adapter_file_of_another_base_or_size(capsys, base, adapter_file, tmp_pa
                             f"base model (base fingerprint "), message
   assert (_classifier_fails(capsys, base, tmp_path, adapter_checkpoint=adapter_file["path"],
                             adapter_size=8)
-          == f"{weights}: adapter config: these adapters have size 4, this run's "
-             f"--adapter_size is 8")
+          == f"--adapter_size=8: the adapters at {adapter_file['path']} "
+             f"were trained with adapter_size 4; leave --adapter_size out to take it from them")
 
 
 def test_adapter_model_directory_is_replaced_whole(adapter_file, tmp_path, monkeypatch):

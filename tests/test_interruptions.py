@@ -93,6 +93,14 @@ elif hook == "slow_predict":  # Each eval/predict batch takes 0.3 s.
     return dataset.map(delay)
   features.make_dataset = slow_make_dataset
 
+elif hook == "other_random_weights":  # --seed draws other initial weights than before.
+  import keras, random
+  set_random_seed = keras.utils.set_random_seed
+  def other_weights(seed):
+    set_random_seed(seed)
+    random.seed(seed + 1000)  # Where Keras' initializers take their seeds from.
+  keras.utils.set_random_seed = other_weights
+
 sys.argv = [os.path.join({repo!r}, "run_classifier.py")] + sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
@@ -159,6 +167,7 @@ class _Subprocess:
   """The command under the WRAPPER hook; stdout carries the hook's markers."""
 
   def __init__(self, tmp_path, flag_values, hook):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(WRAPPER.format(repo=REPO))
     self.log_path = tmp_path / "log.txt"
@@ -245,6 +254,36 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
   assert reader.get_variable_to_shape_map()
   assert _results(out) == _results(uninterrupted)
   assert not _temporaries(out)
+
+
+def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
+    command, tmp_path):
+  """No --init_checkpoint: the frozen random base cannot be rebuilt from files.
+
+  The resumed process draws other random weights (as a run without --seed
+  would), so it ends with the uninterrupted run's results only if the
+  checkpoint gave it everything, the frozen base included.
+  """
+  random_base = {k: v for k, v in command.items() if k != "init_checkpoint"}
+  uninterrupted = str(tmp_path / "uninterrupted")
+  run_main(**random_base, output_dir=uninterrupted)
+  out = str(tmp_path / "out")
+  run = _Subprocess(tmp_path / "killed", dict(random_base, output_dir=out),
+                    hook="slow_steps_from:5")
+  run.wait_for(r"STEP (\d+)")  # Checkpoint 4 is saved.
+  run.proc.send_signal(signal.SIGKILL)
+  assert run.finish() == -signal.SIGKILL
+  step = run_checkpoints.latest_step(out)
+  assert SAVE_EVERY <= step < NUM_STEPS
+  saved = tf.train.load_checkpoint(run_checkpoints.latest(out)).get_variable_to_shape_map()
+  assert any("word_embeddings" in n for n in saved)  # The frozen base too.
+  assert run_checkpoints.read_reference(run_checkpoints.latest(out)) is None
+
+  rerun = _Subprocess(tmp_path / "rerun", dict(random_base, output_dir=out),
+                      hook="other_random_weights")
+  assert rerun.finish(timeout=300) == 0, rerun.log()[-3000:]
+  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in rerun.log()
+  assert _results(out) == _results(uninterrupted)
 
 
 def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp_path):
