@@ -42,7 +42,9 @@ from absl import flags
 from checkpoints import google_release
 from checkpoints import huggingface
 from checkpoints import tf2_encoder
+from cli import path_flags
 import errors
+from storage import path_checks
 
 
 def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "random",
@@ -106,21 +108,26 @@ def tf2_bert_encoder_to_google(
 FLAGS = flags.FLAGS
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
   """Defines the flags, only when run as a script: run_classifier.py defines --output_dir too."""
-  flags.DEFINE_string("hf_dir", None, "HF BERT dir: config.json, vocab.txt, model.safetensors.")
-  flags.DEFINE_string("hub_dir", None, "SavedModel of a Model Garden BertEncoder (TF Hub).")
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("hf_dir", None, "HF BERT dir: config.json, vocab.txt, "
+                      "model.safetensors.", **fv)
+  flags.DEFINE_string("hub_dir", None, "SavedModel of a Model Garden BertEncoder (TF Hub).",
+                      **fv)
   flags.DEFINE_string("tf2_checkpoint", None, "tf.train.Checkpoint prefix of a Model Garden "
-                      "BertEncoder; needs --bert_config_file and --vocab_file.")
+                      "BertEncoder; needs --bert_config_file and --vocab_file.", **fv)
   flags.DEFINE_string("bert_config_file", None, "Original-format bert_config.json (for "
-                      "--hub_dir optional: sizes are inferred).")
-  flags.DEFINE_string("vocab_file", None, "vocab.txt (--hub_dir default: assets/vocab.txt).")
-  flags.DEFINE_string("checkpoint_model_name", "encoder", "Encoder's name in --tf2_checkpoint.")
-  flags.DEFINE_string("output_dir", None, "Google-format directory to create.")
+                      "--hub_dir optional: sizes are inferred).", **fv)
+  flags.DEFINE_string("vocab_file", None, "vocab.txt (--hub_dir default: assets/vocab.txt).",
+                      **fv)
+  flags.DEFINE_string("checkpoint_model_name", "encoder", "Encoder's name in "
+                      "--tf2_checkpoint.", **fv)
+  flags.DEFINE_string("output_dir", None, "Google-format directory to create.", **fv)
   flags.DEFINE_enum("missing_pooler", "random", google_release.MISSING_POOLER_CHOICES,
                     "If an HF checkpoint has no pooler: random (truncated normal, "
-                    "fixed seed), identity, or error.")
-  flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
+                    "fixed seed), identity, or error.", **fv)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.", **fv)
 
 
 def main(argv):
@@ -129,6 +136,10 @@ def main(argv):
   sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint") if FLAGS[s].value]
   if len(sources) != 1 or not FLAGS.output_dir:
     raise app.UsageError("give --output_dir and one of --hf_dir, --hub_dir, --tf2_checkpoint")
+  path_flags.check_path_flags(FLAGS, dict(
+      hf_dir=path_checks.INPUT_DIR, hub_dir=path_checks.INPUT_DIR,
+      tf2_checkpoint=path_checks.CHECKPOINT, bert_config_file=path_checks.INPUT_FILE,
+      vocab_file=path_checks.INPUT_FILE, output_dir=path_checks.OUTPUT_DIR))
   if FLAGS.hf_dir:
     hf_bert_to_google(FLAGS.hf_dir, FLAGS.output_dir,
                       missing_pooler=FLAGS.missing_pooler, overwrite=FLAGS.overwrite)

@@ -35,6 +35,7 @@ from classification import task as classifier_task
 from cli import flag_checks
 from cli import flags as cli_flags
 from cli import options as cli_options
+from cli import path_flags
 import errors
 from runtime import model_setup
 from runtime import setup
@@ -148,6 +149,7 @@ def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
+  path_flags.check_path_flags(F, cli_flags.classifier_path_flags(F.do_train))
   options = cli_options.run_options(F)
 
   # Start-up checks: each fails before anything is written (the flags' own

@@ -44,6 +44,7 @@ from classification import task as classifier_task
 from cli import flag_checks
 from cli import flags as cli_flags
 from cli import options as cli_options
+from cli import path_flags
 import errors
 from multitask import accounting
 from multitask import model as multitask_model
@@ -53,6 +54,7 @@ from multitask.hypernetwork import HyperFormerConfig
 from runtime import loop
 from runtime import model_setup
 from runtime import setup
+from storage import path_checks
 import tokenization
 
 # What trains, per adapter type: the default first.
@@ -240,6 +242,9 @@ def main(argv, flag_values=None):
   logging.set_verbosity(logging.INFO)
 
   # Start-up checks: each fails before anything is written.
+  path_flags.check_path_flags(F, dict(cli_flags.ENCODER_PATH_FLAGS,
+                                      **cli_flags.ADAPTER_PATH_FLAGS,
+                                      data_dir=path_checks.INPUT_DIR))
   tasks = multitask_tasks.tasks_from_flags(F.task_name, F.data_dir, F.text_a_column,
                                            F.text_b_column, F.label_column)
   for task in tasks:

@@ -27,6 +27,7 @@ import tensorflow as tf
 from cli import flag_checks
 from cli import flags as cli_flags
 from cli import options as cli_options
+from cli import path_flags
 import errors
 import modeling
 from runtime import loop
@@ -36,6 +37,7 @@ from squad import data as squad_data
 from squad import metrics as squad_metrics
 from squad import postprocess
 from storage import file_io
+from storage import path_checks
 import tokenization
 
 # The original seeds its pre-conversion shuffle of the training examples with this.
@@ -279,6 +281,9 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   fv = flag_values
   logging.set_verbosity(logging.INFO)
+  path_flags.check_path_flags(fv, dict(
+      cli_flags.ENCODER_PATH_FLAGS, **cli_flags.ADAPTER_PATH_FLAGS,
+      train_file=path_checks.INPUT_FILE, predict_file=path_checks.INPUT_FILE))
   validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
            fv.max_seq_length, fv.max_query_length, fv.doc_stride)
   options = cli_options.run_options(fv)

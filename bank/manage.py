@@ -23,6 +23,7 @@ from absl import logging
 from bank import adapter_bank
 from checkpoints import adapter_weights
 import errors
+from storage import path_checks
 
 _COLUMNS = ("task", "labels", "max_seq_length", "adapter_size", "trained_params", "bytes",
             "global_step")
@@ -108,6 +109,12 @@ def main(argv: Optional[List[str]] = None) -> None:
   """Runs a command on argv (default sys.argv[1:]); a UserError propagates."""
   args = _parser().parse_args(argv)
   logging.set_verbosity(logging.INFO)
+  # `add` creates the bank; the other commands read it.
+  path_checks.check(args.bank, path_checks.OUTPUT_DIR if args.command == "add"
+                    else path_checks.INPUT_DIR, f"flag --bank={args.bank}")
+  if args.command == "add":
+    path_checks.check(args.adapter_model, path_checks.INPUT_FILE_OR_DIR,
+                      f"argument ADAPTER_MODEL {args.adapter_model}")
   if args.command == "list":
     print("\n".join(list_bank(args.bank)))
   elif args.command == "add":

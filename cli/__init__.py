@@ -6,6 +6,8 @@
   flag_checks  checks that absl runs as the flags are parsed, reported as one
                `ERROR:` line (errors.UserError's format)
   options      parsed flags -> the plain options the library takes
+  path_flags   what each path flag must be (a readable file, a writable
+               directory, ...), checked first thing in main (storage.path_checks)
 
 Only the entry points and this package read flags; the library below them
 takes plain values (runtime.setup.RunOptions, runtime.model_setup.ModelOptions).

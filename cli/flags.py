@@ -20,7 +20,9 @@ import adapter_layers
 from bank import adapter_bank
 from classification import processors
 from cli import flag_checks
+from cli import path_flags
 from runtime import model_setup
+from storage import path_checks
 
 _FLAGS = flags.FLAGS
 
@@ -54,6 +56,22 @@ def define_encoder_flags(flag_values=_FLAGS, max_seq_length=128, optional_with_h
   flags.DEFINE_integer("max_seq_length", max_seq_length, "The maximum total input sequence "
                        "length after WordPiece tokenization. Sequences longer than this will "
                        "be truncated, and sequences shorter than this will be padded.", **fv)
+
+
+# What the shared path flags must be (storage.path_checks' kinds), for
+# cli.path_flags.check_path_flags at the start of each command's main.
+ENCODER_PATH_FLAGS = {"bert_config_file": path_checks.INPUT_FILE,
+                      "vocab_file": path_checks.INPUT_FILE,
+                      "output_dir": path_checks.OUTPUT_DIR,
+                      "init_checkpoint": path_checks.CHECKPOINT}
+ADAPTER_PATH_FLAGS = {"adapter_checkpoint": path_checks.INPUT_FILE_OR_DIR,
+                      "bert_hub_module_handle": path_flags.HUB_HANDLE}
+
+
+def classifier_path_flags(do_train: bool):
+  """define_classifier_flags' path flags: --adapter_bank is written when training."""
+  return dict(ENCODER_PATH_FLAGS, **ADAPTER_PATH_FLAGS, data_dir=path_checks.INPUT_DIR,
+              adapter_bank=path_checks.OUTPUT_DIR if do_train else path_checks.INPUT_DIR)
 
 
 def define_action_flags(flag_values=_FLAGS, eval_split=True,

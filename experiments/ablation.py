@@ -53,11 +53,13 @@ from classification import task as classifier_task
 from cli import flag_checks
 from cli import flags as cli_flags
 from cli import options as cli_options
+from cli import path_flags
 import errors
 import modeling
 from runtime import model_setup
 from runtime import setup
 from storage import file_io
+from storage import path_checks
 import tokenization
 
 RESULTS_FILE = "ablation.json"
@@ -291,6 +293,8 @@ def main(argv, flag_values=None):
   logging.set_verbosity(logging.INFO)
 
   # As run_classifier.py's eval: every check before anything is written.
+  path_flags.check_path_flags(F, dict(cli_flags.classifier_path_flags(do_train=False),
+                                      ablation_dir=path_checks.OUTPUT_DIR))
   processor = classifier_task.make_processor(F.task_name, F.data_dir,
                                              cli_options.tsv_options(F))
   options = cli_options.run_options(F)

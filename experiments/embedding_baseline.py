@@ -22,7 +22,10 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from checkpoints import checkpoint_io
+from cli import path_flags
+import errors
 import modeling
+from storage import path_checks
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -50,6 +53,8 @@ def embed(encoder, tokenizer, texts, max_seq_length, batch_size=128):
 
 def main(argv):
   del argv
+  path_flags.check_path_flags(FLAGS, dict(model_dir=path_checks.INPUT_DIR,
+                                          data_dir=path_checks.INPUT_DIR))
   tokenizer = tokenization.FullTokenizer(os.path.join(FLAGS.model_dir, "vocab.txt"))
   encoder = modeling.BertEncoder(modeling.BertConfig.from_json_file(
       os.path.join(FLAGS.model_dir, "bert_config.json")))
@@ -77,8 +82,14 @@ def main(argv):
         f", dev {classifier.score(*features['dev']):.3f}")
 
 
+def define_flags(flag_values=flags.FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("model_dir", "models/minilm", "Google-format MiniLM.", **fv)
+  flags.DEFINE_string("data_dir", "data/wordnet/wordnet_example", "The pair task.", **fv)
+  flags.DEFINE_integer("max_seq_length", 32, "Word pieces per text, with [CLS] and [SEP].",
+                       **fv)
+
+
 if __name__ == "__main__":
-  flags.DEFINE_string("model_dir", "models/minilm", "Google-format MiniLM.")
-  flags.DEFINE_string("data_dir", "data/wordnet/wordnet_example", "The pair task.")
-  flags.DEFINE_integer("max_seq_length", 32, "Word pieces per text, with [CLS] and [SEP].")
-  app.run(main)
+  define_flags()
+  app.run(errors.exit_on_user_error(main))

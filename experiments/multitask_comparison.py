@@ -33,11 +33,13 @@ from absl import flags
 from absl import logging
 
 from bank import adapter_bank
+from cli import path_flags
 import errors
 from experiments import runs
 from experiments import select
 from experiments import tables
 from storage import input_files
+from storage import path_checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ("houlsby", "shared", "hyperformer", "hyperformer_ln")
@@ -177,6 +179,9 @@ def markdown(rows: Sequence[dict]) -> str:
 def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
+  path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
+                                      model_dir=path_checks.INPUT_DIR,
+                                      data_root=path_checks.INPUT_DIR))
   records = {}
   for seed in map(int, F.seeds):
     for method in F.methods:

@@ -42,7 +42,10 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from cli import path_flags
+import errors
 from experiments import runs
+from storage import path_checks
 
 ROOT = runs.ROOT
 
@@ -209,25 +212,28 @@ def write_markdown(path: str, results: Dict[str, object]) -> None:
 FLAGS = flags.FLAGS
 
 
-def define_flags():
-  flags.DEFINE_list("tasks", list(TASKS), "Tasks to run.")
-  flags.DEFINE_list("methods", list(METHODS), "Methods to run, of " + ", ".join(METHODS))
-  flags.DEFINE_string("model_dir", "models/minilm", "Google-format MiniLM (demo.sh makes it).")
-  flags.DEFINE_string("data_root", "data/wordnet", "Directory with the task directories.")
-  flags.DEFINE_string("output_root", "output/paper_table", "Runs go to <root>/<task>/<method>.")
-  flags.DEFINE_string("results_json", "docs/paper_table.json", "Raw results.")
-  flags.DEFINE_string("results_md", "docs/paper_table.md", "Markdown table + commands.")
-  flags.DEFINE_float("num_train_epochs", 2.0, "Epochs of every run.")
-  flags.DEFINE_integer("max_seq_length", 32, "Sequence length of every run.")
-  flags.DEFINE_integer("train_batch_size", 32, "Batch size of every run.")
-  flags.DEFINE_integer("seed", 1, "Seed of every run.")
+def define_flags(flag_values=flags.FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_list("tasks", list(TASKS), "Tasks to run.", **fv)
+  flags.DEFINE_list("methods", list(METHODS), "Methods to run, of " + ", ".join(METHODS), **fv)
+  flags.DEFINE_string("model_dir", "models/minilm", "Google-format MiniLM (demo.sh makes it).",
+                      **fv)
+  flags.DEFINE_string("data_root", "data/wordnet", "Directory with the task directories.", **fv)
+  flags.DEFINE_string("output_root", "output/paper_table", "Runs go to "
+                      "<root>/<task>/<method>.", **fv)
+  flags.DEFINE_string("results_json", "docs/paper_table.json", "Raw results.", **fv)
+  flags.DEFINE_string("results_md", "docs/paper_table.md", "Markdown table + commands.", **fv)
+  flags.DEFINE_float("num_train_epochs", 2.0, "Epochs of every run.", **fv)
+  flags.DEFINE_integer("max_seq_length", 32, "Sequence length of every run.", **fv)
+  flags.DEFINE_integer("train_batch_size", 32, "Batch size of every run.", **fv)
+  flags.DEFINE_integer("seed", 1, "Seed of every run.", **fv)
   flags.DEFINE_string("machine", "a shared 2-core CPU machine",
-                      "Where the runs ran, for the table's caption.")
-  flags.DEFINE_bool("dry_run", False, "Print the commands, run nothing.")
+                      "Where the runs ran, for the table's caption.", **fv)
+  flags.DEFINE_bool("dry_run", False, "Print the commands, run nothing.", **fv)
   flags.DEFINE_bool("merge", False,
                     "Keep the runs of the (task, method) pairs not run now from the existing "
                     "--results_json (same settings required), e.g. --tasks=wordnet_example "
-                    "--merge refreshes that task's columns only.")
+                    "--merge refreshes that task's columns only.", **fv)
 
 
 def kept_runs(results_json: str, settings: Dict[str, object],
@@ -304,6 +310,11 @@ def main(argv):
       print(f"# --merge keeps {len(keep)} runs of {FLAGS.results_json}: " + ", ".join(
           f"{r['task']}/{r['method']}" for r in keep))
     return
+  # Before any run; relative paths from the repository root, where the runs run.
+  path_flags.check_path_flags(FLAGS, dict(
+      model_dir=path_checks.INPUT_DIR, data_root=path_checks.INPUT_DIR,
+      output_root=path_checks.OUTPUT_DIR, results_json=path_checks.OUTPUT_FILE,
+      results_md=path_checks.OUTPUT_FILE), relative_to=ROOT)
   if not os.path.exists(os.path.join(ROOT, FLAGS.model_dir, "bert_model.ckpt.index")):
     raise app.UsageError(f"{FLAGS.model_dir} has no converted model: run demo.sh or "
                          "convert_checkpoint.py first")
@@ -313,4 +324,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.exit_on_user_error(main))

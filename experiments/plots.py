@@ -31,10 +31,12 @@ from matplotlib import ticker  # pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 
+from cli import path_flags
 import errors
 from experiments import runs
 from experiments import select as select_lib
 from experiments import tables
+from storage import path_checks
 
 _METHOD_KEYS = ("train_mode", "adapter_size", "method")
 KINDS = {
@@ -180,6 +182,8 @@ def define_flags(flag_values=flags.FLAGS):
 def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
+  path_flags.check_path_flags(F, dict(results=path_checks.INPUT_FILE,
+                                      output_dir=path_checks.OUTPUT_DIR))
   for kind in F.kind:
     try:
       paths = make_plot(F.results, kind, F.output_dir, **select_lib.selection_options(F))
@@ -194,4 +198,4 @@ def main(argv, flag_values=None):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.exit_on_user_error(main))

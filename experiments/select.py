@@ -28,7 +28,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from cli import path_flags
+import errors
 from experiments import tables
+from storage import path_checks
 
 DEFAULT_TUNE = ("learning_rate", "num_train_epochs", "train_steps")
 DEFAULT_SEED_KEYS = ("seed", "subset_seed")
@@ -203,6 +206,8 @@ def selection_options(flag_values) -> dict:
 def main(argv, flag_values=None):
   del argv
   F = flag_values or flags.FLAGS
+  path_flags.check_path_flags(F, dict(results=path_checks.INPUT_FILE,
+                                      output_prefix=path_checks.OUTPUT_FILE))
   rows, keys = select_file(F.results, F.output_prefix, **selection_options(F))
   sys.stdout.write(markdown(rows, keys["group_by"], keys["tune"], keys["metric"]))
   return 0
@@ -216,4 +221,4 @@ def define_flags(flag_values=flags.FLAGS):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.exit_on_user_error(main))

@@ -44,11 +44,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 from absl import app
 from absl import flags
 
+from cli import path_flags
 import errors
 from experiments import data as data_lib
 from experiments import grid as grid_lib
 from experiments import runs
 from experiments import tables
+from storage import path_checks
 
 SWEEP_FILE = "sweep.json"
 RESULTS_JSON = "results.json"
@@ -274,6 +276,8 @@ def load_grid(flag_values, fixed_args: Sequence[str]):
 def main(argv, flag_values=None):
   F = flag_values or FLAGS
   try:
+    path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
+                                        grid=path_checks.INPUT_FILE))
     grid, program = load_grid(F, argv[1:])
     sweep = Sweep(grid, F.output_dir, program, F.parallel, F.retry_failed,
                   F.keep_checkpoints)

@@ -69,12 +69,14 @@ import tensorflow as tf
 
 from cli import flag_checks
 from cli import flags as cli_flags
+from cli import path_flags
 import errors
 from serving import bank_tasks
 from serving import multitask
 from serving import multitask_run
 from serving import text
 from storage import file_io
+from storage import path_checks
 import tokenization
 
 TASKS_FILE = "assets.extra/tasks.json"
@@ -263,6 +265,10 @@ def main(argv, flag_values=flags.FLAGS):
   if len(argv) > 1:
     raise app.UsageError("Too many command-line arguments.")
   f = flag_values
+  path_flags.check_path_flags(f, dict(
+      bank=path_checks.INPUT_DIR, multitask_run=path_checks.INPUT_DIR,
+      export_dir=path_checks.OUTPUT_DIR, init_checkpoint=path_checks.CHECKPOINT,
+      bert_hub_module_handle=path_flags.HUB_HANDLE))
   export(f.bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks,
          f.multitask_run)
   print(f.export_dir)

@@ -24,6 +24,7 @@ from storage import file_io
 from squad import data as squad_data
 from squad import metrics as squad_metrics
 from storage import input_files
+from storage import path_checks
 
 
 def run(version, data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
@@ -80,18 +81,26 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> dict:
   """Parses `argv` (default: sys.argv[1:]) and runs `run`.
 
-  A usage mistake prints the usage and exits 2 (argparse's convention); a file
-  that is missing or not what it should be prints the error and exits 1.
+  A usage mistake prints the usage and exits 2 (argparse's convention); a path
+  or file that is not what it should be ends as the other commands' user
+  errors do: one `ERROR:` line, exit status 2.
   """
   parser = _parser()
   args = parser.parse_args(argv)
   if args.na_prob_file and args.version != "2.0":
     parser.error("--na-prob-file only applies to --version=2.0")
   try:
+    for what, path, kind in (("argument data.json", args.data_file, path_checks.INPUT_FILE),
+                             ("argument pred.json", args.pred_file, path_checks.INPUT_FILE),
+                             ("flag --na-prob-file", args.na_prob_file, path_checks.INPUT_FILE),
+                             ("flag --out-file", args.out_file, path_checks.OUTPUT_FILE)):
+      if path:
+        path_checks.check(path, kind, f"{what}={path}" if what.startswith("flag") else
+                          f"{what} {path}")
     return run(args.version, args.data_file, args.pred_file, args.na_prob_file,
                args.na_prob_thresh, args.out_file)
   except (errors.UserError, ValueError, OSError, tf.errors.OpError) as e:
-    parser.exit(1, "%s: error: %s\n" % (parser.prog, e))
+    errors.exit_with_message(" ".join(str(e).split("\n")))
 
 
 if __name__ == "__main__":

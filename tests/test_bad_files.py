@@ -114,7 +114,7 @@ def _truncate(path, keep=0.5):
 def test_bert_config_missing(capsys, base, tmp_path):
   path = str(tmp_path / "nope" / "bert_config.json")
   assert (_classifier_fails(capsys, base, tmp_path, bert_config_file=path)
-          == f"{path}: file not found")
+          == f"flag --bert_config_file={path}: file not found")
 
 
 def test_bert_config_empty(capsys, base, tmp_path):
@@ -180,7 +180,7 @@ def test_max_seq_length_over_the_position_table(capsys, base, tmp_path):
 def test_vocab_missing_and_empty(capsys, base, tmp_path):
   path = str(tmp_path / "vocab.txt")
   assert (_classifier_fails(capsys, base, tmp_path, vocab_file=path)
-          == f"{path}: vocabulary file not found")
+          == f"flag --vocab_file={path}: file not found")
   _write(tmp_path / "vocab.txt", "")
   assert (_classifier_fails(capsys, base, tmp_path, vocab_file=path)
           == f"{path}: empty vocabulary file")
@@ -211,7 +211,7 @@ def test_vocab_of_another_model_or_cut_short(capsys, base, tmp_path):
 def test_checkpoint_prefix_missing(capsys, base, tmp_path):
   prefix = str(tmp_path / "bert_model.ckpt")
   assert (_classifier_fails(capsys, base, tmp_path, init_checkpoint=prefix)
-          == f"{prefix}: checkpoint not found (no bert_model.ckpt.index)")
+          == f"flag --init_checkpoint={prefix}: checkpoint not found (no bert_model.ckpt.index)")
   # A file of the checkpoint instead of its prefix: say which prefix to give.
   index = base["init_checkpoint"] + ".index"
   assert (_classifier_fails(capsys, base, tmp_path, init_checkpoint=index)
@@ -328,8 +328,7 @@ def test_user_tsv_extra_column_and_empty_split(capsys, base, tmp_path):
 def test_adapter_file_missing_or_corrupt(capsys, base, adapter_file, tmp_path):
   missing = str(tmp_path / "adapter_model")
   assert _classifier_fails(capsys, base, tmp_path, adapter_checkpoint=missing) == (
-      f"{missing}: adapter weights not found (--adapter_checkpoint takes a run's "
-      f"adapter_model directory or its adapter_weights.safetensors)")
+      f"flag --adapter_checkpoint={missing}: not found")
   d = _copy(adapter_file["path"], tmp_path / "adapters")
   weights = os.path.join(d, "adapter_weights.safetensors")
   _truncate(weights)
@@ -413,7 +412,7 @@ def _squad_fails(capsys, base, tmp_path, predict_file):
 
 def test_squad_json_missing_truncated_and_latin1(capsys, base, tmp_path):
   path = str(tmp_path / "dev.json")
-  assert _squad_fails(capsys, base, tmp_path, path) == f"{path}: file not found"
+  assert _squad_fails(capsys, base, tmp_path, path) == f"flag --predict_file={path}: file not found"
   with open(SQUAD_DEV, encoding="utf-8") as f:
     text = f.read()
   cut = text.index("\n", len(text) // 2) + 1  # The file cut short at a line's start.
@@ -455,10 +454,9 @@ def test_squad_evaluate_names_the_bad_file(tmp_path, capsys):
   pred = _write(tmp_path / "pred.json", '{"q": ')
   with pytest.raises(SystemExit) as e:
     squad_evaluate.main(["--version=1.1", SQUAD_DEV, pred])
-  assert e.value.code == 1
+  assert e.value.code == 2
   assert capsys.readouterr().err == (
-      f"python -m squad.evaluate: error: {pred}:1: malformed JSON at column 7: "
-      f"Expecting value\n")
+      f"ERROR: {pred}:1: malformed JSON at column 7: Expecting value\n")
 
 
 # ------------------------------------------------------------ converter (HF dir)

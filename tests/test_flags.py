@@ -256,7 +256,7 @@ def test_main_level_mistakes_are_one_line(tmp_path, capsys, tiny):
   common = tiny + ["--task_name=mrpc", "--output_dir=" + str(out), "--do_eval"]
   nowhere = str(tmp_path / "nowhere")
   for argv, message in (
-      (["--data_dir=" + nowhere], f"--data_dir={nowhere} is not a directory"),
+      (["--data_dir=" + nowhere], f"flag --data_dir={nowhere}: directory not found"),
       (["--data_dir=" + MRPC, "--labels=0,1", "--text_b_column=b"],
        "--labels, --text_b_column apply to --task_name=tsv only, not --task_name=mrpc"),
       (["--data_dir=" + MRPC, "--train_mode=top_layers:5"],

@@ -226,15 +226,14 @@ def test_command_line_usage_errors_exit_2(argv, message, capsys):
   assert error.startswith("python -m squad.evaluate: error: " + message)
 
 
-def test_command_line_bad_file_exits_1_with_the_error(tmp_path, capsys):
+def test_command_line_bad_file_exits_2_with_the_error(tmp_path, capsys):
   bad = _write(str(tmp_path / "bad.json"), '{"h1": "x",\n "h2"}')
   with pytest.raises(SystemExit) as exit_info:
     squad_evaluate.main(["--version=1.1", os.path.join(_DATA, "dev-v1.1.json"), bad])
-  assert exit_info.value.code == 1
+  assert exit_info.value.code == 2
   captured = capsys.readouterr()
   assert captured.out == ""
-  assert captured.err.startswith("python -m squad.evaluate: error: %s:2: malformed JSON at "
-                                 "column 6" % bad)
+  assert captured.err.startswith("ERROR: %s:2: malformed JSON at column 6" % bad)
 
 
 def test_python_dash_m_from_another_directory(tmp_path):
