@@ -303,3 +303,72 @@ def test_host_callbacks_and_strings_are_caught():
       assert message in str(error.value)
   assert_compiles_for_tpu(tf.function(lambda f, l: tf.reduce_sum(f["x"]), jit_compile=True),
                           features, labels)
+
+
+REPLICAS = 4
+
+
+def replica_task_ids(vocab_file, output_dir, num_steps=12):
+  """Multi-task training batches as each of REPLICAS logical CPUs reads them.
+
+  Run in a fresh interpreter (logical devices exist only if set before
+  TensorFlow starts): run_multitask.train_dataset's stream under --use_tpu,
+  through loop.training_iterator under MirroredStrategy, which splits each
+  global batch between the replicas as TPUStrategy does. Returns, per step,
+  each replica's task ids and input_ids shape.
+  """
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS)
+  strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
+  assert strategy.num_replicas_in_sync == REPLICAS
+  tasks, examples = multitask_tasks_and_examples()
+  options = setup.RunOptions(output_dir=output_dir, max_seq_length=MAX_SEQ_LENGTH,
+                             train_batch_size=2 * REPLICAS, use_tpu=True, seed=1)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  steps = []
+  for start in (0, num_steps // 2):  # From the start, and resumed halfway.
+    # Built anew, as a resumed run builds it (a second iterator of one seeded
+    # dataset is reshuffled).
+    dataset = run_multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5])
+    iterator = loop.training_iterator(strategy, dataset, start)
+    read = []
+    for _ in range(start, num_steps):
+      features, _ = next(iterator)
+      read.append([(t.numpy().tolist(), i.shape.as_list()) for t, i in zip(
+          strategy.experimental_local_results(features["task_index"]),
+          strategy.experimental_local_results(features["input_ids"]))])
+    steps.append(read)
+  return steps
+
+
+def test_every_replica_gets_the_same_single_task_each_step(base, tmp_path):
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+  done = subprocess.run([sys.executable, os.path.abspath(__file__), base["vocab_file"],
+                         str(tmp_path)], env=env, capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  from_start, resumed = json.loads(done.stdout.strip().splitlines()[-1])
+  tasks_seen = set()
+  for step in from_start:
+    assert len(step) == REPLICAS
+    ids = [i for replica, _ in step for i in replica]
+    # 2 examples a replica, all of one task: the same task on every replica.
+    assert [len(replica) for replica, _ in step] == [2] * REPLICAS
+    assert len(set(ids)) == 1, step
+    # The same (static) shape on every replica.
+    assert len({tuple(shape) for _, shape in step}) == 1, step
+    tasks_seen.add(ids[0])
+  assert tasks_seen == {0, 1}  # Both tasks are drawn (else the test shows nothing).
+  # A resumed run reads the rest of the same stream.
+  assert resumed == from_start[len(from_start) - len(resumed):]
+
+
+if __name__ == "__main__":
+  import json  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  print(json.dumps(replica_task_ids(*sys.argv[1:])))
