@@ -15,7 +15,9 @@ the op XLA cannot compile). They fail on:
   * a host callback (py_function, numpy_function, tf.print) or any string
     tensor inside a step, which a TPU cannot run;
   * a shape that is not static: an input or output with an unknown dimension,
-    or a bounded dynamic dimension (`<=N`) in the HLO.
+    or a bounded dynamic dimension (`<=N`) in the HLO;
+  * an input that is neither int32 nor float32 (the original cast int64
+    features to int32 for TPUs).
 bfloat16 (--mixed_precision=bfloat16, the TPU's mixed precision) is compiled too.
 What only a real TPU shows (the TPU compiler's own op coverage, memory,
 speed, the connection) is listed in README.md, "TPU, GPUs, several machines".
@@ -228,6 +230,9 @@ def assert_compiles_for_tpu(step, features, labels):
   """The step compiles into one XLA program on these static shapes (module docstring)."""
   for shape in _shapes((features, labels)):
     assert shape.is_fully_defined(), shape
+  # int32, not int64, as the original cast every feature for TPUs.
+  for t in tf.nest.flatten((features, labels)):
+    assert t.dtype in (tf.int32, tf.float32), t.dtype
   concrete = step.get_concrete_function(features, labels)
   graph_def = concrete.graph.as_graph_def()
   host = sorted({n.op for n in _graph_nodes(graph_def) if n.op in HOST_OPS})
