@@ -143,9 +143,8 @@ def with_task_index(dataset: tf.data.Dataset, task_index: int) -> tf.data.Datase
   return dataset.map(add)
 
 
-def _record(run: setup.Run, task, split, examples, tokenizer, batch_size):
+def _record(options: setup.RunOptions, task, split, examples, tokenizer, batch_size):
   """Writes the task's split as a feature record (padded on TPU); returns its path."""
-  options = run.options
   task_dir = os.path.join(options.output_dir, task.name)
   tf.io.gfile.makedirs(task_dir)
   if split != "train":
@@ -169,27 +168,43 @@ def train(run: setup.Run, tasks, heads, examples, tokenizer, sampling_temperatur
                  len(examples[task.name]["train"]), p)
   logging.info("  Batch size = %d", options.train_batch_size)
   logging.info("  Num steps = %d", run.settings.num_train_steps)
+  dataset = train_dataset(options, tasks, examples, tokenizer, probabilities)
+  setup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
+
+
+def train_dataset(options: setup.RunOptions, tasks, examples, tokenizer,
+                  probabilities) -> tf.data.Dataset:
+  """The training batches: each task's records batched to the global batch size,
+  then whole batches drawn by task (sampling.sample_batches). A global batch
+  is one task's before a strategy splits it, so every replica's share of it
+  holds that one task (tests/test_tpu_compile.py)."""
   seed = model_setup.shuffle_seed(options.seed)
   batch_size = options.train_batch_size
   datasets = [
       with_task_index(classifier_features.make_dataset(
-          _record(run, task, "train", examples[task.name]["train"], tokenizer, batch_size),
+          _record(options, task, "train", examples[task.name]["train"], tokenizer,
+                  batch_size),
           options.max_seq_length, batch_size, is_training=True, drop_remainder=True,
           is_regression=task.is_regression, seed=seed + i,
           pad_to_multiple_of=options.pad_to_multiple_of,
           group_by_length=options.group_by_length), i)
       for i, task in enumerate(tasks)]
-  dataset = sampling.sample_batches(datasets, probabilities, seed=seed)
-  setup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
+  return sampling.sample_batches(datasets, probabilities, seed=seed)
+
+
+def task_dataset(options: setup.RunOptions, task, index, split, examples, tokenizer,
+                 batch_size) -> tf.data.Dataset:
+  """One task's eval or predict batches, its last batch filled on TPU (is_real_example 0)."""
+  return with_task_index(classifier_features.make_dataset(
+      _record(options, task, split, examples, tokenizer, batch_size), options.max_seq_length,
+      batch_size, is_training=False, drop_remainder=options.use_tpu,
+      is_regression=task.is_regression, pad_to_multiple_of=options.pad_to_multiple_of), index)
 
 
 def _outputs(run: setup.Run, task, index, head, split, examples, tokenizer, batch_size):
   """The model's outputs for one task's split, its own classes only."""
   options = run.options
-  dataset = with_task_index(classifier_features.make_dataset(
-      _record(run, task, split, examples, tokenizer, batch_size), options.max_seq_length,
-      batch_size, is_training=False, drop_remainder=options.use_tpu,
-      is_regression=task.is_regression, pad_to_multiple_of=options.pad_to_multiple_of), index)
+  dataset = task_dataset(options, task, index, split, examples, tokenizer, batch_size)
   outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
   # The task's own classes; labels back to the task's type.
   outputs["logits"] = outputs["logits"][:, :head.num_outputs]

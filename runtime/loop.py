@@ -126,18 +126,7 @@ def _set_up_training(strategy, model, loss_fn, dataset, settings,
                      base_reference) -> _Training:
   """The optimizer, the checkpoints (restored from output_dir's latest), the
   compiled loop and the input stream from where the restored step left it."""
-  with strategy.scope():
-    optimizer = optimization.create_optimizer(
-        settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
-        settings.weight_decay_rate, settings.adapter_weight_decay_rate,
-        # A multi-task model's per-task variables (multitask/model.py).
-        [optimization.variable_name(v) for v in getattr(model, "task_row_variables", ())])
-    optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
-    if model.dtype_policy.name == "mixed_float16":
-      # float16 gradients underflow without it. The checkpoint keeps the inner
-      # optimizer (`checkpointed`): the same files for every precision; the
-      # loss scale restarts on resume and re-adapts within a few steps.
-      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  optimizer = create_optimizer(strategy, model, settings)
   checkpointed = getattr(optimizer, "inner_optimizer", optimizer)
   # Only the chief writes to output_dir. The other workers of a multi-worker
   # strategy still save (a save may run collective ops that every worker must
@@ -155,6 +144,41 @@ def _set_up_training(strategy, model, loss_fn, dataset, settings,
   train_loop = make_train_loop(strategy, model, loss_fn, optimizer,
                                settings.train_batch_size, settings.jit_compile)
 
+  iterator = training_iterator(strategy, dataset, step)
+  writer = tf.summary.create_file_writer(write_dir)
+  logging.info("***** Running training from step %d to %d *****", step,
+               settings.num_train_steps)
+  progress = Progress(
+      step, settings.num_train_steps, settings.train_batch_size,
+      settings.iterations_per_loop,
+      one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
+      pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  return _Training(strategy, settings, optimizer, manager, train_loop, iterator, writer,
+                   progress, model.trainable_variables, step, is_chief, write_dir)
+
+
+def create_optimizer(strategy: tf.distribute.Strategy, model: keras.Model,
+                     settings: TrainSettings) -> keras.optimizers.Optimizer:
+  """The run's optimizer (optimization.create_optimizer), built under `strategy`
+  for `model.trainable_variables`, loss-scaled under mixed_float16."""
+  with strategy.scope():
+    optimizer = optimization.create_optimizer(
+        settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+        settings.weight_decay_rate, settings.adapter_weight_decay_rate,
+        # A multi-task model's per-task variables (multitask/model.py).
+        [optimization.variable_name(v) for v in getattr(model, "task_row_variables", ())])
+    optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
+    if model.dtype_policy.name == "mixed_float16":
+      # float16 gradients underflow without it. The checkpoint keeps the inner
+      # optimizer (`checkpointed`): the same files for every precision; the
+      # loss scale restarts on resume and re-adapts within a few steps.
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  return optimizer
+
+
+def training_iterator(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset,
+                      step: int):
+  """The iterator of per-replica batches that training from `step` reads."""
   if step:
     # The stream is the same on every run (seeded shuffle), and each step took
     # one batch of it: going on after them gives what an uninterrupted run
@@ -167,17 +191,7 @@ def _set_up_training(strategy, model, loss_fn, dataset, settings,
   # the same seed), splits each global batch into per-replica batches and
   # keeps its own: the global batch is the one-device batch.
   dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.DATA)
-  iterator = iter(strategy.experimental_distribute_dataset(dataset))
-  writer = tf.summary.create_file_writer(write_dir)
-  logging.info("***** Running training from step %d to %d *****", step,
-               settings.num_train_steps)
-  progress = Progress(
-      step, settings.num_train_steps, settings.train_batch_size,
-      settings.iterations_per_loop,
-      one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
-      pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
-  return _Training(strategy, settings, optimizer, manager, train_loop, iterator, writer,
-                   progress, model.trainable_variables, step, is_chief, write_dir)
+  return iter(strategy.experimental_distribute_dataset(dataset))
 
 
 def _run_training(t: _Training) -> Dict[str, float]:
@@ -258,19 +272,7 @@ def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
   result holds each step's mean loss, float32 [num_steps]: the host checks
   them all for NaN and Inf at no cost to the steps.
   """
-  variables = model.trainable_variables
-
-  def replica_step(features, labels):
-    with tf.GradientTape() as tape:
-      outputs = model(features, training=True)
-      per_example = loss_fn(labels, outputs)
-      loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-      scaled_loss = optimizer.scale_loss(loss)  # The loss itself without loss scaling.
-    grads = tape.gradient(scaled_loss, variables)
-    optimizer.apply_gradients(zip(grads, variables))
-    return loss
-
-  compiled_step = tf.function(replica_step, jit_compile=jit_compile)
+  compiled_step = make_train_step(model, loss_fn, optimizer, global_batch_size, jit_compile)
 
   @tf.function
   def train_loop(iterator, num_steps):
@@ -283,6 +285,43 @@ def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
     return losses.stack()
 
   return train_loop
+
+
+def make_train_step(model: keras.Model, loss_fn: LossFn,
+                    optimizer: keras.optimizers.Optimizer, global_batch_size: int,
+                    jit_compile: bool = False):
+  """The step each replica runs in `make_train_loop`: `step(features, labels) -> loss`.
+
+  With `jit_compile` it is one XLA program, as a TPU compiles it: nothing in
+  it runs on the host (tests/test_tpu_compile.py).
+  """
+  variables = model.trainable_variables
+
+  def replica_step(features, labels):
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      per_example = loss_fn(labels, outputs)
+      loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+      scaled_loss = optimizer.scale_loss(loss)  # The loss itself without loss scaling.
+    grads = tape.gradient(scaled_loss, variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  return tf.function(replica_step, jit_compile=jit_compile)
+
+
+def make_predict_step(model: keras.Model, jit_compile: bool = False):
+  """The step each replica runs in `predict` (evaluation too): `step(features,
+  labels)` -> the model's outputs ("logits" for a tensor output), "labels" and
+  the features, passed through. XLA-compiled with `jit_compile` (make_train_step).
+  """
+  def replica_step(features, labels):
+    outputs = model(features, training=False)
+    if not isinstance(outputs, dict):
+      outputs = {"logits": outputs}
+    return dict(outputs, labels=labels, **features)
+
+  return tf.function(replica_step, jit_compile=jit_compile)
 
 
 def _with_shard_policy(dataset: tf.data.Dataset, policy) -> tf.data.Dataset:
@@ -314,13 +353,7 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     Terminated: on a SIGTERM, after the batch in progress: the caller has
       written nothing yet, and a re-run does the whole prediction again.
   """
-  def replica_step(features, labels):
-    outputs = model(features, training=False)
-    if not isinstance(outputs, dict):
-      outputs = {"logits": outputs}
-    return dict(outputs, labels=labels, **features)
-
-  step = tf.function(replica_step, jit_compile=jit_compile)
+  step = make_predict_step(model, jit_compile)
   # Results are not gathered across workers, so every worker of a multi-worker
   # strategy predicts every example, in order (OFF); under AUTO each would get
   # only its own files' examples, less what does not fill a batch.

@@ -114,7 +114,7 @@ def read_batches(record_files: Union[str, Sequence[str]],
           fill_last_batch.get(name, 0), tf.int32 if spec.dtype == tf.int64 else spec.dtype))
                 for name, spec in name_to_features.items()}
       if sort_windows:
-        filler[INPUT_INDEX] = tf.constant(-1, tf.int64)
+        filler[INPUT_INDEX] = tf.constant(-1, tf.int32)
       d = d.concatenate(tf.data.Dataset.from_tensors(filler).repeat(batch_size - 1))
       drop_remainder = True  # Drops the fillers a full last batch did not need.
     if group_by_length:
@@ -138,7 +138,9 @@ def _lengths(examples) -> tf.Tensor:
 def _sorted_window(window_index, window):
   """A window of examples sorted by length (stable), each with its INPUT_INDEX."""
   size = tf.shape(window["input_mask"], out_type=tf.int64)[0]
-  window = dict(window, **{INPUT_INDEX: window_index * _SORT_WINDOW + tf.range(size)})
+  # int32 as every feature a step gets (TPUs take int32, as the original cast).
+  index = tf.cast(window_index * _SORT_WINDOW + tf.range(size), tf.int32)
+  window = dict(window, **{INPUT_INDEX: index})
   order = tf.argsort(_lengths(window), stable=True)
   return {name: tf.gather(t, order) for name, t in window.items()}
 

@@ -21,6 +21,7 @@ from absl import logging
 
 from adapter_layers import AdapterConfig
 from checkpoints import base_model
+import errors
 import modeling
 from runtime import distribution
 from runtime import loop
@@ -39,8 +40,12 @@ class RunOptions:
   do_lower_case: bool = True
   max_seq_length: int = 128
   do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
   # Training (the original's schedule; weight decay 0.01 as the original).
   train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
   learning_rate: float = 5e-5
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
@@ -84,6 +89,10 @@ class Run:
 
 def read_base(options: RunOptions) -> base_model.Base:
   """Seeds the run, checks its model options and reads the base encoder they name."""
+  if options.use_tpu and options.model.mixed_precision == "float16":
+    raise errors.UserError(
+        f"{errors.flags_named(mixed_precision='float16', use_tpu=True)}: TPUs compute "
+        "in bfloat16, not float16: use --mixed_precision=bfloat16")
   model_setup.set_seed(options.seed)
   return options.model.read_base(options.bert_config_file, options.vocab_file,
                                  options.do_lower_case, options.max_seq_length)
@@ -107,7 +116,29 @@ def create_strategy(options: RunOptions) -> tf.distribute.Strategy:
     logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
                     options.num_tpu_cores, strategy.num_replicas_in_sync,
                     strategy.num_replicas_in_sync)
+  check_batch_sizes(options, strategy.num_replicas_in_sync)
   return strategy
+
+
+def check_batch_sizes(options: RunOptions, num_replicas: int) -> None:
+  """Each batch size of what the run does splits evenly between the replicas.
+
+  A strategy splits every global batch between its replicas (loop.py): on a
+  TPU the shares must be of one shape, and a multi-task batch's shares must
+  each hold whole examples of its one task.
+
+  Raises:
+    errors.UserError: naming the first flag that does not divide.
+  """
+  for action, flag in (("do_train", "train_batch_size"), ("do_eval", "eval_batch_size"),
+                       ("do_predict", "predict_batch_size")):
+    size = getattr(options, flag)
+    if getattr(options, action) and size % num_replicas:
+      what = "TPU cores" if options.use_tpu else "devices"
+      raise errors.UserError(
+          f"{errors.flags_named(**{flag: size})}: must be a multiple of the "
+          f"{num_replicas} {what} that each "
+          f"batch is split between, e.g. --{flag}={-(-size // num_replicas) * num_replicas}")
 
 
 def set_up(options: RunOptions, base: base_model.Base,

@@ -1,0 +1,379 @@
+"""Every step a TPU runs compiles with XLA, on the shapes a TPU run feeds it.
+
+No TPU can be reached from where the project is built and tested. What a TPU
+compiles is each replica's step (runtime/loop.make_train_step and
+make_predict_step: `strategy.run` hands it to the TPU compiler); the loops
+around it, the input pipeline, metrics, summaries and files stay on the host.
+These tests build the classifier, SQuAD and multi-task (HyperFormer++ and
+shared adapters) models the way the entry points do, read batches from feature
+records the way the entry points read them under --use_tpu (last eval /
+predict batch filled, batch dimension static, sequences cut to multiples of
+records.STATIC_SHAPE_MULTIPLE), and compile each step with XLA for every
+batch shape (experimental_get_compiler_ir: the whole step, or an error naming
+the op XLA cannot compile). They fail on:
+  * an op without an XLA kernel (the compile raises);
+  * a host callback (py_function, numpy_function, tf.print) or any string
+    tensor inside a step, which a TPU cannot run;
+  * a shape that is not static: an input or output with an unknown dimension,
+    or a bounded dynamic dimension (`<=N`) in the HLO;
+  * an input that is neither int32 nor float32 (the original cast int64
+    features to int32 for TPUs).
+bfloat16 (--mixed_precision=bfloat16, the TPU's mixed precision) is compiled too.
+What only a real TPU shows (the TPU compiler's own op coverage, memory,
+speed, the connection) is listed in README.md, "TPU, GPUs, several machines".
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+
+from classification import features as classifier_features
+from classification import processors
+from classification import task as classifier_task
+import modeling
+from multitask import model as multitask_model
+from multitask import sampling
+from multitask import tasks as multitask_tasks
+from multitask.hypernetwork import HyperFormerConfig
+from runtime import loop
+from runtime import model_setup
+from runtime import records
+from runtime import setup
+import run_multitask
+import run_squad
+from squad import data as squad_data
+import tokenization
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GLUE = os.path.join(REPO, "data", "glue")
+SQUAD = os.path.join(REPO, "data", "squad")
+BATCH = 4  # The dev and test sets' 6 examples leave a last batch of 2 to fill.
+MAX_SEQ_LENGTH = 64  # Sequences of 16, 32, 48 or 64 tokens.
+TRAIN_BATCHES = 6  # Training batches compiled for (their distinct shapes).
+
+# Ops that call back into the host's Python or write to its log, which a TPU
+# step cannot hold (tf.py_function, tf.numpy_function, tf.print, string ops).
+# Assert is not one: XLA compiles it to nothing (tf2xla's Assert kernel), so
+# its message strings never reach the device (tf.nn.compute_average_loss
+# asserts a non-negative batch size).
+HOST_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "PrintV2", "Print",
+            "StringFormat", "AsString", "StringJoin"}
+
+
+def _options(base, output_dir, **model):
+  return setup.RunOptions(
+      output_dir=output_dir, model=model_setup.ModelOptions(
+          init_checkpoint=base["init_checkpoint"], **model),
+      bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
+      max_seq_length=MAX_SEQ_LENGTH, train_batch_size=BATCH, use_tpu=True, seed=1)
+
+
+def _model(options, make_model):
+  """The task model as the entry points create it (weights from init_checkpoint)."""
+  base = setup.read_base(options)
+  model, _ = model_setup.create_model(tf.distribute.get_strategy(), make_model,
+                                      options.model, base, options.output_dir)
+  return model
+
+
+def _optimizer(options, model):
+  settings = loop.TrainSettings(output_dir=options.output_dir, train_batch_size=BATCH,
+                                num_train_steps=10, num_warmup_steps=1, learning_rate=1e-3,
+                                jit_compile=True)
+  return loop.create_optimizer(tf.distribute.get_strategy(), model, settings)
+
+
+def _tokenizer(base):
+  return tokenization.FullTokenizer(base["vocab_file"], do_lower_case=True)
+
+
+@dataclasses.dataclass
+class Steps:
+  """A model's compiled steps and the batches its run feeds them."""
+  train_step: object
+  predict_step: object
+  batches: dict  # "train" / "eval" / "predict" -> [(features, labels)].
+
+
+def _take(dataset, n=None):
+  return list(dataset.take(n) if n else dataset)
+
+
+def _classifier_steps(base, output_dir, mixed_precision):
+  """run_classifier.py's model and datasets under --use_tpu (SST-2)."""
+  options = _options(base, output_dir, adapter_size=8, mixed_precision=mixed_precision)
+  processor = processors.get_processor("sst-2")
+  model = _model(options, lambda bert, adapters: modeling.BertClassifier(
+      bert, processor.num_labels(), adapters))
+  tokenizer, labels = _tokenizer(base), processor.get_labels()
+  batches = {}
+  for split, examples in (("train", processor.get_train_examples(os.path.join(GLUE, "SST-2"))),
+                          ("eval", processor.get_dev_examples(os.path.join(GLUE, "SST-2"))),
+                          ("predict", processor.get_test_examples(
+                              os.path.join(GLUE, "SST-2")))):
+    is_training = split == "train"
+    if not is_training:  # run_classifier._outputs under --use_tpu.
+      examples = classifier_features.pad_examples_for_tpu(examples, BATCH)
+    record = os.path.join(output_dir, f"{split}.tf_record")
+    classifier_features.ensure_feature_record(examples, labels, MAX_SEQ_LENGTH, tokenizer,
+                                              record)
+    dataset = classifier_features.make_dataset(
+        record, MAX_SEQ_LENGTH, BATCH, is_training=is_training, drop_remainder=True,
+        seed=1, pad_to_multiple_of=options.pad_to_multiple_of)
+    batches[split] = _take(dataset, TRAIN_BATCHES if is_training else None)
+  return Steps(loop.make_train_step(model, classifier_task.loss_fn(False),
+                                    _optimizer(options, model), BATCH, jit_compile=True),
+               loop.make_predict_step(model, jit_compile=True), batches)
+
+
+def _squad_steps(base, output_dir, mixed_precision):
+  """run_squad.py's model and datasets under --use_tpu (the v1.1 files)."""
+  options = _options(base, output_dir, adapter_size=8, mixed_precision=mixed_precision)
+  model = _model(options, modeling.BertSpanLabeler)
+  convert = dict(tokenizer=_tokenizer(base), max_seq_length=MAX_SEQ_LENGTH, doc_stride=24,
+                 max_query_length=16)
+  train = run_squad.write_features(
+      run_squad.read_train_examples(os.path.join(SQUAD, "train-v1.1.json"), False),
+      path=os.path.join(output_dir, "train.tf_record"), is_training=True, **convert)
+  predict = run_squad.write_features(
+      squad_data.read_squad_examples(os.path.join(SQUAD, "dev-v1.1.json"), False, False),
+      path=os.path.join(output_dir, "eval.tf_record"), is_training=False, **convert)
+  assert predict.num_features % BATCH  # The last batch is filled.
+  batches = {
+      "train": _take(run_squad.train_dataset(train.filename, MAX_SEQ_LENGTH, BATCH, 1,
+                                             options.pad_to_multiple_of), TRAIN_BATCHES),
+      "predict": _take(run_squad.predict_dataset(
+          predict.filename, MAX_SEQ_LENGTH, BATCH, predict.num_features,
+          pad_last_batch=True, pad_to_multiple_of=options.pad_to_multiple_of))}
+  return Steps(loop.make_train_step(model, run_squad.span_loss, _optimizer(options, model),
+                                    BATCH, jit_compile=True),
+               loop.make_predict_step(model, jit_compile=True), batches)
+
+
+def multitask_tasks_and_examples():
+  """A classification and a regression task (SST-2, STS-B), every split read."""
+  tasks = multitask_tasks.tasks_from_flags(
+      ["sst-2", "sts-b"], [os.path.join(GLUE, "SST-2"), os.path.join(GLUE, "STS-B")],
+      ["sentence"], None, ["label"])
+  examples = {t.name: classifier_task.read_examples(t.processor, t.data_dir, True, True, True)
+              for t in tasks}
+  return tasks, examples
+
+
+def _multitask_steps(base, output_dir, mixed_precision, adapter_type):
+  """run_multitask.py's model and datasets under --use_tpu."""
+  tasks, examples = multitask_tasks_and_examples()
+  heads = [t.head() for t in tasks]
+  hyper = (HyperFormerConfig(adapter_size=8, task_embedding_dim=8, projector_hidden_dim=16,
+                             projected_dim=8) if adapter_type == "hyperformer" else None)
+  model_options = (dict(adapter_size=0, train_mode="head") if hyper else
+                   dict(adapter_size=8, train_mode="adapters"))
+  options = _options(base, output_dir, mixed_precision=mixed_precision, **model_options)
+  model = _model(options, lambda bert, adapters: multitask_model.MultiTaskClassifier(
+      bert, heads, adapter_type, adapters, hyper))
+  tokenizer = _tokenizer(base)
+  probabilities = sampling.task_probabilities([len(examples[t.name]["train"]) for t in tasks],
+                                              1.0)
+  batches = {"train": _take(run_multitask.train_dataset(options, tasks, examples, tokenizer,
+                                                        probabilities), TRAIN_BATCHES)}
+  for split in ("eval", "predict"):
+    batches[split] = [b for index, task in enumerate(tasks) for b in _take(
+        run_multitask.task_dataset(options, task, index, split, examples[task.name][split],
+                                   tokenizer, BATCH))]
+  return Steps(loop.make_train_step(model, multitask_model.loss_fn(heads),
+                                    _optimizer(options, model), BATCH, jit_compile=True),
+               loop.make_predict_step(model, jit_compile=True), batches)
+
+
+MODELS = {"classifier": _classifier_steps, "squad": _squad_steps,
+          "hyperformer": lambda *a: _multitask_steps(*a, "hyperformer"),
+          "shared": lambda *a: _multitask_steps(*a, "shared")}
+
+
+@pytest.fixture(scope="module")
+def steps(base, tmp_path_factory):
+  """Steps of each (model, precision), built on first use."""
+  built = {}
+
+  def get(model, mixed_precision):
+    if (model, mixed_precision) not in built:
+      output_dir = str(tmp_path_factory.mktemp(f"{model}_{mixed_precision}"))
+      built[model, mixed_precision] = MODELS[model](base, output_dir, mixed_precision)
+    return built[model, mixed_precision]
+
+  return get
+
+
+def _graph_nodes(graph_def):
+  """Every node of a graph and of the functions it calls (loops, gradients), less
+  the constant messages of Assert ops (HOST_OPS)."""
+  for nodes in [graph_def.node] + [f.node_def for f in graph_def.library.function]:
+    scopes = tuple(n.name.rsplit("/", 1)[0] + "/" for n in nodes if n.op == "Assert")
+    yield from (n for n in nodes if not (
+        n.op == "Assert" or n.op == "Const" and n.name.startswith(scopes)))
+
+
+def _has_string_type(node) -> bool:
+  return any(a.type == types_pb2.DT_STRING or types_pb2.DT_STRING in a.list.type
+             for a in node.attr.values())
+
+
+def _shapes(structure):
+  return [t.shape for t in tf.nest.flatten(structure)]
+
+
+def assert_compiles_for_tpu(step, features, labels):
+  """The step compiles into one XLA program on these static shapes (module docstring)."""
+  for shape in _shapes((features, labels)):
+    assert shape.is_fully_defined(), shape
+  # int32, not int64, as the original cast every feature for TPUs.
+  for t in tf.nest.flatten((features, labels)):
+    assert t.dtype in (tf.int32, tf.float32), t.dtype
+  concrete = step.get_concrete_function(features, labels)
+  graph_def = concrete.graph.as_graph_def()
+  host = sorted({n.op for n in _graph_nodes(graph_def) if n.op in HOST_OPS})
+  assert not host, f"host ops in the step: {host}"
+  strings = sorted({f"{n.op}:{n.name}" for n in _graph_nodes(graph_def)
+                    if _has_string_type(n)})
+  assert not strings, f"string tensors in the step: {strings[:10]}"
+  for shape in _shapes(concrete.structured_outputs):
+    assert shape.is_fully_defined(), shape
+  hlo = step.experimental_get_compiler_ir(features, labels)(stage="hlo")
+  assert "<=" not in hlo, "a bounded dynamic dimension in the HLO"
+  return hlo
+
+
+def _distinct_shapes(batches):
+  seen = {}
+  for features, labels in batches:
+    seen.setdefault(tuple(tuple(s) for s in _shapes((features, labels))), (features, labels))
+  return list(seen.values())
+
+
+CASES = [(model, split) for model in MODELS
+         for split in (("train", "predict") if model == "squad" else
+                       ("train", "eval", "predict"))]
+
+
+@pytest.mark.parametrize("mixed_precision", ["none", "bfloat16"])
+@pytest.mark.parametrize("model,split", CASES, ids=[f"{m}-{s}" for m, s in CASES])
+def test_step_compiles_for_tpu(steps, model, split, mixed_precision):
+  s = steps(model, mixed_precision)
+  batches = s.batches[split]
+  # Static batch dimension (drop_remainder, the last batch filled), sequences
+  # cut to a multiple of STATIC_SHAPE_MULTIPLE: a few programs, not one a length.
+  for features, _ in batches:
+    assert features["input_ids"].shape[0] == BATCH
+    assert features["input_ids"].shape[1] % records.STATIC_SHAPE_MULTIPLE == 0
+  step = s.train_step if split == "train" else s.predict_step
+  for features, labels in _distinct_shapes(batches):
+    hlo = assert_compiles_for_tpu(step, features, labels)
+    if split == "train":  # Forward, gradients and the update in one program.
+      assert "AdamWeightDecay" in hlo
+    # bfloat16 compute where asked (float32 variables either way).
+    assert ("bf16[" in hlo) == (mixed_precision == "bfloat16")
+
+
+def test_host_callbacks_and_strings_are_caught():
+  """The checks above fail on what they look for (a reference for the test itself)."""
+  features = {"x": tf.ones([2, 16])}
+  labels = tf.zeros([2], tf.int32)
+
+  def with_print(features, labels):
+    tf.print("loss")
+    return tf.reduce_sum(features["x"]) + tf.cast(tf.reduce_sum(labels), tf.float32)
+
+  def with_py_function(features, labels):
+    del labels
+    return tf.py_function(lambda x: x * 2, [features["x"]], tf.float32)
+
+  def with_string(features, labels):
+    del labels
+    return tf.strings.length(tf.strings.as_string(features["x"]))
+
+  def dynamic(features, labels):
+    del labels
+    return tf.boolean_mask(features["x"], features["x"] > 0)
+
+  for fn, message in ((with_print, "host ops"), (with_py_function, "host ops"),
+                      (with_string, "host ops"), (dynamic, None)):
+    with pytest.raises((AssertionError, tf.errors.InvalidArgumentError,
+                        tf.errors.UnimplementedError, ValueError)) as error:
+      assert_compiles_for_tpu(tf.function(fn, jit_compile=True), features, labels)
+    if message:
+      assert message in str(error.value)
+  assert_compiles_for_tpu(tf.function(lambda f, l: tf.reduce_sum(f["x"]), jit_compile=True),
+                          features, labels)
+
+
+REPLICAS = 4
+
+
+def replica_task_ids(vocab_file, output_dir, num_steps=12):
+  """Multi-task training batches as each of REPLICAS logical CPUs reads them.
+
+  Run in a fresh interpreter (logical devices exist only if set before
+  TensorFlow starts): run_multitask.train_dataset's stream under --use_tpu,
+  through loop.training_iterator under MirroredStrategy, which splits each
+  global batch between the replicas as TPUStrategy does. Returns, per step,
+  each replica's task ids and input_ids shape.
+  """
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS)
+  strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
+  assert strategy.num_replicas_in_sync == REPLICAS
+  tasks, examples = multitask_tasks_and_examples()
+  options = setup.RunOptions(output_dir=output_dir, max_seq_length=MAX_SEQ_LENGTH,
+                             train_batch_size=2 * REPLICAS, use_tpu=True, seed=1)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  steps = []
+  for start in (0, num_steps // 2):  # From the start, and resumed halfway.
+    # Built anew, as a resumed run builds it (a second iterator of one seeded
+    # dataset is reshuffled).
+    dataset = run_multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5])
+    iterator = loop.training_iterator(strategy, dataset, start)
+    read = []
+    for _ in range(start, num_steps):
+      features, _ = next(iterator)
+      read.append([(t.numpy().tolist(), i.shape.as_list()) for t, i in zip(
+          strategy.experimental_local_results(features["task_index"]),
+          strategy.experimental_local_results(features["input_ids"]))])
+    steps.append(read)
+  return steps
+
+
+def test_every_replica_gets_the_same_single_task_each_step(base, tmp_path):
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+  done = subprocess.run([sys.executable, os.path.abspath(__file__), base["vocab_file"],
+                         str(tmp_path)], env=env, capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  from_start, resumed = json.loads(done.stdout.strip().splitlines()[-1])
+  tasks_seen = set()
+  for step in from_start:
+    assert len(step) == REPLICAS
+    ids = [i for replica, _ in step for i in replica]
+    # 2 examples a replica, all of one task: the same task on every replica.
+    assert [len(replica) for replica, _ in step] == [2] * REPLICAS
+    assert len(set(ids)) == 1, step
+    # The same (static) shape on every replica.
+    assert len({tuple(shape) for _, shape in step}) == 1, step
+    tasks_seen.add(ids[0])
+  assert tasks_seen == {0, 1}  # Both tasks are drawn (else the test shows nothing).
+  # A resumed run reads the rest of the same stream.
+  assert resumed == from_start[len(from_start) - len(resumed):]
+
+
+if __name__ == "__main__":
+  import json  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  print(json.dumps(replica_task_ids(*sys.argv[1:])))
