@@ -9,6 +9,7 @@ test.tsv texts, per task and in a shuffled mixed batch, also when loaded in a
 process that cannot import this repository.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -536,6 +537,30 @@ def test_saved_model_cli_show_and_run(exported, exported_ids, served, tmp_path):
                             "--signature_def", "serving_default", "--input_exprs",
                             "text_a=['a film'];text_b=[''];task=['sst2']")
   assert result.returncode != 0 and "Op type not registered 'NormalizeUTF8'" in result.stderr
+
+
+def test_load_benchmark_checks_every_response(exported):
+  """benchmarks/serving_load.py's check, on the tiny export and a few seconds of
+  load: no wrong response, and a wrong sequential answer is caught."""
+  spec = importlib.util.spec_from_file_location(
+      "serving_load", os.path.join(REPO, "benchmarks", "serving_load.py"))
+  serving_load = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(serving_load)
+  rows = [(e.text_a, e.text_b or "", name) for name in TASKS for e in _test_examples(name)[:5]]
+  rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+  pool = {"text_a": [r[0] for r in rows], "text_b": [r[1] for r in rows],
+          "task": [r[2] for r in rows]}
+  kwargs = dict(batch_sizes=[1, 4], duration_s=1.5, warmup_s=0.3, clients=3)
+  results = serving_load.serve_under_load(exported[0], pool, **kwargs)
+  assert results["repository_modules_loaded"] == [] and results["examples"] == len(rows)
+  for r in results["results"]:
+    assert r["requests"] > 3 and r["wrong_responses"] == r["failed_responses"] == 0, r
+  assert "wrong" in serving_load.report(results)
+  corrupted = serving_load.serve_under_load(exported[0], pool, corrupt=range(len(rows)),
+                                            **kwargs)
+  for r in corrupted["results"]:
+    assert r["requests"] > 3 and r["wrong_responses"] == r["requests"], r
+    assert r["wrong_rows"] == r["requests"] * r["batch_size"]
 
 
 def test_multitask_model_compiles_with_xla(bank):
