@@ -19,9 +19,9 @@ example alone first (the sequential answer), warms up, then for each of
 --batch_sizes runs --clients threads sending requests of that many random
 pool examples back to back for --duration_s, and checks every response row
 against the sequential answer. Printed per batch size: requests/s,
-examples/s, p50 and p99 request latency, wrong and failed responses; and the
-server's resident memory (RSS) when warm and its largest value after, with the
-growth. The command fails (status 1) on any wrong or failed response, or a
+examples/s, p50 and p99 request latency, wrong and failed responses, the
+server's resident memory (RSS) at the end of that load; and its RSS when warm
+and its largest value after, with the growth. The command fails (status 1) on any wrong or failed response, or a
 growth of --max_rss_growth or more.
 """
 
@@ -125,15 +125,16 @@ def rss_growth(results):
 
 def report(results):
   """The printed table and memory line."""
+  mib = lambda b: b / 2**20
   lines = [f"{'batch':>5} {'requests':>8} {'requests/s':>10} {'examples/s':>10} "
-           f"{'p50 ms':>8} {'p99 ms':>8} {'wrong':>5} {'failed':>6}"]
+           f"{'p50 ms':>8} {'p99 ms':>8} {'wrong':>5} {'failed':>6} {'RSS after, MiB':>14}"]
   for r in results["results"]:
     lines.append(f"{r['batch_size']:>5} {r['requests']:>8} {r['requests_per_s']:>10.1f} "
                  f"{r['examples_per_s']:>10.1f} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-                 f"{r['wrong_responses']:>5} {r['failed_responses']:>6}")
+                 f"{r['wrong_responses']:>5} {r['failed_responses']:>6} "
+                 f"{mib(r['rss_end_bytes']):>14.0f}")
     if r["first_error"]:
       lines.append(f"      first error: {r['first_error'][:300]}")
-  mib = lambda b: b / 2**20
   lines.append(f"server RSS: {mib(results['rss_at_warm_bytes']):.0f} MiB warm, at most "
                f"{mib(results['rss_max_after_warm_bytes']):.0f} MiB after "
                f"({100 * rss_growth(results):+.1f}%), {mib(results['rss_end_bytes']):.0f} MiB "

@@ -10,14 +10,16 @@ is the SavedModel alone, as a model server runs it.
 What it does:
   1. loads the SavedModel and answers every example of the pool alone, one
      request after another: the sequential answer;
-  2. warms up: every batch size for `warmup_s`, from all client threads;
+  2. warms up: every batch size for `warmup_s` from all client threads, each
+     sending at least two requests;
   3. for each batch size, `clients` threads send requests of that many
      examples drawn at random from the pool, back to back, for `duration_s`;
      every response row is checked against the example's sequential answer
      (probabilities and score within `atol`, the same predicted label unless
      the sequential answer's two best labels are within `atol`); a request
      that raises counts as failed;
-  4. samples its own resident memory (VmRSS) every 0.2 s throughout.
+  4. samples its own resident memory (VmRSS) every 0.2 s throughout, and
+     reads it at the end of each batch size's load.
 """
 
 import json
@@ -121,14 +123,17 @@ def main():
     reference[index] = dict(reference[index],
                             probabilities=reference[index]["probabilities"] + 0.5)
 
-  def load(batch_size, duration_s, clients, seed, record):
-    """Clients sending back-to-back requests for duration_s; per-request records."""
+  def load(batch_size, duration_s, clients, seed, record, min_requests=0):
+    """Clients sending back-to-back requests for duration_s (and each at least
+    min_requests); per-request records."""
     deadline = time.monotonic() + duration_s
     lock = threading.Lock()
 
     def client(number):
       rng = np.random.default_rng([seed, batch_size, number])
-      while time.monotonic() < deadline:
+      sent = 0
+      while time.monotonic() < deadline or sent < min_requests:
+        sent += 1
         indices = rng.integers(0, len(examples), batch_size).tolist()
         start = time.monotonic()
         try:
@@ -149,8 +154,10 @@ def main():
     return time.monotonic() - started  # The last requests end after the deadline.
 
   clients, seed = config["clients"], config["seed"]
+  # Warm: every batch size, each client at least twice (a batch of 64 takes
+  # seconds here), so that every concurrent shape has been allocated once.
   for batch_size in config["batch_sizes"]:
-    load(batch_size, config["warmup_s"], clients, seed, [])
+    load(batch_size, config["warmup_s"], clients, seed, [], min_requests=2)
   baseline = memory.mark()
   results = []
   for batch_size in config["batch_sizes"]:
@@ -166,7 +173,8 @@ def main():
         "p99_ms": 1000 * float(np.percentile(latencies, 99)) if latencies else None,
         "wrong_rows": sum(r[2] for r in record),
         "wrong_responses": sum(1 for r in record if r[2]),
-        "failed_responses": len(errors), "first_error": errors[0] if errors else None})
+        "failed_responses": len(errors), "first_error": errors[0] if errors else None,
+        "rss_end_bytes": rss_bytes()})
   memory.stop()
   after = [rss for t, rss in memory.samples if t >= baseline]
   at_baseline = after[0]
