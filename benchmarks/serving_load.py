@@ -66,6 +66,9 @@ def wordnet_pool(tasks, size, seed):
 
 def build_export(work_dir, model_dir, train_steps):
   """Trains each WORDNET_TASKS task for train_steps into one bank and exports it."""
+  if not tf.io.gfile.exists(os.path.join(model_dir, "bert_config.json")):
+    raise SystemExit(f"no BERT in --model_dir={model_dir}: convert MiniLM first "
+                     f"(benchmarks/README.md), or give --export_dir")
   bank, export_dir = os.path.join(work_dir, "bank"), os.path.join(work_dir, "export", "1")
   batch_size = 16
   for task, (data, column_a, column_b, length) in WORDNET_TASKS.items():
