@@ -87,7 +87,11 @@ class MultiTaskBert(tf.Module):
     # The SavedModel keeps the encoder's variables, not the Keras object (as
     # keras.export.ExportArchive tracks a model): tf.saved_model.save would
     # also trace the Keras model's own default signature, with float inputs.
-    self.encoder_variables = list(encoder.variables)
+    # The tf.Variables inside the Keras ones: a SavedModel that tracks Keras
+    # variables loads in TF2 but not in a TF1 session, as TensorFlow Serving
+    # and `saved_model_cli run` load it ("Could not find variable ...": the
+    # restore does not reach them).
+    self.encoder_variables = [v.value for v in encoder.variables]
     models = {}  # One per adapter config and head width (_task_weights).
     own = [_task_weights(models, config, base, task) for task in tasks]
     stacked = _stack([weights for weights, _ in own], tasks, config.hidden_size)

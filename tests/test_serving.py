@@ -9,8 +9,10 @@ test.tsv texts, per task and in a shuffled mixed batch, also when loaded in a
 process that cannot import this repository.
 """
 
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -258,9 +260,17 @@ def test_signatures_follow_serving_conventions(exported, served):
               ("mrpc", ["0", "1"], 16, 8), ("sst2", ["0", "1"], 8, 4), ("stsb", [], 24, 0)]
 
 
+# A serving process: a Python that cannot import this repository (its modules
+# are blocked and its root is off sys.path; the editable install would find
+# them anywhere) and, with "tensorflow_text": false, cannot import
+# tensorflow_text either (stock TensorFlow). Each call loads an export, runs a
+# signature, and returns its outputs, or the error: through tf.saved_model.load,
+# or with "session" in a TF1 session by the SignatureDef's tensor names, as
+# TensorFlow Serving and saved_model_cli run it.
 _CLIENT = r"""
-import importlib, json, os, sys
-blocked = set(json.loads(sys.argv[2]))
+import json, os, sys
+config = json.loads(sys.stdin.read())
+blocked = set(config["blocked"]) | (set() if config["tensorflow_text"] else {"tensorflow_text"})
 
 class Blocker:
   def find_spec(self, name, path=None, target=None):
@@ -269,7 +279,7 @@ class Blocker:
     return None
 
 sys.meta_path.insert(0, Blocker())
-repo = sys.argv[3]
+repo = config["repo"]
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != repo]
 try:
   import modeling
@@ -277,22 +287,42 @@ try:
 except ImportError:
   pass
 import tensorflow as tf
-import tensorflow_text  # Registers the tokenizer's ops.
-model = tf.saved_model.load(sys.argv[1])
-request = json.loads(sys.stdin.read())
-outputs = model.signatures["serving_default"](
-    **{k: tf.constant(v) for k, v in request.items()})
+if config["tensorflow_text"]:
+  import tensorflow_text  # Registers the tokenizer's ops.
+
+def in_session(export_dir, signature, request):
+  graph = tf.Graph()
+  with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+    meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
+    signature = meta_graph.signature_def[signature]
+    keys = sorted(signature.outputs)
+    values = session.run([signature.outputs[k].name for k in keys],
+                         {signature.inputs[k].name: v for k, v in request.items()})
+    return {k: v.tolist() for k, v in zip(keys, values)}
+
+results = []
+for call in config["calls"]:
+  try:
+    if call.get("session"):
+      results.append(in_session(call["export_dir"], call["signature"], call["request"]))
+      continue
+    model = tf.saved_model.load(call["export_dir"])
+    outputs = model.signatures[call["signature"]](
+        **{k: tf.constant(v) for k, v in call["request"].items()})
+    results.append({k: v.numpy().tolist() for k, v in outputs.items()})
+  except Exception as e:  # The test asserts which.
+    results.append({"error": type(e).__name__ + ": " + str(e)})
 venv = os.path.join(repo, ".venv") + os.sep
 from_repo = [m for m, module in sys.modules.items()
              if (getattr(module, "__file__", None) or "").startswith(repo + os.sep)
              and not module.__file__.startswith(venv)]
-print(json.dumps({"from_repo": from_repo, "probabilities": outputs["probabilities"].numpy().tolist(),
-                  "score": outputs["score"].numpy().tolist(),
-                  "predicted_label": [s.decode() for s in outputs["predicted_label"].numpy()]}))
+print(json.dumps({"from_repo": from_repo, "results": results,
+                  "tensorflow_text": "tensorflow_text" in sys.modules}, default=bytes.decode))
 """
 
 
-def test_loads_without_this_repository(exported, served, tmp_path):
+def _serve_elsewhere(tmp_path, calls, tensorflow_text):
+  """Runs _CLIENT on `calls` ([{export_dir, signature, request}]); its output."""
   blocked = sorted({name[:-3] if name.endswith(".py") else name
                     for name in os.listdir(REPO)
                     if name.endswith(".py") or os.path.exists(
@@ -300,22 +330,237 @@ def test_loads_without_this_repository(exported, served, tmp_path):
   assert {"modeling", "tokenization", "serving", "checkpoints"} <= set(blocked)
   script = tmp_path / "client.py"
   script.write_text(_CLIENT)
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+  config = dict(blocked=blocked, repo=REPO, calls=calls, tensorflow_text=tensorflow_text)
+  result = subprocess.run([sys.executable, str(script)], input=json.dumps(config),
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+  assert result.returncode == 0, result.stderr[-3000:]
+  got = json.loads(result.stdout.strip().splitlines()[-1])
+  assert got["from_repo"] == [] and got["tensorflow_text"] == tensorflow_text
+  return got["results"]
+
+
+def test_loads_without_this_repository(exported, served, tmp_path):
   request = {"text_a": ["The storm knocked out power .", "a clever script", "A bird sits."],
              "text_b": ["Power was lost .", "", "A bird is perched."],
              "task": ["mrpc", "sst2", "stsb"]}
+  call = dict(export_dir=exported[0], signature="serving_default", request=request)
+  # Also in a TF1 session, as TensorFlow Serving runs it (with tensorflow-text's ops).
+  results = _serve_elsewhere(tmp_path, [call, dict(call, session=True)], tensorflow_text=True)
+  want = _call(served, request["text_a"], request["text_b"], request["task"])
+  for got in results:
+    assert "error" not in got, got
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
+    np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
+    assert got["predicted_label"] == [s.decode() for s in want["predicted_label"]]
+
+
+def _error(signature, **inputs):
+  """The message of the InvalidArgumentError a request fails with."""
+  with pytest.raises(tf.errors.InvalidArgumentError) as info:
+    signature(**{k: tf.constant(v) for k, v in inputs.items()})
+  return info.value.message
+
+
+def test_request_errors_name_the_inputs(served):
+  """What a serving client sees for a request the model cannot answer: one
+  assertion naming the inputs to fix, not a broadcast error deep in the graph."""
+  text = served.signatures["serving_default"]
+  pairs = r"text_a, text_b and task must have equal lengths .*their lengths:\] \[%s\]"
+  for signature in (text, served.signatures["tokenize"]):
+    assert re.search(pairs % "2 1 2", _error(signature, text_a=["a b", "c"], text_b=["d"],
+                                             task=["sst2", "mrpc"]))
+    assert re.search(pairs % "2 2 3", _error(signature, text_a=["a", "b"], text_b=["", ""],
+                                             task=["sst2", "sst2", "stsb"]))
+  assert re.search(r"(?s)Unknown task.*nope.*serves the tasks: mrpc, sst2, stsb",
+                   _error(text, text_a=["a"], text_b=[""], task=["nope"]))
+
+  ids = served.signatures["token_ids"]
+  ones = np.ones((2, 5), np.int32)
+  good = dict(input_ids=ones, input_mask=ones, segment_ids=0 * ones, task=["sst2", "stsb"])
+  ids(**{k: tf.constant(v) for k, v in good.items()})  # The requests below change one thing.
+  assert re.search(r"input_ids, input_mask and segment_ids must have the same shape "
+                   r".*their shapes:\] \[2 5\] \[2 4\] \[2 5\]",
+                   _error(ids, **dict(good, input_mask=ones[:, :4])))
+  assert re.search(r"task must have one entry per row of input_ids .*\[2\] .*\[1\]",
+                   _error(ids, **dict(good, task=["sst2"])))
+  wide = np.ones((2, 65), np.int32)
+  for columns in (wide, ones[:, :0]):
+    assert re.search(r"input_ids must have 1 to 64 columns \(max_position_embeddings.*"
+                     r"it has\] \[%d\]" % columns.shape[1],
+                     _error(ids, **dict(good, input_ids=columns, input_mask=columns,
+                                        segment_ids=columns)))
+  assert re.search(r"input_ids must be in \[0, 120\) .*out of range:\] \[120 -1\]",
+                   _error(ids, **dict(good, input_ids=[[1, 120, 1, 1, 1], [1, 1, 1, 1, -1]])))
+  assert re.search(r"segment_ids must be in \[0, 2\) .*out of range:\] \[2\]",
+                   _error(ids, **dict(good, segment_ids=[[0, 0, 2, 0, 0], [0] * 5])))
+  assert re.search(r"input_mask must be in \[0, 2\)",
+                   _error(ids, **dict(good, input_mask=3 * ones)))
+  assert re.search(r"(?s)Unknown task.*nope", _error(ids, **dict(good, task=["nope", "sst2"])))
+  # Rows of different lengths are no tensor: the client refuses them before any request.
+  with pytest.raises(ValueError, match="non-rectangular"):
+    tf.constant([[1, 2, 3], [1, 2]])
+
+
+def test_empty_batch_gives_empty_outputs(served):
+  """B = 0 is a batch like any other (the export's docstring says why)."""
+  empty = tf.constant([], tf.string)
+  for name, inputs in [
+      ("serving_default", dict(text_a=empty, text_b=empty, task=empty)),
+      ("tokenize", dict(text_a=empty, text_b=empty, task=empty)),
+      ("token_ids", dict(input_ids=tf.zeros([0, 5], tf.int32),
+                         input_mask=tf.zeros([0, 5], tf.int32),
+                         segment_ids=tf.zeros([0, 5], tf.int32), task=empty))]:
+    signature = served.signatures[name]
+    outputs = signature(**inputs)
+    assert set(outputs) == set(signature.structured_outputs)
+    for key, value in outputs.items():
+      spec = signature.structured_outputs[key]
+      assert value.dtype == spec.dtype and value.shape[0] == 0, (name, key)
+      assert value.shape[1:] == spec.shape[1:], (name, key)
+
+
+def test_text_longer_than_every_task_is_truncated(served, vocab_base):
+  """Far more tokens than any task's max_seq_length (and than the model's 64
+  positions), in either segment: each task's ids are run_classifier.py's
+  truncation, and the prediction is that of those ids."""
+  full = tokenization.FullTokenizer(vocab_base["vocab_file"], do_lower_case=True)
+  long_a = " ".join(["the movie was good and a bad film"] * 30)
+  long_b = " ".join(["a man the cafe"] * 40)
+  pairs = [(long_a, ""), (long_a, long_b), ("short", long_b), (long_b, "the movie")]
+  assert all(len(full.tokenize(t)) > 100 for t in (long_a, long_b))
+  for name, task_flags in TASKS.items():
+    length = task_flags["max_seq_length"]
+    inputs = dict(text_a=tf.constant([a for a, _ in pairs]),
+                  text_b=tf.constant([b for _, b in pairs]), task=tf.constant([name] * 4))
+    got = served.signatures["tokenize"](**inputs)
+    for i, (a, b) in enumerate(pairs):
+      feature = classifier_features.convert_single_example(
+          9, processors.InputExample("x", a, b or None, "0"), None, length, full)
+      assert got["input_ids"].numpy()[i, :length].tolist() == feature.input_ids
+      assert got["input_mask"].numpy()[i].sum() == length  # Full: truncated, not padded.
+    by_text = served.signatures["serving_default"](**inputs)
+    by_ids = served.signatures["token_ids"](
+        input_ids=got["input_ids"], input_mask=got["input_mask"],
+        segment_ids=got["segment_ids"], task=inputs["task"])
+    np.testing.assert_allclose(by_text["logits"], by_ids["logits"], atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def exported_ids(bank, tmp_path_factory):
+  """The same bank exported with --token_ids_only, through the command's main."""
+  export_dir = str(tmp_path_factory.mktemp("export_ids") / "1")
+  fv = flags.FlagValues()
+  serving_export.define_flags(fv)
+  fv(["export", f"--bank={bank}", f"--export_dir={export_dir}", "--token_ids_only"])
+  serving_export.main(["export"], fv)
+  return export_dir
+
+
+_TEXT_OPS = ("NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets")
+
+
+def _saved_model_cli(tmp_path, *args):
+  """TensorFlow's own tool, run as a user would: from elsewhere, without this repository."""
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-  result = subprocess.run(
-      [sys.executable, str(script), exported[0], json.dumps(blocked), REPO],
-      input=json.dumps(request), capture_output=True, text=True, cwd=tmp_path, env=env,
-      timeout=120)
+  return subprocess.run([cli, *args], capture_output=True, text=True, cwd=tmp_path, env=env,
+                        timeout=180)
+
+
+def test_token_ids_only_export_loads_in_stock_tensorflow(exported, exported_ids, served,
+                                                         vocab_base, tmp_path):
+  packed = served.signatures["tokenize"](
+      text_a=tf.constant(["the movie was good", "a bad film", "A bird sits."]),
+      text_b=tf.constant(["", "a man", "A bird is perched."]),
+      task=tf.constant(["sst2", "mrpc", "stsb"]))
+  request = {k: packed[k].numpy().tolist() for k in ("input_ids", "input_mask", "segment_ids")}
+  request["task"] = ["sst2", "mrpc", "stsb"]
+  want = served.signatures["token_ids"](**{k: tf.constant(v) for k, v in request.items()})
+  calls = [dict(export_dir=exported_ids, signature=name, request=request, session=session)
+           for name in ("serving_default", "token_ids") for session in (False, True)]
+  calls.append(dict(export_dir=exported[0], signature="token_ids", request=request))
+  *by_ids, text_export = _serve_elsewhere(tmp_path, calls, tensorflow_text=False)
+  for got in by_ids:
+    assert set(got) == set(want), got
+    for key in ("probabilities", "logits", "score"):
+      np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-6)
+    assert got["predicted_label"] == [s.decode() for s in want["predicted_label"].numpy()]
+    assert got["task_index"] == [1, 0, 2]
+  # Without this option even token_ids cannot load there: the test would see the difference.
+  assert "Op type not registered 'NormalizeUTF8'" in text_export["error"]
+
+  # The vocabulary, line i the token of id i, for client tokenizers.
+  vocab = tokenization.load_vocab(vocab_base["vocab_file"])
+  with open(os.path.join(exported_ids, "assets.extra", "vocab.txt")) as f:
+    lines = f.read().splitlines()
+  assert all(lines[i] == token for token, i in vocab.items() if token.strip() == token)
+  with open(os.path.join(exported_ids, serving_export.TASKS_FILE)) as f:
+    assert json.load(f)["token_ids_only"] is True
+  assert not os.path.exists(os.path.join(exported_ids, "assets", "vocab.txt"))
+
+
+def test_saved_model_cli_show_and_run(exported, exported_ids, served, tmp_path):
+  """TensorFlow's saved_model_cli, as TF Serving users check an export."""
+  shown = {}
+  for kind, export_dir in (("text", exported[0]), ("ids", exported_ids)):
+    result = _saved_model_cli(tmp_path, "show", "--all", "--dir", export_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown[kind] = result.stdout
+  ops = {kind: set(re.search(r"contains the following ops: \{(.*)\}", out).group(1)
+                   .replace("'", "").split(", ")) for kind, out in shown.items()}
+  assert set(_TEXT_OPS) <= ops["text"] and not set(_TEXT_OPS) & ops["ids"]
+  assert "signature_def['tokenize']" in shown["text"]
+  assert "signature_def['tokenize']" not in shown["ids"]
+  for name in ("serving_default", "token_ids"):
+    block = shown["ids"].split(f"signature_def['{name}']:")[1].split("signature_def[")[0]
+    assert "inputs['input_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)" \
+        in block and "outputs['probabilities']" in block
+
+  ids = [[101, 7, 8, 102, 0], [101, 9, 102, 10, 102]]
+  exprs = (f"input_ids={ids};input_mask=[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]];"
+           f"segment_ids=[[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]];task=['sst2', 'mrpc']")
+  out = tmp_path / "outputs"
+  result = _saved_model_cli(tmp_path, "run", "--dir", exported_ids, "--tag_set", "serve",
+                            "--signature_def", "token_ids", "--input_exprs", exprs,
+                            "--outdir", str(out))
   assert result.returncode == 0, result.stderr[-3000:]
-  got = json.loads(result.stdout.strip().splitlines()[-1])
-  assert got["from_repo"] == []
-  want = _call(served, request["text_a"], request["text_b"], request["task"])
-  np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
-  np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
-  assert got["predicted_label"] == [s.decode() for s in want["predicted_label"]]
+  want = served.signatures["token_ids"](
+      input_ids=tf.constant(ids), input_mask=tf.constant([[1, 1, 1, 1, 0], [1] * 5]),
+      segment_ids=tf.constant([[0] * 5, [0, 0, 0, 1, 1]]), task=tf.constant(["sst2", "mrpc"]))
+  for key in ("probabilities", "logits"):
+    np.testing.assert_allclose(np.load(out / f"{key}.npy"), want[key].numpy(), atol=1e-6)
+  # The raw-text export needs tensorflow-text's ops in the process (README: Serving).
+  result = _saved_model_cli(tmp_path, "run", "--dir", exported[0], "--tag_set", "serve",
+                            "--signature_def", "serving_default", "--input_exprs",
+                            "text_a=['a film'];text_b=[''];task=['sst2']")
+  assert result.returncode != 0 and "Op type not registered 'NormalizeUTF8'" in result.stderr
+
+
+def test_load_benchmark_checks_every_response(exported):
+  """benchmarks/serving_load.py's check, on the tiny export and a few seconds of
+  load: no wrong response, and a wrong sequential answer is caught."""
+  spec = importlib.util.spec_from_file_location(
+      "serving_load", os.path.join(REPO, "benchmarks", "serving_load.py"))
+  serving_load = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(serving_load)
+  rows = [(e.text_a, e.text_b or "", name) for name in TASKS for e in _test_examples(name)[:5]]
+  rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+  pool = {"text_a": [r[0] for r in rows], "text_b": [r[1] for r in rows],
+          "task": [r[2] for r in rows]}
+  kwargs = dict(batch_sizes=[1, 4], duration_s=1.5, warmup_s=0.3, clients=3)
+  results = serving_load.serve_under_load(exported[0], pool, **kwargs)
+  assert results["repository_modules_loaded"] == [] and results["examples"] == len(rows)
+  for r in results["results"]:
+    assert r["requests"] > 3 and r["wrong_responses"] == r["failed_responses"] == 0, r
+  assert "wrong" in serving_load.report(results)
+  corrupted = serving_load.serve_under_load(exported[0], pool, corrupt=range(len(rows)),
+                                            **kwargs)
+  for r in corrupted["results"]:
+    assert r["requests"] > 3 and r["wrong_responses"] == r["requests"], r
+    assert r["wrong_rows"] == r["requests"] * r["batch_size"]
 
 
 def test_multitask_model_compiles_with_xla(bank):
