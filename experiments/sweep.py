@@ -276,14 +276,15 @@ def load_grid(flag_values, fixed_args: Sequence[str]):
   return given, program
 
 
-def main(argv, flag_values=None):
+def main(argv, flag_values=None, popen: Optional[Callable] = None):
+  """The command; `popen` starts each point (default: a subprocess)."""
   F = flag_values or FLAGS
   try:
     path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
                                         grid=path_checks.INPUT_FILE))
     grid, program = load_grid(F, argv[1:])
     sweep = Sweep(grid, F.output_dir, program, F.parallel, F.retry_failed,
-                  F.keep_checkpoints)
+                  F.keep_checkpoints, popen=popen)
     if F.dry_run:
       for point, cmd in zip(sweep.pending(), sweep.commands(sweep.pending())):
         print(f"# {point.name}\n{shlex.join(cmd)}")
