@@ -130,24 +130,25 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.", **fv)
 
 
-def main(argv):
+def main(argv, flag_values=None):
+  F = flag_values or FLAGS
   if len(argv) > 1:
     raise app.UsageError("Too many command-line arguments.")
-  sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint") if FLAGS[s].value]
-  if len(sources) != 1 or not FLAGS.output_dir:
+  sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint") if F[s].value]
+  if len(sources) != 1 or not F.output_dir:
     raise app.UsageError("give --output_dir and one of --hf_dir, --hub_dir, --tf2_checkpoint")
-  path_flags.check_path_flags(FLAGS, dict(
+  path_flags.check_path_flags(F, dict(
       hf_dir=path_checks.INPUT_DIR, hub_dir=path_checks.INPUT_DIR,
       tf2_checkpoint=path_checks.CHECKPOINT, bert_config_file=path_checks.INPUT_FILE,
       vocab_file=path_checks.INPUT_FILE, output_dir=path_checks.OUTPUT_DIR))
-  if FLAGS.hf_dir:
-    hf_bert_to_google(FLAGS.hf_dir, FLAGS.output_dir,
-                      missing_pooler=FLAGS.missing_pooler, overwrite=FLAGS.overwrite)
+  if F.hf_dir:
+    hf_bert_to_google(F.hf_dir, F.output_dir,
+                      missing_pooler=F.missing_pooler, overwrite=F.overwrite)
   else:
     tf2_bert_encoder_to_google(
-        FLAGS.output_dir, saved_model_dir=FLAGS.hub_dir, checkpoint=FLAGS.tf2_checkpoint,
-        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-        checkpoint_model_name=FLAGS.checkpoint_model_name, overwrite=FLAGS.overwrite)
+        F.output_dir, saved_model_dir=F.hub_dir, checkpoint=F.tf2_checkpoint,
+        bert_config_file=F.bert_config_file, vocab_file=F.vocab_file,
+        checkpoint_model_name=F.checkpoint_model_name, overwrite=F.overwrite)
 
 
 if __name__ == "__main__":

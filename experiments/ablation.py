@@ -26,7 +26,9 @@ not at all:
   ablation.csv           one row per span (the full model first, no layers)
   ablation_heatmap.png   the matrix of --ablation_metric
   ablation_heatmap.csv   the values drawn there: row i, column j
-  eval.tf_record         the dev set's features (reused when unchanged)
+  eval.tf_record         the dev set's features (reused when unchanged); tf.data
+                         reads it, so on a TPU --ablation_dir is a bucket path
+                         as --output_dir is (the TPU host reads only buckets)
 L(L+1)/2 + 1 evaluations: 79 for BERT-base, 22 for a 6-layer model.
 """
 

@@ -3,11 +3,11 @@
 run_classifier.py reads the whole of its task's training file, so a point with
 `train_examples=N` gets a prepared copy of `--data_dir` in which the training
 file holds only N of its rows (the header, if the task's file has one, kept),
-and every other file is a symbolic link to the original: dev and test are the
-task's own. Rows are `random` (a seeded shuffle, of which the first N are
-kept, in file order: with one `subset_seed` a smaller set is part of every
-larger one, as in a learning curve) or the `first` N. Blank lines are not rows,
-as for run_classifier.py.
+and every other file is a copy of the original (through tf.io.gfile: a bucket
+has no symbolic links): dev and test are the task's own. Rows are `random` (a
+seeded shuffle, of which the first N are kept, in file order: with one
+`subset_seed` a smaller set is part of every larger one, as in a learning
+curve) or the `first` N. Blank lines are not rows, as for run_classifier.py.
 
 The label list is the full training file's, given to a `tsv` task as
 `--labels` (its default would be the subset's labels, so a small subset could
@@ -17,13 +17,15 @@ build a head without some class and then fail on dev).
 import dataclasses
 import hashlib
 import os
+import posixpath
 import random
-import shutil
-import tempfile
 from typing import Dict, List, Optional, Tuple
+
+import tensorflow as tf
 
 from classification import processors
 from experiments import grid as grid_lib
+from storage import file_io
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +64,7 @@ def _split_rows(data: bytes, header: bool) -> Tuple[List[bytes], List[bytes]]:
 def count_rows(data_dir: str, task_name: str) -> int:
   """Training rows of the task's file (the examples run_classifier.py trains on)."""
   layout = train_file(task_name)
-  with open(os.path.join(data_dir, layout.path), "rb") as f:
+  with tf.io.gfile.GFile(posixpath.join(data_dir, layout.path), "rb") as f:
     return len(_split_rows(f.read(), layout.header)[1])
 
 
@@ -91,9 +93,14 @@ def tsv_labels(data_dir: str, settings: Dict[str, object]) -> List[str]:
   return labels
 
 
+def _absolute(path: str) -> str:
+  """A local path made absolute; a URL (gs://, ram://) as it is."""
+  return path if "://" in path else os.path.abspath(path)
+
+
 def subset_dir_name(data_dir: str, n: int, subset: str, seed: int) -> str:
-  digest = hashlib.sha256(os.path.abspath(data_dir).encode()).hexdigest()[:8]
-  base = os.path.basename(os.path.normpath(data_dir)) or "data"
+  digest = hashlib.sha256(_absolute(data_dir).encode()).hexdigest()[:8]
+  base = posixpath.basename(data_dir.rstrip("/")) or "data"
   how = "first" if subset == "first" else f"random{seed}"
   return f"{base}-{digest}-n{n}-{how}"
 
@@ -107,37 +114,29 @@ def prepare_subset(data_dir: str, task_name: str, n: int, subset: str, seed: int
   Raises:
     GridError: if the task's training file has fewer than `n` rows.
   """
-  target = os.path.join(root, subset_dir_name(data_dir, n, subset, seed))
-  if os.path.isdir(target):
+  target = posixpath.join(root, subset_dir_name(data_dir, n, subset, seed))
+  if tf.io.gfile.isdir(target):
     return target
   layout = train_file(task_name)
-  source = os.path.join(data_dir, layout.path)
-  if not os.path.isfile(source):
+  source = posixpath.join(data_dir, layout.path)
+  if tf.io.gfile.isdir(source) or not tf.io.gfile.exists(source):
     raise grid_lib.GridError(f"--data_dir={data_dir}: no training file {layout.path}")
-  with open(source, "rb") as f:
+  with tf.io.gfile.GFile(source, "rb") as f:
     head, rows = _split_rows(f.read(), layout.header)
   if not 1 <= n <= len(rows):
     raise grid_lib.GridError(f"train_examples={n}: {source} has {len(rows)} training rows")
-  os.makedirs(root, exist_ok=True)
-  temp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=root)
-  try:
-    source_dir = os.path.abspath(data_dir)
-    for directory, _, names in os.walk(source_dir):
-      relative = os.path.relpath(directory, source_dir)
-      os.makedirs(os.path.join(temp, relative), exist_ok=True)
+  with file_io.AtomicDirectory(target) as temp:
+    source_dir = data_dir.rstrip("/")
+    for directory, _, names in tf.io.gfile.walk(source_dir):
+      relative = directory.rstrip("/")[len(source_dir):].lstrip("/")
       for name in names:
-        path = os.path.normpath(os.path.join(relative, name))
-        if path != os.path.normpath(layout.path):
-          os.symlink(os.path.join(directory, name), os.path.join(temp, path))
+        path = posixpath.join(relative, name)
+        if posixpath.normpath(path) != posixpath.normpath(layout.path):
+          tf.io.gfile.makedirs(posixpath.join(temp, relative))
+          tf.io.gfile.copy(posixpath.join(directory, name), posixpath.join(temp, path))
     kept = [rows[i] for i in choose_rows(len(rows), n, subset, seed)]
-    with open(os.path.join(temp, layout.path), "wb") as f:
+    with tf.io.gfile.GFile(posixpath.join(temp, layout.path), "wb") as f:
       f.write(b"\n".join(head + kept) + b"\n")
-    os.rename(temp, target)
-  except FileExistsError:  # Another sweep made it meanwhile: the same rows.
-    shutil.rmtree(temp, ignore_errors=True)
-  except BaseException:
-    shutil.rmtree(temp, ignore_errors=True)
-    raise
   return target
 
 
@@ -165,7 +164,7 @@ def resolve(settings: Dict[str, object], root: str,
       raise grid_lib.GridError(f"train_examples={n}: expected a number of rows or 'all'")
     is_tsv = processors.canonical_task_name(str(task_name)) == "tsv"
     if is_tsv and settings.get("labels") is None:
-      key = ("labels", os.path.abspath(data_dir), settings.get("text_a_column"),
+      key = ("labels", _absolute(data_dir), settings.get("text_a_column"),
              settings.get("text_b_column"), settings.get("label_column"))
       if key not in cache:
         cache[key] = tsv_labels(data_dir, settings)
@@ -175,7 +174,7 @@ def resolve(settings: Dict[str, object], root: str,
         int(settings.get("subset_seed", 0)), root)
     num_examples = n
   else:
-    key = ("rows", os.path.abspath(data_dir), str(task_name))
+    key = ("rows", _absolute(data_dir), str(task_name))
     if key not in cache:
       cache[key] = count_rows(data_dir, task_name)
     num_examples = cache[key]

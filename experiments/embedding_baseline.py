@@ -14,6 +14,7 @@ the pretrained weights at all (docs/paper_claim.md):
 """
 
 import csv
+import io
 import os
 
 from absl import app
@@ -25,6 +26,7 @@ from checkpoints import checkpoint_io
 from cli import path_flags
 import errors
 import modeling
+from storage import input_files
 from storage import path_checks
 import tokenization
 
@@ -51,20 +53,21 @@ def embed(encoder, tokenizer, texts, max_seq_length, batch_size=128):
   return np.concatenate(vectors)
 
 
-def main(argv):
+def main(argv, flag_values=None):
   del argv
-  path_flags.check_path_flags(FLAGS, dict(model_dir=path_checks.INPUT_DIR,
-                                          data_dir=path_checks.INPUT_DIR))
-  tokenizer = tokenization.FullTokenizer(os.path.join(FLAGS.model_dir, "vocab.txt"))
+  F = flag_values or FLAGS
+  path_flags.check_path_flags(F, dict(model_dir=path_checks.INPUT_DIR,
+                                      data_dir=path_checks.INPUT_DIR))
+  tokenizer = tokenization.FullTokenizer(os.path.join(F.model_dir, "vocab.txt"))
   encoder = modeling.BertEncoder(modeling.BertConfig.from_json_file(
-      os.path.join(FLAGS.model_dir, "bert_config.json")))
-  checkpoint_io.load_checkpoint(encoder, os.path.join(FLAGS.model_dir, "bert_model.ckpt"))
+      os.path.join(F.model_dir, "bert_config.json")))
+  checkpoint_io.load_checkpoint(encoder, os.path.join(F.model_dir, "bert_model.ckpt"))
   features = {}
   for split in ("train", "dev"):
-    with open(os.path.join(FLAGS.data_dir, split + ".tsv"), encoding="utf-8") as f:
-      rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    u = embed(encoder, tokenizer, [r["gloss"] for r in rows], FLAGS.max_seq_length)
-    v = embed(encoder, tokenizer, [r["example"] for r in rows], FLAGS.max_seq_length)
+    text = input_files.read_text(os.path.join(F.data_dir, split + ".tsv"), f"{split}.tsv")
+    rows = list(csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
+    u = embed(encoder, tokenizer, [r["gloss"] for r in rows], F.max_seq_length)
+    v = embed(encoder, tokenizer, [r["example"] for r in rows], F.max_seq_length)
     labels = np.array([int(r["label"]) for r in rows])
     cosine = (u * v).sum(1)
     by_gloss = {}

@@ -24,13 +24,15 @@ and the parameters of all tasks as a multiple of the base).
 """
 
 import os
+import posixpath
 import re
 import sys
-from typing import Dict, List, Mapping, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from absl import app
 from absl import flags
 from absl import logging
+import tensorflow as tf
 
 from bank import adapter_bank
 from cli import path_flags
@@ -38,6 +40,7 @@ import errors
 from experiments import runs
 from experiments import select
 from experiments import tables
+from storage import file_io
 from storage import input_files
 from storage import path_checks
 
@@ -118,16 +121,16 @@ def commands(F, method: str, seed: int) -> List[tuple]:
                                   settings, base_dir))]
 
 
-def run_once(output_dir: str, cmd: Sequence[str]) -> dict:
-  """Runs `cmd` unless output_dir holds its record; returns the record."""
-  done = os.path.join(output_dir, DONE_FILE)
-  if os.path.exists(done):
+def run_once(output_dir: str, cmd: Sequence[str], popen: Optional[Callable] = None) -> dict:
+  """Runs `cmd` (started by `popen`, default a subprocess) unless output_dir holds its
+  record; returns the record."""
+  done = posixpath.join(output_dir, DONE_FILE)
+  if tf.io.gfile.exists(done):
     return tables.read_json(done)
-  measured = runs.run(cmd, output_dir)
+  measured = runs.run(cmd, output_dir, popen)
   if measured["status"] != "ok":
     raise errors.UserError(f"{' '.join(cmd)} failed: {measured.get('error')}")
-  with open(os.path.join(output_dir, runs.LOG_FILE), errors="replace") as f:
-    log = f.read()
+  log = runs.read_log(posixpath.join(output_dir, runs.LOG_FILE))
   record = dict(measured, per_task=_PER_TASK.findall(log)[-1:],
                 all_tasks=_ALL_TASKS.findall(log)[-1:], base=_BASE.findall(log)[-1:])
   tables.write_json(done, record)
@@ -135,8 +138,8 @@ def run_once(output_dir: str, cmd: Sequence[str]) -> dict:
 
 
 def _eval_results(output_dir: str) -> Dict[str, float]:
-  with open(os.path.join(output_dir, "eval_results.txt")) as f:
-    return runs.parse_eval_results(f.read())
+  path = posixpath.join(output_dir, "eval_results.txt")
+  return runs.parse_eval_results(input_files.read_text(path, "eval results"))
 
 
 def rows_of(records: Mapping[tuple, dict]) -> List[dict]:
@@ -176,7 +179,8 @@ def markdown(rows: Sequence[dict]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv, flag_values=None):
+def main(argv, flag_values=None, popen: Optional[Callable] = None):
+  """Runs the comparison; `popen` starts each run (default: a subprocess)."""
   del argv
   F = flag_values or flags.FLAGS
   path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
@@ -188,7 +192,7 @@ def main(argv, flag_values=None):
       done = []
       for output_dir, cmd in commands(F, method, seed):
         logging.info("%s seed %d: %s", method, seed, output_dir)
-        done.append((output_dir, run_once(output_dir, cmd)))
+        done.append((output_dir, run_once(output_dir, cmd, popen)))
       if method == "houlsby":
         # As the bank counts: the base once, each task's adapters, LayerNorms and head.
         trained = [int(r["params"]["trainable"]) for _, r in done]
@@ -214,8 +218,7 @@ def main(argv, flag_values=None):
                      ["method", "task", "mean", "std", "seeds", "values",
                       "trained_per_task", "total_multiple"])
   text = markdown(rows)
-  with open(os.path.join(F.output_dir, "comparison.md"), "w") as f:
-    f.write(text)
+  file_io.atomic_write(posixpath.join(F.output_dir, "comparison.md"), text)
   print(text)
 
 

@@ -29,22 +29,25 @@ same settings), so a subset of the table can be refreshed.
 """
 
 import dataclasses
+import functools
 import json
 import os
+import posixpath
 import shlex
-import shutil
-import subprocess
 import sys
 import time
-from typing import Dict, List, Mapping
+from typing import Callable, Dict, List, Mapping, Optional
 
 from absl import app
 from absl import flags
 from absl import logging
+import tensorflow as tf
 
 from cli import path_flags
 import errors
 from experiments import runs
+from storage import file_io
+from storage import input_files
 from storage import path_checks
 
 ROOT = runs.ROOT
@@ -122,21 +125,21 @@ def run_command(python: str, task: Task, method: Method, settings: Dict[str, obj
   ]
 
 
-def run_one(command: List[str], output_dir: str) -> Dict[str, object]:
-  """Runs one command (from ROOT) into a fresh output_dir; returns its measurements."""
-  shutil.rmtree(output_dir, ignore_errors=True)
-  os.makedirs(output_dir)
-  log_path = os.path.join(output_dir, "run.log")
+def run_one(command: List[str], output_dir: str,
+            popen: Optional[Callable] = None) -> Dict[str, object]:
+  """Runs one command (from ROOT; started by `popen`, default a subprocess) into a fresh
+  output_dir; returns its measurements."""
+  file_io.remove_quietly(output_dir)
+  tf.io.gfile.makedirs(output_dir)
+  log_path = posixpath.join(output_dir, "run.log")
   start = time.time()
-  with open(log_path, "w") as log:
-    code = subprocess.call(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+  code = runs.run_logged(command, log_path, popen, cwd=ROOT)
   wall = time.time() - start
-  with open(log_path) as f:
-    log_text = f.read()
+  log_text = runs.read_log(log_path)
   if code != 0:
     raise RuntimeError(f"run failed (exit {code}), see {log_path}:\n" + log_text[-3000:])
-  with open(os.path.join(output_dir, "eval_results.txt")) as f:
-    results = runs.parse_eval_results(f.read())
+  results = runs.parse_eval_results(input_files.read_text(
+      posixpath.join(output_dir, "eval_results.txt"), "eval results"))
   counts = runs.parse_parameter_counts(log_text, require_all=True)
   return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results.get("eval_loss"),
           "global_step": results["global_step"], **counts,
@@ -205,8 +208,7 @@ def write_markdown(path: str, results: Dict[str, object]) -> None:
       "runs kept by `--merge` were timed in their own sweep, under that sweep's load.\n\n"
       + markdown_table(results) +
       "\n## Commands\n\n```\n" + commands + "\n```\n")
-  with open(path, "w") as f:
-    f.write(text)
+  file_io.atomic_write(path, text)
 
 
 FLAGS = flags.FLAGS
@@ -236,14 +238,18 @@ def define_flags(flag_values=flags.FLAGS):
                     "--merge refreshes that task's columns only.", **fv)
 
 
+def from_root(path: str) -> str:
+  """A relative local path taken from ROOT (where the runs start); others as they are."""
+  return path if "://" in path or os.path.isabs(path) else os.path.join(ROOT, path)
+
+
 def kept_runs(results_json: str, settings: Dict[str, object],
               replaced: set) -> List[Dict[str, object]]:
   """For --merge: the runs of results_json whose (task, method) is not in replaced."""
-  if not os.path.exists(results_json):
+  if not tf.io.gfile.exists(results_json):
     logging.warning("--merge: %s does not exist, nothing to keep", results_json)
     return []
-  with open(results_json) as f:
-    old = json.load(f)
+  old = input_files.read_json(results_json)
   if old["settings"] != settings:
     raise app.UsageError(
         f"--merge: {results_json} was run with settings {old['settings']}, this run has "
@@ -261,64 +267,64 @@ def sweep(plan: List[tuple], settings: Dict[str, object], results_json: str,
   """Runs plan ((task, method, output_dir, command) tuples), writing both results after
   every run; keep: earlier runs (of other (task, method) pairs) to write alongside."""
   results = {"settings": settings, "runs": sorted(keep, key=_table_order)}
-  for directory in {os.path.dirname(p) for p in (results_json, results_md)}:
-    os.makedirs(directory or ".", exist_ok=True)
   for i, (task, method, output_dir, command) in enumerate(plan):
     logging.info("[%d/%d] %s / %s: %s", i + 1, len(plan), task, method, shlex.join(command))
-    measured = run(command, os.path.join(root, output_dir))
+    measured = run(command, output_dir if "://" in output_dir
+                   else os.path.join(root, output_dir))
     logging.info("  eval_accuracy = %.4f, trained %.2f%%, %.0f s", measured["eval_accuracy"],
                  100 * measured["trained_share"], measured["wall_seconds"])
     results["runs"].append(dict(task=task, method=method,
                                 learning_rate=learning_rate(TASKS[task], METHODS[method]),
                                 command=command, **measured))
     results["runs"].sort(key=_table_order)
-    with open(results_json, "w") as f:
-      json.dump(results, f, indent=2)
-      f.write("\n")
+    file_io.atomic_write(results_json, json.dumps(results, indent=2) + "\n")
     write_markdown(results_md, results)
   return results
 
 
-def main(argv):
+def main(argv, flag_values=None, popen: Optional[Callable] = None):
+  """Runs the plan; `popen` starts each run (default: a subprocess)."""
   del argv
-  for name in FLAGS.tasks:
+  F = flag_values or FLAGS
+  for name in F.tasks:
     if name not in TASKS:
       raise app.UsageError(f"unknown task {name}; known: {', '.join(TASKS)}")
-  for name in FLAGS.methods:
+  for name in F.methods:
     if name not in METHODS:
       raise app.UsageError(f"unknown method {name}; known: {', '.join(METHODS)}")
-  settings = dict(num_train_epochs=FLAGS.num_train_epochs, max_seq_length=FLAGS.max_seq_length,
-                  train_batch_size=FLAGS.train_batch_size, eval_batch_size=64,
-                  seed=FLAGS.seed, machine=FLAGS.machine)
+  settings = dict(num_train_epochs=F.num_train_epochs, max_seq_length=F.max_seq_length,
+                  train_batch_size=F.train_batch_size, eval_batch_size=64,
+                  seed=F.seed, machine=F.machine)
   python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(ROOT) \
       else sys.executable
   plan = []
-  for task in FLAGS.tasks:
-    for method in FLAGS.methods:
-      output_dir = os.path.join(FLAGS.output_root, task, method)
+  for task in F.tasks:
+    for method in F.methods:
+      output_dir = posixpath.join(F.output_root, task, method)
       plan.append((task, method, output_dir, run_command(
-          python, TASKS[task], METHODS[method], settings, FLAGS.model_dir, FLAGS.data_root,
+          python, TASKS[task], METHODS[method], settings, F.model_dir, F.data_root,
           output_dir)))
-  results_json = os.path.join(ROOT, FLAGS.results_json)
-  results_md = os.path.join(ROOT, FLAGS.results_md)
+  results_json = from_root(F.results_json)
+  results_md = from_root(F.results_md)
   keep = (kept_runs(results_json, settings, {(task, method) for task, method, *_ in plan})
-          if FLAGS.merge else [])
-  if FLAGS.dry_run:
+          if F.merge else [])
+  if F.dry_run:
     for *_, command in plan:
       print(shlex.join(command))
     if keep:
-      print(f"# --merge keeps {len(keep)} runs of {FLAGS.results_json}: " + ", ".join(
+      print(f"# --merge keeps {len(keep)} runs of {F.results_json}: " + ", ".join(
           f"{r['task']}/{r['method']}" for r in keep))
     return
   # Before any run; relative paths from the repository root, where the runs run.
-  path_flags.check_path_flags(FLAGS, dict(
+  path_flags.check_path_flags(F, dict(
       model_dir=path_checks.INPUT_DIR, data_root=path_checks.INPUT_DIR,
       output_root=path_checks.OUTPUT_DIR, results_json=path_checks.OUTPUT_FILE,
       results_md=path_checks.OUTPUT_FILE), relative_to=ROOT)
-  if not os.path.exists(os.path.join(ROOT, FLAGS.model_dir, "bert_model.ckpt.index")):
-    raise app.UsageError(f"{FLAGS.model_dir} has no converted model: run demo.sh or "
+  if not tf.io.gfile.exists(posixpath.join(from_root(F.model_dir), "bert_model.ckpt.index")):
+    raise app.UsageError(f"{F.model_dir} has no converted model: run demo.sh or "
                          "convert_checkpoint.py first")
-  results = sweep(plan, settings, results_json, results_md, keep)
+  results = sweep(plan, settings, results_json, results_md, keep,
+                  run=functools.partial(run_one, popen=popen))
   print(markdown_table(results))
 
 

@@ -19,6 +19,7 @@ y_std, n_seeds, label (the adapter size or K shown beside a trade-off point),
 and the selected setting's keys.
 """
 
+import io
 import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -36,6 +37,7 @@ import errors
 from experiments import runs
 from experiments import select as select_lib
 from experiments import tables
+from storage import file_io
 from storage import path_checks
 
 _METHOD_KEYS = ("train_mode", "adapter_size", "method")
@@ -139,11 +141,11 @@ def draw(points: Sequence[Mapping[str, object]], kind: str, metric: str, path: s
   if points:
     ax.legend(fontsize=8)
   fig.tight_layout()
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  temp = path + ".tmp.png"  # Written whole, then renamed into place.
-  fig.savefig(temp, dpi=150)
+  # Drawn into memory and written whole through tf.io.gfile: a bucket path works.
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=150)
   plt.close(fig)
-  os.replace(temp, path)
+  file_io.atomic_write(path, png.getvalue(), binary=True)
 
 
 def make_plot(results_path: str, kind: str, output_dir: Optional[str] = None,

@@ -11,16 +11,20 @@ point as done: a sweep that is run again skips it.
 
 import datetime
 import os
+import posixpath
 import re
 import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
+import tensorflow as tf
+
 from experiments import grid as grid_lib
 from experiments import tables
 from runtime import model_setup
 from runtime import trainable
+from storage import file_io
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD_FILE = "sweep_point.json"
@@ -96,47 +100,80 @@ def method_family(train_mode: str) -> str:
   return train_mode.partition(":")[0]
 
 
-def _tail(path: str, lines: int = 15) -> str:
+def read_log(path: str) -> str:
+  """A log's text ("" if there is none); bytes that are not UTF-8 replaced."""
   try:
-    with open(path, errors="replace") as f:
-      return "\n".join(f.read().splitlines()[-lines:])
-  except OSError:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return f.read().decode("utf-8", errors="replace")
+  except tf.errors.OpError:
     return ""
 
 
-def run(cmd: Sequence[str], output_dir: str, popen: Callable = subprocess.Popen,
+def _tail(path: str, lines: int = 15) -> str:
+  return "\n".join(read_log(path).splitlines()[-lines:])
+
+
+# Flushing a local log is cheap; on a bucket (gs://) each flush uploads the whole
+# object again, so there the log is flushed at most this often.
+_REMOTE_FLUSH_SECONDS = 30.0
+
+
+def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = None,
+               on_start: Optional[Callable] = None, **popen_args) -> int:
+  """Runs `cmd` with its stdout and stderr appended to `log_path`; returns its exit status.
+
+  A child process writes to a file descriptor, which a bucket path has not: the
+  child writes into a pipe and this process copies its lines to the log through
+  tf.io.gfile (line by line on a local disk, so the log can be followed).
+  `popen` (default subprocess.Popen) starts it; `on_start` gets the process.
+  """
+  popen = popen or subprocess.Popen
+  remote = "://" in log_path and not log_path.startswith("file://")
+  file_io.make_parent_dirs(log_path)
+  with tf.io.gfile.GFile(log_path, "a") as log:
+    log.write(f"==== {datetime.datetime.now().isoformat(timespec='seconds')} "
+              f"{' '.join(cmd)}\n")
+    log.flush()
+    process = popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    **popen_args)
+    if on_start is not None:
+      on_start(process)
+    flushed = time.monotonic()
+    with process.stdout:
+      for line in process.stdout:
+        log.write(line.decode("utf-8", errors="replace"))
+        if not remote or time.monotonic() - flushed >= _REMOTE_FLUSH_SECONDS:
+          log.flush()
+          flushed = time.monotonic()
+    return process.wait()
+
+
+def run(cmd: Sequence[str], output_dir: str, popen: Optional[Callable] = None,
         on_start: Optional[Callable] = None) -> Dict[str, object]:
   """Runs `cmd` with its output in output_dir/run.log; returns what it measured.
 
   A run interrupted before its record was written runs again in the same
   output_dir: run_classifier.py resumes from its last checkpoint there. Its
   log is appended to, and results of an earlier attempt are removed first so
-  that they are never taken for this attempt's.
+  that they are never taken for this attempt's. All through tf.io.gfile, so
+  output_dir may be a bucket.
   """
-  os.makedirs(output_dir, exist_ok=True)
-  results_path = os.path.join(output_dir, "eval_results.txt")
-  if os.path.exists(results_path):
-    os.remove(results_path)
-  log_path = os.path.join(output_dir, LOG_FILE)
+  tf.io.gfile.makedirs(output_dir)
+  results_path = posixpath.join(output_dir, "eval_results.txt")
+  if tf.io.gfile.exists(results_path):
+    tf.io.gfile.remove(results_path)
+  log_path = posixpath.join(output_dir, LOG_FILE)
   start = time.time()
-  with open(log_path, "a") as log:
-    log.write(f"==== {datetime.datetime.now().isoformat(timespec='seconds')} "
-              f"{' '.join(cmd)}\n")
-    log.flush()
-    process = popen(list(cmd), stdout=log, stderr=subprocess.STDOUT)
-    if on_start is not None:
-      on_start(process)
-    code = process.wait()
+  code = run_logged(cmd, log_path, popen, on_start)
   wall = time.time() - start
-  with open(log_path, errors="replace") as f:
-    log_text = f.read()
+  log_text = read_log(log_path)
   measured = {"exit_code": code, "wall_seconds": round(wall, 3)}
   metrics = None
   if code == 0:
     try:
-      with open(results_path) as f:
+      with tf.io.gfile.GFile(results_path, "r") as f:
         metrics = parse_eval_results(f.read())
-    except (OSError, ValueError) as e:
+    except (tf.errors.OpError, ValueError) as e:
       measured["error"] = f"exited 0 without readable eval_results.txt ({e})"
   else:
     measured["error"] = f"exit status {code}; the end of {log_path}:\n" + _tail(log_path)
@@ -148,7 +185,7 @@ def run(cmd: Sequence[str], output_dir: str, popen: Callable = subprocess.Popen,
 
 
 def read_run_config(output_dir: str) -> Optional[dict]:
-  path = os.path.join(output_dir, "run_config.json")
+  path = posixpath.join(output_dir, "run_config.json")
   try:
     return tables.read_json(path)
   except (OSError, ValueError):

@@ -35,6 +35,7 @@ keeps them.
 import concurrent.futures
 import datetime
 import os
+import posixpath
 import shlex
 import signal
 import sys
@@ -43,6 +44,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import app
 from absl import flags
+import tensorflow as tf
 
 from cli import path_flags
 import errors
@@ -75,7 +77,7 @@ class Sweep:
   def __init__(self, grid: grid_lib.Grid, output_dir: str,
                program: Optional[Sequence[str]] = None, parallel: int = 1,
                retry_failed: bool = False, keep_checkpoints: bool = False,
-               log: Callable[[str], None] = print):
+               log: Callable[[str], None] = print, popen: Optional[Callable] = None):
     if parallel < 1:
       raise grid_lib.GridError(f"--parallel={parallel}: must be at least 1")
     self.grid = grid
@@ -85,6 +87,7 @@ class Sweep:
     self.retry_failed = retry_failed
     self.keep_checkpoints = keep_checkpoints
     self.log = log
+    self.popen = popen  # Starts a point's process (runs.run_logged); None: a subprocess.
     self.points = grid.points(DEFAULTS)
     self.records: Dict[str, dict] = {}
     self._lock = threading.Lock()
@@ -163,7 +166,7 @@ class Sweep:
     if self._stopping.is_set():
       return None
     output_dir = self.point_dir(point)
-    measured = runs.run(cmd, output_dir, on_start=self._started)
+    measured = runs.run(cmd, output_dir, self.popen, on_start=self._started)
     with self._lock:
       self._processes = {p for p in self._processes if p.poll() is None}
     if self._stopping.is_set() and measured["status"] != "ok":
@@ -226,12 +229,12 @@ def describe(record: dict) -> str:
 
 def remove_checkpoints(output_dir: str) -> None:
   """Deletes what only resuming needs: model.ckpt-*, `checkpoint`, feature records."""
-  for name in os.listdir(output_dir):
+  for name in tf.io.gfile.listdir(output_dir):
     if (name.startswith("model.ckpt-") or name == "checkpoint"
         or ".tf_record" in name):
-      path = os.path.join(output_dir, name)
-      if os.path.isfile(path):
-        os.remove(path)
+      path = posixpath.join(output_dir, name)
+      if not tf.io.gfile.isdir(path):
+        tf.io.gfile.remove(path)
 
 
 FLAGS = flags.FLAGS
@@ -265,7 +268,7 @@ def load_grid(flag_values, fixed_args: Sequence[str]):
     given = grid_lib.Grid.from_json(tables.read_json(flag_values.grid)).merge(given)
   saved = os.path.join(flag_values.output_dir, SWEEP_FILE)
   if not (given.fixed or given.vary or given.grids):
-    if not os.path.exists(saved):
+    if not tf.io.gfile.exists(saved):
       raise grid_lib.GridError(f"nothing to sweep: give --vary / --grid / fixed flags, or an "
                                f"--output_dir with a {SWEEP_FILE}")
     saved = tables.read_json(saved)
@@ -273,14 +276,15 @@ def load_grid(flag_values, fixed_args: Sequence[str]):
   return given, program
 
 
-def main(argv, flag_values=None):
+def main(argv, flag_values=None, popen: Optional[Callable] = None):
+  """The command; `popen` starts each point (default: a subprocess)."""
   F = flag_values or FLAGS
   try:
     path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
                                         grid=path_checks.INPUT_FILE))
     grid, program = load_grid(F, argv[1:])
     sweep = Sweep(grid, F.output_dir, program, F.parallel, F.retry_failed,
-                  F.keep_checkpoints)
+                  F.keep_checkpoints, popen=popen)
     if F.dry_run:
       for point, cmd in zip(sweep.pending(), sweep.commands(sweep.pending())):
         print(f"# {point.name}\n{shlex.join(cmd)}")

@@ -1,10 +1,13 @@
-"""Tables (lists of flat rows) as JSON and CSV, written whole or not at all."""
+"""Tables (lists of flat rows) as JSON and CSV, written whole or not at all, through
+tf.io.gfile (so a bucket path works)."""
 
 import csv
 import io
 import json
 import math
 from typing import Dict, List, Mapping, Optional, Sequence
+
+import tensorflow as tf
 
 from storage import file_io
 
@@ -68,5 +71,17 @@ def write_table(json_path: str, csv_path: Optional[str], rows: Sequence[Dict[str
 
 
 def read_json(path: str):
-  with open(path) as f:
-    return json.load(f)
+  """The JSON value in `path`, through tf.io.gfile.
+
+  Raises:
+    OSError: if it cannot be read (missing, say), as Python's open would.
+    ValueError: if it is not JSON (a file cut short by a crash, say).
+  """
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      data = f.read()
+  except tf.errors.NotFoundError as e:
+    raise FileNotFoundError(f"{path}: {e.message}") from e
+  except tf.errors.OpError as e:
+    raise OSError(f"{path}: {e.message}") from e
+  return json.loads(data)

@@ -164,8 +164,11 @@ def _move(src: str, dst: str) -> None:
   if not tf.io.gfile.isdir(src):
     tf.io.gfile.rename(src, dst)
     return
+  # On ram:// a listing also holds names that only share a prefix ("assets" lists
+  # ".extra" of "assets.extra/"): those do not exist and are not moved.
   files = [posixpath.relpath(posixpath.join(d, n), src)
-           for d, _, names in tf.io.gfile.walk(src) for n in names]
+           for d, _, names in tf.io.gfile.walk(src) for n in names
+           if tf.io.gfile.exists(posixpath.join(d, n))]
   tf.io.gfile.rename(src, dst)
   if all(tf.io.gfile.exists(posixpath.join(dst, f)) for f in files):
     return

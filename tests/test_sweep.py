@@ -329,7 +329,9 @@ def test_training_set_subsets_and_steps(tmp_path, fake):
     ten_rows = f.read().splitlines()
   assert five_rows[0] == "id\tsentence\tlabel" and len(five_rows) == 6 and len(ten_rows) == 11
   assert set(five_rows) < set(ten_rows)  # Random subsets of one seed are nested.
-  assert os.path.realpath(os.path.join(five, "dev.tsv")) == os.path.join(task, "dev.tsv")
+  for name in ("dev.tsv", "test.tsv"):  # The task's own, copied.
+    with open(os.path.join(five, name)) as f, open(os.path.join(task, name)) as g:
+      assert f.read() == g.read()
   rows = _read_csv(os.path.join(out, "results.csv"))
   assert [r["num_train_examples"] for r in rows] == ["5", "10", "20"]
   # A task whose training file has no header (CoLA); the first rows.

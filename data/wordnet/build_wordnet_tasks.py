@@ -25,7 +25,9 @@ Everything is deterministic given --seed. See README.md in this directory.
 
 import collections
 import csv
+import io
 import os
+import posixpath
 import random
 import re
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Sequence, Tuple
@@ -33,6 +35,9 @@ from typing import Dict, Iterable, List, Mapping, NamedTuple, Sequence, Tuple
 from absl import app
 from absl import flags
 from absl import logging
+
+from storage import file_io
+from storage import input_files
 
 # lexnames(5WN): lexicographer file number -> name. The number is the second
 # field of every line of the data.* files.
@@ -135,10 +140,11 @@ def read_synsets(wordnet_dir: str, parts: Sequence[str] = ("noun", "verb")) -> L
   """Reads the synsets of data.<part> files, in file order."""
   synsets = []
   for part in parts:
-    with open(os.path.join(wordnet_dir, "data." + part), encoding="utf-8") as f:
-      # Lines starting with two spaces are the licence header.
-      synsets.extend(parse_data_line(line.rstrip("\n")) for line in f
-                     if not line.startswith("  ") and line.strip())
+    text = input_files.read_text(posixpath.join(wordnet_dir, "data." + part),
+                                 "WordNet data file", encoding="utf-8")
+    # Lines starting with two spaces are the licence header.
+    synsets.extend(parse_data_line(line) for line in text.split("\n")
+                   if not line.startswith("  ") and line.strip())
   return synsets
 
 
@@ -369,15 +375,17 @@ def check_disjoint(rows_by_split: Mapping[str, Sequence[Tuple]],
 
 
 def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-  """Tab-separated, no quoting (run_classifier reads without a quote character)."""
-  with open(path, "w", encoding="utf-8", newline="") as f:
-    writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, quotechar=None,
-                        lineterminator="\n")
-    writer.writerow(header)
-    for row in rows:
-      if any(("\t" in v or "\n" in v) for v in row):
-        raise ValueError("tab or newline in row %s" % (row,))
-      writer.writerow(row)
+  """Tab-separated, no quoting (run_classifier reads without a quote character);
+  written whole through tf.io.gfile (a bucket path works)."""
+  text = io.StringIO()
+  writer = csv.writer(text, delimiter="\t", quoting=csv.QUOTE_NONE, quotechar=None,
+                      lineterminator="\n")
+  writer.writerow(header)
+  for row in rows:
+    if any(("\t" in v or "\n" in v) for v in row):
+      raise ValueError("tab or newline in row %s" % (row,))
+    writer.writerow(row)
+  file_io.atomic_write(path, text.getvalue())
 
 
 def build(wordnet_dir: str, output_dir: str, seed: int) -> Dict[str, Dict[str, List]]:
@@ -405,9 +413,8 @@ def build(wordnet_dir: str, output_dir: str, seed: int) -> Dict[str, Dict[str, L
                           for row in rows_by_split[split] for column in columns]
                   for split in SPLITS}, [0])
   for task, (header, _, rows_by_split) in tasks.items():
-    os.makedirs(os.path.join(output_dir, task), exist_ok=True)
     for split, rows in rows_by_split.items():
-      write_tsv(os.path.join(output_dir, task, split + ".tsv"), header, rows)
+      write_tsv(posixpath.join(output_dir, task, split + ".tsv"), header, rows)
       labels = collections.Counter(row[-1] for row in rows)
       logging.info("%s/%s: %d rows, labels %s", task, split, len(rows),
                    dict(sorted(labels.items())))
