@@ -257,11 +257,12 @@ def main(argv, flag_values=None):
   logging.set_verbosity(logging.INFO)
 
   # Start-up checks: each fails before anything is written.
+  # The task flags' agreement first: a wrong count or name explains a missing --data_dir.
+  tasks = multitask_tasks.tasks_from_flags(F.task_name, F.data_dir, F.text_a_column,
+                                           F.text_b_column, F.label_column)
   path_flags.check_path_flags(F, dict(cli_flags.ENCODER_PATH_FLAGS,
                                       **cli_flags.ADAPTER_PATH_FLAGS,
                                       data_dir=path_checks.INPUT_DIR))
-  tasks = multitask_tasks.tasks_from_flags(F.task_name, F.data_dir, F.text_a_column,
-                                           F.text_b_column, F.label_column)
   for task in tasks:
     classifier_task.check_data_dir(task.data_dir)
   options = cli_options.run_options(F, model=model_options(F))

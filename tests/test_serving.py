@@ -595,7 +595,10 @@ def export_error(capsys, **flag_values):
 
 def test_user_errors(vocab_base, runs, tmp_path, capsys):
   out = str(tmp_path / "out")
-  assert "not an adapter bank" in export_error(capsys, bank=tmp_path / "none",
+  assert export_error(capsys, bank=tmp_path / "none", export_dir=out).endswith(
+      f"flag --bank={tmp_path / 'none'}: directory not found")
+  os.makedirs(tmp_path / "empty")
+  assert "not an adapter bank" in export_error(capsys, bank=tmp_path / "empty",
                                                 export_dir=out)
   bank = _make_bank(str(tmp_path / "bank"), vocab_base, runs, names=["sst2"])
   os.makedirs(os.path.join(bank, "tasks", "empty"))

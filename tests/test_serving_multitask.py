@@ -275,7 +275,10 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
     with pytest.raises(flags.IllegalFlagValueError, match="exactly one"):
       fv(["export", f"--export_dir={export_dir}"] + [f"--{k}={v}" for k, v in given.items()])
   message = export_error(capsys, multitask_run=tmp_path / "none", export_dir=export_dir)
-  assert "none/run_config.json: not found" in message
+  assert message.endswith(f"flag --multitask_run={tmp_path / 'none'}: directory not found")
+  os.makedirs(tmp_path / "empty")
+  message = export_error(capsys, multitask_run=tmp_path / "empty", export_dir=export_dir)
+  assert "empty/run_config.json: not found" in message
   message = export_error(capsys, multitask_run=run, export_dir=export_dir, tasks="mrpc,qqp")
   assert "no task 'qqp'" in message and "it has: mrpc, sts-b, tsv_example" in message
   # Another base than the run's (same shapes, other weights).
