@@ -120,8 +120,10 @@ def _outputs(run: setup.Run, processor, split, examples, tokenizer, batch_size):
       processor.is_regression, options.use_xla, options.pad_to_multiple_of)
 
 
-def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_size):
-  """eval_results.txt and the eval summaries (output_dir/eval), as the original's."""
+def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_size,
+             write_predictions: bool = False):
+  """eval_results.txt and the eval summaries (output_dir/eval), as the original's;
+  with `write_predictions` also eval_predictions.tsv (--eval_predictions)."""
   logging.info("***** Running evaluation *****")
   outputs = _outputs(run, processor, "eval", examples, tokenizer, batch_size)
   results = classifier_task.eval_results(task_name, outputs, batch_size, run.global_step,
@@ -131,6 +133,11 @@ def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_si
                                         results)
   classifier_task.write_eval_summaries(os.path.join(output_dir, "eval"), results,
                                        run.global_step)
+  if write_predictions:
+    classifier_metrics.write_test_results(
+        os.path.join(output_dir, "eval_predictions.tsv"),
+        classifier_task.probabilities(outputs["logits"], processor.is_regression),
+        outputs["is_real_example"])
 
 
 def predict(run: setup.Run, processor, examples, tokenizer, batch_size):
@@ -182,7 +189,8 @@ def main(argv, flag_values=None):
     if F.adapter_bank and run.strategy.extended.should_checkpoint:
       _add_to_bank(run, F.adapter_bank, bank_task, fingerprint, saved)
   if F.do_eval:
-    evaluate(run, processor, F.task_name, examples["eval"], tokenizer, F.eval_batch_size)
+    evaluate(run, processor, F.task_name, examples["eval"], tokenizer, F.eval_batch_size,
+             F.eval_predictions)
   if F.do_predict:
     predict(run, processor, examples["predict"], tokenizer, F.predict_batch_size)
 

@@ -274,6 +274,10 @@ def define_classifier_flags(flag_values=_FLAGS):
                       "(or other data files) for the task.", **fv)
   flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, "
                       "sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, xnli, ax, or tsv.", **fv)
+  flags.DEFINE_bool("eval_predictions", False, "With --do_eval, also write "
+                    "eval_predictions.tsv: each dev example's class probabilities (or "
+                    "score), in test_results.tsv's format and the dev set's order (for "
+                    "per-example analysis: experiments/study.py's bootstrap).", **fv)
   define_model_and_run_flags(flag_values)
   define_tsv_flags(flag_values)
   define_bank_flags(flag_values)

@@ -16,6 +16,10 @@ initial scale. This package does the same with `run_classifier.py`:
                                 adapters of spans of layers (heatmap)
   python -m experiments.paper_table  the paper's comparison of six methods on
                                 the WordNet tasks, as docs/paper_table.{md,json}
+  python -m experiments.study   the evidence study: the paper's claims on the
+                                four WordNet tasks with seeds, tuned on dev, with
+                                bootstrap intervals, as docs/study.md (resumable,
+                                over several sittings)
   python -m experiments.embedding_baseline  the frozen MiniLM as a sentence
                                 embedder on wordnet_example (no training)
 
@@ -29,6 +33,7 @@ Modules:
   plots     the figures and the data files beside them
   tables    JSON and CSV tables written whole or not at all
   ablation  the layer ablation (its own command; see its docstring)
+  study     the study's grids, claims and results page (its own command)
   paper_table, embedding_baseline  their own commands (see their docstrings)
 
 grids/ holds example grid files for the pretrained MiniLM and WordNet tasks

@@ -21,9 +21,9 @@ import tensorflow as tf
 from absl import flags
 
 from classification import features as classifier_features
+from classification import processors
 import convert_checkpoint
 import errors
-from classification import processors
 import numpy_bert
 import run_classifier
 from runtime import distribution
@@ -124,7 +124,8 @@ def mrpc_run(base, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("mrpc") / "out")
   logs = run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
                            output_dir=out, do_train=True, do_eval=True, do_predict=True,
-                           num_train_epochs=2, save_checkpoints_steps=2))
+                           num_train_epochs=2, save_checkpoints_steps=2,
+                           eval_predictions=True))
   return out, logs
 
 
@@ -151,6 +152,15 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   probs = _test_results(os.path.join(out, "test_results.tsv"))
   assert probs.shape == (_num_rows(os.path.join(GLUE, "MRPC", "test.tsv")), 2)
   np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+  # --eval_predictions: the dev examples' probabilities, in dev order, whose
+  # accuracy is eval_results.txt's.
+  dev = _test_results(os.path.join(out, "eval_predictions.tsv"))
+  processor = processors.get_processor("mrpc")
+  labels = [processor.get_labels().index(e.label)
+            for e in processor.get_dev_examples(os.path.join(GLUE, "MRPC"))]
+  assert dev.shape == (len(labels), 2)
+  np.testing.assert_allclose(np.mean(dev.argmax(axis=1) == labels), results["eval_accuracy"],
+                             atol=1e-6)
 
   config = json.loads(_read(os.path.join(out, "run_config.json")))
   assert config["adapter_config"] == {"size": ADAPTER, "init_scale": 1e-3, "activation": "gelu"}

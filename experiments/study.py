@@ -1,0 +1,499 @@
+r"""The evidence study: the paper's claims at budgets that decide them, with seeds.
+
+  python -m experiments.study --output_dir=output/study               # run, resumably; then the page
+  python -m experiments.study --output_dir=output/study --parts=methods --tasks=wordnet_relation
+  python -m experiments.study --output_dir=output/study --report_only  # the page from what finished
+  python -m experiments.study --output_dir=output/study --dry_run      # the points and their count
+
+Houlsby et al. (2019) tune each method's learning rate and epochs on dev,
+and compare adapters with full fine-tuning (Table 1: GLUE 80.0 vs 80.4), with
+the other ways of training few weights (Figures 3-5), over training-set sizes
+(Figure 2) and adapter initial scales (Figure 6). This command runs those
+comparisons as experiments.sweep grids (PARTS) on the four WordNet tasks with
+the pretrained MiniLM, at least 3 seeds per point, selects each method's
+setting by the mean dev metric over seeds (experiments.select), and writes one
+results page (--page, docs/study.md) with its tables, plots (experiments.plots),
+the commands and the wall time.
+
+Each (part, task) is one sweep directory, OUTPUT_DIR/PART/TASK/, so the study
+resumes as a sweep does: rerun the same command, in as many sittings as it
+takes (finished points are kept; a point stopped midway resumes from its
+checkpoint). --parts and --tasks pick what runs in a sitting; the page shows
+what has finished and says what is pending.
+
+The page's claims (CLAIMS) compare a method with full fine-tuning: the mean
+over tasks of the difference of their dev accuracies, at each method's
+selected setting, with a 95% interval from a paired bootstrap over dev
+examples and over seeds (the runs write eval_predictions.tsv for it).
+"""
+
+import dataclasses
+import datetime
+import os
+import platform
+import shlex
+import signal
+import sys
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from absl import app
+from absl import flags
+
+from classification import processors
+import errors
+from experiments import grid as grid_lib
+from experiments import plots
+from experiments import select as select_lib
+from experiments import sweep as sweep_lib
+from experiments import tables
+from storage import file_io
+from storage import input_files
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  name: str
+  text_a_column: str
+  text_b_column: Optional[str] = None
+
+
+TASKS = {t.name: t for t in (
+    Task("wordnet_lexname", "sentence"), Task("wordnet_pos", "sentence"),
+    Task("wordnet_example", "gloss", "example"), Task("wordnet_relation", "word_a", "word_b"))}
+
+SEEDS = (1, 2, 3)
+# Learning rates per method: the paper's grid (3e-5 .. 3e-3, three values)
+# centred per method where the model trains (paper_table.py's rates): few
+# trained weights want larger rates than full fine-tuning.
+ADAPTER_RATES = (3e-4, 1e-3, 3e-3)
+FULL_RATES = (3e-5, 1e-4, 3e-4)
+LAYER_NORM_RATES = (1e-3, 3e-3, 1e-2)
+HEAD_RATES = (3e-3, 1e-2, 3e-2)
+# Every method trains this many epochs; the "epochs" part checks that full
+# fine-tuning's dev metric has stopped rising by then (the paper tuned epochs
+# in {3, 20}; a second epochs value doubles the cost of every other part here).
+EPOCHS = 3
+CONVERGENCE_EPOCHS = (3, 6, 10)
+# Table 1's methods (the paper table) and, where the trade-off is drawn,
+# adapters of every size and top-K layers for K = 1..L (MiniLM has 6).
+TABLE_METHODS = [
+    {"train_mode/adapter_size": [["adapters", 8], ["adapters", 64]],
+     "learning_rate": list(ADAPTER_RATES)},
+    {"train_mode/adapter_size": [["full", 0], ["top_layers:3", 0]],
+     "learning_rate": list(FULL_RATES)},
+    {"train_mode/adapter_size": [["layer_norm", 0]], "learning_rate": list(LAYER_NORM_RATES)},
+    {"train_mode/adapter_size": [["head", 0]], "learning_rate": list(HEAD_RATES)},
+]
+TRADEOFF_METHODS = [
+    {"train_mode/adapter_size": [["adapters", m] for m in (2, 4, 16, 32, 128, 256)],
+     "learning_rate": list(ADAPTER_RATES)},
+    {"train_mode/adapter_size": [[f"top_layers:{k}", 0] for k in (1, 2, 4, 5, 6)],
+     "learning_rate": list(FULL_RATES)},
+]
+# Training-set sizes (Figure 2) with steps that train the small sets to
+# convergence (64 epochs of 100 examples) rather than to one step count.
+DATA_SIZES = [[100, 200], [250, 250], [1000, 400], [4000, 750]]
+INIT_SCALES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+
+# part -> (tasks it runs on by default, what it decides).
+PARTS = {
+    "methods": (tuple(TASKS), "Table 1 on every task; Figures 3-5 (trade-off) on "
+                "wordnet_lexname"),
+    "epochs": (tuple(TASKS), "whether full fine-tuning still gains after "
+               f"{EPOCHS} epochs"),
+    "data_size": (("wordnet_lexname",), "Figure 2: adapters vs full fine-tuning as the "
+                  "training set shrinks"),
+    "init_scale": (("wordnet_lexname",), "Figure 6: the adapters' initial scale"),
+}
+TRADEOFF_TASKS = ("wordnet_lexname",)
+
+
+def fixed_settings(task: Task, model_dir: str, data_root: str) -> Dict[str, object]:
+  """What every point of a task shares: the tsv task, MiniLM, the run shape."""
+  fixed = {"task_name": "tsv", "data_dir": os.path.join(data_root, task.name),
+           "text_a_column": task.text_a_column, "label_column": "label",
+           "vocab_file": os.path.join(model_dir, "vocab.txt"),
+           "bert_config_file": os.path.join(model_dir, "bert_config.json"),
+           "init_checkpoint": os.path.join(model_dir, "bert_model.ckpt"),
+           # Above every WordNet example but lexname's few longest (p95 29 tokens);
+           # batches are padded to their own longest example.
+           "max_seq_length": 64, "train_batch_size": 32, "eval_batch_size": 64,
+           "iterations_per_loop": 100, "save_checkpoints_steps": 1000,
+           "eval_predictions": True}
+  if task.text_b_column:
+    fixed["text_b_column"] = task.text_b_column
+  return fixed
+
+
+def part_grid(part: str, task: Task, model_dir: str, data_root: str,
+              seeds: Sequence[int] = SEEDS) -> dict:
+  """The JSON grid (experiments/grid.py) of one part on one task."""
+  fixed = fixed_settings(task, model_dir, data_root)
+  if part == "methods":
+    grids = TABLE_METHODS + (TRADEOFF_METHODS if task.name in TRADEOFF_TASKS else [])
+    return {"fixed": dict(fixed, num_train_epochs=EPOCHS), "vary": {"seed": list(seeds)},
+            "grids": grids}
+  if part == "epochs":
+    return {"fixed": dict(fixed, train_mode="full", adapter_size=0, learning_rate=1e-4),
+            "vary": {"num_train_epochs": list(CONVERGENCE_EPOCHS), "seed": list(seeds)}}
+  if part == "data_size":
+    return {"fixed": fixed,
+            "vary": {"train_examples/train_steps": DATA_SIZES,
+                     "seed/subset_seed": [[s, s] for s in seeds]},
+            "grids": [{"train_mode/adapter_size": [["adapters", 64]],
+                       "learning_rate": list(ADAPTER_RATES[1:])},
+                      {"train_mode/adapter_size": [["full", 0]],
+                       "learning_rate": list(FULL_RATES[:2])}]}
+  if part == "init_scale":
+    return {"fixed": dict(fixed, train_mode="adapters", adapter_size=64, learning_rate=1e-3,
+                          num_train_epochs=EPOCHS),
+            "vary": {"adapter_init_scale": list(INIT_SCALES), "seed": list(seeds)}}
+  raise errors.UserError(f"--parts: unknown part {part!r}; expected {', '.join(PARTS)}")
+
+
+def sweep_dir(output_dir: str, part: str, task: str) -> str:
+  return os.path.join(output_dir, part, task)
+
+
+# ------------------------------------------------------------------- claims
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """Method vs full fine-tuning: `kind` "within" (no more than `margin` below) or
+  "below" (more than `margin` below, as the paper finds for the weak baselines)."""
+  method: str
+  kind: str
+  margin: float
+  paper: str
+
+
+CLAIMS = (
+    Claim("adapters_64", "within", 0.01, "Table 1: adapters 80.0 vs full fine-tuning 80.4 "
+          "(GLUE test), i.e. within about half a point"),
+    Claim("adapters_8", "within", 0.01, "Figure 3: small adapters (8-64) stay near full "
+          "fine-tuning on most tasks"),
+    Claim("layer_norm", "below", 0.01, "Figures 3-5: training only the LayerNorms "
+          "performs clearly worse"),
+    Claim("head", "below", 0.01, "Section 3.4: a frozen encoder with a trained head "
+          "(feature extraction) is far behind"),
+)
+FULL = "full"
+
+
+def bootstrap_difference(pairs: Sequence[Mapping[str, np.ndarray]], samples: int = 2000,
+                         seed: int = 0):
+  """The mean over tasks of accuracy(method) - accuracy(full), with a 95% interval.
+
+  Args:
+    pairs: per task {"method": bool [seeds, examples], "full": bool [seeds,
+      examples]}: whether each seed's run got each dev example right (the same
+      examples, in the same order, for both).
+  Returns:
+    (estimate, low, high). A bootstrap sample redraws each task's dev
+    examples (the same draw for both methods: the comparison is paired) and,
+    independently per method, its seeds.
+  """
+  rng = np.random.default_rng(seed)
+  estimate = float(np.mean([p["method"].mean() - p[FULL].mean() for p in pairs]))
+  draws = np.zeros(samples)
+  for pair in pairs:
+    n = pair[FULL].shape[1]
+    idx = rng.integers(0, n, size=(samples, n))
+    task = np.zeros(samples)
+    for sign, key in ((1.0, "method"), (-1.0, FULL)):
+      correct = pair[key].astype(np.float64)
+      # [seeds, samples]: each seed's accuracy on each redrawn set of examples.
+      per_seed = np.stack([c[idx].mean(axis=1) for c in correct])
+      seeds = rng.integers(0, correct.shape[0], size=(samples, correct.shape[0]))
+      task += sign * np.take_along_axis(per_seed.T, seeds, axis=1).mean(axis=1)
+    draws += task / len(pairs)
+  low, high = np.percentile(draws, [2.5, 97.5])
+  return estimate, float(low), float(high)
+
+
+def verdict(claim: Claim, low: float, high: float) -> str:
+  """"holds", "fails" or "undecided" for the 95% interval [low, high] of the difference."""
+  if claim.kind == "within":
+    if low >= -claim.margin:
+      return "holds"
+    return "fails" if high < -claim.margin else "undecided"
+  if high < -claim.margin:
+    return "holds"
+  return "fails" if low >= -claim.margin else "undecided"
+
+
+def dev_labels(task_dir: str, fixed: Mapping[str, object]) -> np.ndarray:
+  """The dev examples' label ids, as run_classifier.py numbers them."""
+  processor = processors.TsvProcessor(
+      data_dir=task_dir, text_a_column=fixed["text_a_column"],
+      text_b_column=fixed.get("text_b_column"), label_column=fixed["label_column"])
+  labels = processor.get_labels()
+  return np.array([labels.index(e.label) for e in processor.get_dev_examples(task_dir)])
+
+
+def correctness(run_dir: str, labels: np.ndarray) -> np.ndarray:
+  """bool [examples]: which dev examples the run's eval_predictions.tsv gets right."""
+  path = os.path.join(run_dir, "eval_predictions.tsv")
+  rows = [line.split("\t") for line in input_files.read_text(path).splitlines() if line]
+  predicted = np.array([np.argmax([float(p) for p in row]) for row in rows])
+  if predicted.shape != labels.shape:
+    raise errors.UserError(f"{len(predicted)} predictions for {len(labels)} dev examples",
+                           path)
+  return predicted == labels
+
+
+# ------------------------------------------------------------------- the page
+
+
+def _selected(results_path: str):
+  results = tables.read_json(results_path)
+  rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []))
+  return results, {r["method"]: r for r in rows}
+
+
+def _cell(row: Optional[Mapping[str, object]]) -> str:
+  if row is None:
+    return "pending"
+  mean, std = row.get("eval_accuracy_mean"), row.get("eval_accuracy_std")
+  if mean is None:
+    return "failed"
+  return f"{mean:.3f}" + (f" ± {std:.3f}" if std is not None else "") + f" ({row['n_seeds']})"
+
+
+def _setting(row: Mapping[str, object]) -> str:
+  return f"lr {row.get('learning_rate'):g}"
+
+
+def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 2000) -> str:
+  """Writes the results page (and its plots under PAGE's stem/); returns its text."""
+  figures = os.path.splitext(page)[0]
+  lines = [
+      "# The evidence study: the paper's claims with seeds", "",
+      "[Back to the README](../README.md#results)", "",
+      f"Made by `{command}` (experiments/study.py) from the runs under `{output_dir}`; "
+      f"regenerate with `--report_only`. Written {datetime.date.today().isoformat()} on "
+      f"{platform.machine()} with {os.cpu_count()} CPUs ({platform.platform()}).", ""]
+  status, wall = [], {}
+  for part in PARTS:
+    for task in TASKS:
+      path = os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_JSON)
+      if not os.path.exists(path):
+        continue
+      results = tables.read_json(path)
+      rows = results["rows"]
+      seconds = sum(r.get("wall_seconds") or 0 for r in rows)
+      wall[part] = wall.get(part, 0) + seconds
+      ok = sum(r["status"] == "ok" for r in rows)
+      status.append(f"| {part} | {task} | {ok} | {len(rows) - ok} | "
+                    f"{len(results.get('pending', []))} | {seconds / 3600:.2f} |")
+  lines += ["## What ran", "",
+            "| part | task | points ok | failed | pending | run hours (sum of points) |",
+            "|---|---|---|---|---|---|"] + status + [""]
+  lines.append("Wall time by part (sum of the points' own times): " + ", ".join(
+      f"{part} {seconds / 3600:.2f} h" for part, seconds in wall.items()) + ".")
+  lines.append("")
+  lines += _methods_section(output_dir, figures, bootstrap_samples)
+  lines += _epochs_section(output_dir, bootstrap_samples)
+  for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
+    lines += _figure_section(output_dir, part, kind, figures)
+  text = "\n".join(lines) + "\n"
+  file_io.atomic_write(page, text)
+  return text
+
+
+def _methods_section(output_dir: str, figures: str, samples: int) -> List[str]:
+  selected = {}
+  for task in TASKS:
+    path = os.path.join(sweep_dir(output_dir, "methods", task), sweep_lib.RESULTS_JSON)
+    if os.path.exists(path):
+      selected[task] = _selected(path)
+  if not selected:
+    return ["## Table 1: not run yet", ""]
+  methods = ["adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head"]
+  lines = ["## Table 1: dev accuracy at each method's selected setting", "",
+           f"Mean ± std over seeds (number of seeds), {EPOCHS} epochs, at the learning "
+           "rate with the best mean dev accuracy (experiments.select).", "",
+           "| method | " + " | ".join(selected) + " |", "|---|" + "---|" * len(selected)]
+  for method in methods:
+    cells = [_cell(rows.get(method)) for _, rows in selected.values()]
+    lines.append(f"| {method} | " + " | ".join(cells) + " |")
+  lines += ["", "Selected settings: " + "; ".join(
+      f"{task}: " + ", ".join(f"{m} {_setting(r)}" for m, r in rows.items() if m in methods)
+      for task, (_, rows) in selected.items()) + ".", ""]
+  lines += ["## The claims", "",
+            "Difference of dev accuracy from full fine-tuning, mean over the tasks that "
+            "have both methods, with a 95% interval from a paired bootstrap over dev "
+            f"examples and seeds ({samples} samples).", "",
+            "| claim | paper | tasks | difference | 95% interval | verdict |",
+            "|---|---|---|---|---|---|"]
+  for claim in CLAIMS:
+    task_pairs = []
+    for task, (results, rows) in selected.items():
+      if claim.method not in rows or FULL not in rows:
+        continue
+      task_pairs.append({key: _runs_correct(output_dir, "methods", task, results,
+                                            rows[name]["points"])
+                         for key, name in (("method", claim.method), (FULL, FULL))})
+    what = (f"{claim.method} within {100 * claim.margin:g} point of full" if
+            claim.kind == "within" else
+            f"{claim.method} more than {100 * claim.margin:g} point below full")
+    if not task_pairs:
+      lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
+      continue
+    estimate, low, high = bootstrap_difference(task_pairs, samples)
+    lines.append(f"| {what} | {claim.paper} | {len(task_pairs)} | {100 * estimate:+.2f} | "
+                 f"[{100 * low:+.2f}, {100 * high:+.2f}] | {verdict(claim, low, high)} |")
+  lines.append("")
+  for task in TRADEOFF_TASKS:
+    if task in selected:
+      lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
+                     "Figures 3-5: dev accuracy vs trained parameters")
+  return lines
+
+
+def _runs_correct(output_dir: str, part: str, task: str, results: Mapping,
+                  points: Sequence[str]) -> np.ndarray:
+  """bool [runs, dev examples]: which dev examples each of the points got right."""
+  fixed = results["grid"]["fixed"]
+  labels = dev_labels(fixed["data_dir"], fixed)
+  runs_dir = os.path.join(sweep_dir(output_dir, part, task), "runs")
+  return np.stack([correctness(os.path.join(runs_dir, p), labels) for p in points])
+
+
+def _epochs_section(output_dir: str, samples: int) -> List[str]:
+  """Full fine-tuning at CONVERGENCE_EPOCHS: has its dev metric stopped rising?"""
+  lines = []
+  for task in TASKS:
+    path = os.path.join(sweep_dir(output_dir, "epochs", task), sweep_lib.RESULTS_JSON)
+    if not os.path.exists(path):
+      continue
+    results = tables.read_json(path)
+    rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []), tune=())
+    by_epochs = {r["num_train_epochs"]: r for r in rows}
+    if not lines:
+      lines = [f"## Epochs: does full fine-tuning still gain after {EPOCHS}?", "",
+               "Full fine-tuning, learning rate 1e-4; the difference is the best longer "
+               f"budget minus {EPOCHS} epochs, with its 95% bootstrap interval.", "",
+               "| task | " + " | ".join(f"{e} epochs" for e in CONVERGENCE_EPOCHS)
+               + " | difference | 95% interval | reading |",
+               "|---|" + "---|" * (len(CONVERGENCE_EPOCHS) + 3)]
+    cells = [_cell(by_epochs.get(e)) for e in CONVERGENCE_EPOCHS]
+    longer = [r for e, r in by_epochs.items() if e != EPOCHS
+              and r.get("eval_accuracy_mean") is not None]
+    if EPOCHS not in by_epochs or not longer:
+      lines.append(f"| {task} | " + " | ".join(cells) + " | | | pending |")
+      continue
+    best = max(longer, key=lambda r: r["eval_accuracy_mean"])
+    pair = {"method": _runs_correct(output_dir, "epochs", task, results, best["points"]),
+            FULL: _runs_correct(output_dir, "epochs", task, results,
+                                by_epochs[EPOCHS]["points"])}
+    estimate, low, high = bootstrap_difference([pair], samples)
+    reading = ("still rising" if low > 0 else f"stopped by {EPOCHS} epochs"
+               if high < 0.01 else "undecided")
+    lines.append(f"| {task} | " + " | ".join(cells) + f" | {100 * estimate:+.2f} "
+                 f"({best['num_train_epochs']:g} ep) | [{100 * low:+.2f}, {100 * high:+.2f}] "
+                 f"| {reading} |")
+  return lines + [""] if lines else []
+
+
+def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List[str]:
+  lines = []
+  for task in TASKS:
+    directory = sweep_dir(output_dir, part, task)
+    if os.path.exists(os.path.join(directory, sweep_lib.RESULTS_JSON)):
+      lines += _plot(directory, kind, figures, task, PARTS[part][1])
+  return lines
+
+
+def _plot(directory: str, kind: str, figures: str, task: str, title: str) -> List[str]:
+  out = os.path.join(figures, f"{kind}_{task}")
+  try:
+    paths = plots.make_plot(os.path.join(directory, sweep_lib.RESULTS_JSON), kind, out)
+  except errors.UserError as e:
+    return [f"## {title} ({task})", "", f"Not drawn: {e}", ""]
+  page_dir = os.path.dirname(figures)
+  points = tables.read_json(paths["json"])["rows"]
+  rows = [f"| {p['series']} | {p['label'] or ''} | {p['x']:g} | {p['y']:.3f} | "
+          f"{'' if p['y_std'] is None else format(p['y_std'], '.3f')} | {p['n_seeds']} |"
+          for p in points]
+  return [f"## {title} ({task})", "",
+          f"![{kind}]({os.path.relpath(paths['png'], page_dir)})", "",
+          "| series | label | x | dev accuracy | std | seeds |", "|---|---|---|---|---|---|"]\
+      + rows + ["", f"Points: `{os.path.relpath(paths['csv'], page_dir)}`.", ""]
+
+
+# ------------------------------------------------------------------- command
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=FLAGS):
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("output_dir", "output/study", "Where the sweeps go (PART/TASK/).", **fv)
+  flags.DEFINE_list("parts", list(PARTS), "Parts to run: " + ", ".join(PARTS) + ".", **fv)
+  flags.DEFINE_list("tasks", None, "Tasks to run them on (default: each part's own: "
+                    "methods on all four, the figures on wordnet_lexname).", **fv)
+  flags.DEFINE_list("seeds", [str(s) for s in SEEDS], "Seeds of every point.", **fv)
+  flags.DEFINE_string("model_dir", "models/minilm", "The converted MiniLM (demo.sh).", **fv)
+  flags.DEFINE_string("data_root", "data/wordnet", "Where the WordNet tasks are.", **fv)
+  flags.DEFINE_integer("parallel", 1, "Points run at a time.", **fv)
+  flags.DEFINE_string("page", "docs/study.md", "The results page.", **fv)
+  flags.DEFINE_integer("bootstrap_samples", 2000, "Bootstrap samples per claim.", **fv)
+  flags.DEFINE_bool("report_only", False, "Write the page from what has finished; run "
+                    "nothing.", **fv)
+  flags.DEFINE_bool("dry_run", False, "Print each sweep's pending points; run nothing.", **fv)
+
+
+def planned(flag_values) -> List[tuple]:
+  """(part, task, grid) of each sweep the flags ask for."""
+  seeds = [int(s) for s in flag_values.seeds]
+  out = []
+  for part in flag_values.parts:
+    if part not in PARTS:
+      raise errors.UserError(f"--parts: unknown part {part!r}; expected {', '.join(PARTS)}")
+    for name in flag_values.tasks or PARTS[part][0]:
+      if name not in TASKS:
+        raise errors.UserError(f"--tasks: unknown task {name!r}; expected "
+                               f"{', '.join(TASKS)}")
+      out.append((part, name, part_grid(part, TASKS[name], flag_values.model_dir,
+                                        flag_values.data_root, seeds)))
+  return out
+
+
+def main(argv, flag_values=None):
+  del argv
+  F = flag_values or FLAGS
+  command = shlex.join(["python", "-m", "experiments.study"] + sys.argv[1:])
+  previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+  try:
+    if not F.report_only:
+      for part, task, grid in planned(F):
+        sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
+                                sweep_dir(F.output_dir, part, task), parallel=F.parallel)
+        if F.dry_run:
+          print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
+          continue
+        print(f"=== {part} on {task}: {PARTS[part][1]}")
+        sweep.run()
+    if not F.dry_run:
+      report(F.output_dir, F.page, command, F.bootstrap_samples)
+      print(f"Results page: {F.page}")
+  except errors.UserError as e:
+    print(f"ERROR: {e}", file=sys.stderr)
+    return 2
+  except (KeyboardInterrupt, sweep_lib.Interrupted):
+    return 130
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+  return 0
+
+
+def _raise_interrupted(signum, frame):
+  raise sweep_lib.Interrupted()  # The sweep stops its points as on Ctrl-C.
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,180 @@
+"""experiments/study.py: its grids, the bootstrap of the claims, and the results page.
+
+The grids are counted by hand from the paper's design; the bootstrap is checked
+against cases whose answer is known in closed form; the page is written from a
+study directory made here (results tables and eval_predictions.tsv files as
+the sweep and run_classifier.py write them), so no model runs.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from experiments import grid as grid_lib
+from experiments import study
+
+
+def _points(part, task):
+  grid = study.part_grid(part, study.TASKS[task], "models/minilm", "data/wordnet")
+  return grid_lib.Grid.from_json(grid).points()
+
+
+def test_the_grids_are_the_papers_design():
+  # Table 1's six methods, three learning rates each, seeds 1-3, 3 epochs.
+  relation = _points("methods", "wordnet_relation")
+  assert len(relation) == 6 * 3 * 3
+  assert {p.settings["num_train_epochs"] for p in relation} == {3}
+  assert {(p.settings["train_mode"], p.settings["adapter_size"]) for p in relation} == {
+      ("adapters", 8), ("adapters", 64), ("full", 0), ("top_layers:3", 0),
+      ("layer_norm", 0), ("head", 0)}
+  # wordnet_lexname adds the trade-off: adapters 2..256 and top-K for K = 1..6.
+  lexname = _points("methods", "wordnet_lexname")
+  assert len(lexname) == (6 + 6 + 5) * 3 * 3
+  sizes = sorted({p.settings["adapter_size"] for p in lexname
+                  if p.settings["train_mode"] == "adapters"})
+  assert sizes == [2, 4, 8, 16, 32, 64, 128, 256]
+  assert sorted(p.settings["train_mode"] for p in lexname
+                if p.settings["train_mode"].startswith("top_layers")
+                and p.settings["seed"] == 1 and p.settings["learning_rate"] == 1e-4) == [
+                    f"top_layers:{k}" for k in range(1, 7)]
+  # Full fine-tuning at 3, 6 and 10 epochs: has it stopped rising by 3?
+  epochs = _points("epochs", "wordnet_pos")
+  assert sorted((p.settings["num_train_epochs"], p.settings["seed"]) for p in epochs) == [
+      (e, s) for e in (3, 6, 10) for s in (1, 2, 3)]
+  assert {p.settings["train_mode"] for p in epochs} == {"full"}
+  # Figure 2: four sizes from 100 up, the small ones trained for many epochs.
+  sizes = _points("data_size", "wordnet_lexname")
+  assert len(sizes) == 4 * 3 * (2 + 2)
+  epochs = {p.settings["train_examples"]: p.settings["train_steps"] * 32
+            / p.settings["train_examples"] for p in sizes}
+  assert sorted(epochs) == [100, 250, 1000, 4000] and epochs[100] == 64 and epochs[4000] == 6
+  # Figure 6: nine initial scales from 1e-4 to 1.
+  scales = sorted({p.settings["adapter_init_scale"] for p in _points("init_scale",
+                                                                     "wordnet_lexname")})
+  assert len(scales) == 9 and scales[0] == 1e-4 and scales[-1] == 1.0
+  # Every run writes its dev predictions, for the bootstrap.
+  assert all(p.settings["eval_predictions"] is True for p in relation)
+  pair = _points("methods", "wordnet_example")[0].settings
+  assert (pair["text_a_column"], pair["text_b_column"]) == ("gloss", "example")
+
+
+def test_bootstrap_of_equal_runs_is_exactly_zero():
+  # The same runs (every seed alike): the paired draws of examples cancel.
+  correct = np.stack([np.random.default_rng(1).random(500) < 0.8] * 3)
+  estimate, low, high = study.bootstrap_difference(
+      [{"method": correct, "full": correct}] * 2, samples=300)
+  assert estimate == low == high == 0.0
+
+
+def test_bootstrap_interval_is_the_binomial_one_for_a_sure_method():
+  # The method is always right; full fine-tuning right on 90% of 1,000
+  # examples in every seed: the difference is 0.1 and its sampling std over
+  # examples sqrt(0.9 * 0.1 / 1000) (seeds add nothing: they agree).
+  n = 1000
+  full = np.arange(n) % 10 != 0
+  pair = {"method": np.ones((3, n), bool), "full": np.stack([full] * 3)}
+  estimate, low, high = study.bootstrap_difference([pair], samples=4000)
+  sigma = math.sqrt(0.9 * 0.1 / n)
+  assert estimate == pytest.approx(0.1)
+  assert low == pytest.approx(0.1 - 1.96 * sigma, abs=0.003)
+  assert high == pytest.approx(0.1 + 1.96 * sigma, abs=0.003)
+
+
+def test_bootstrap_counts_the_spread_between_seeds():
+  # Two seeds of the method: one right everywhere, one wrong everywhere
+  # (mean 0.5); resampling seeds gives draws of 0, 0.5 and 1 with
+  # probabilities 1/4, 1/2, 1/4, so the 95% interval spans [-0.5, 0.5]
+  # around full fine-tuning's 0.5.
+  n = 200
+  pair = {"method": np.stack([np.ones(n, bool), np.zeros(n, bool)]),
+          "full": np.stack([np.arange(n) % 2 == 0] * 2)}
+  estimate, low, high = study.bootstrap_difference([pair], samples=2000)
+  assert estimate == pytest.approx(0.0)
+  assert low == pytest.approx(-0.5, abs=0.08) and high == pytest.approx(0.5, abs=0.08)
+
+
+@pytest.mark.parametrize("kind,low,high,expected", [
+    ("within", -0.005, 0.01, "holds"), ("within", -0.03, -0.02, "fails"),
+    ("within", -0.02, 0.0, "undecided"), ("below", -0.2, -0.1, "holds"),
+    ("below", 0.0, 0.01, "fails"), ("below", -0.05, 0.0, "undecided")])
+def test_verdicts(kind, low, high, expected):
+  claim = study.Claim("m", kind, 0.01, "")
+  assert study.verdict(claim, low, high) == expected
+
+
+def _write(path, text):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    f.write(text)
+
+
+def test_results_page_from_a_study_directory(tmp_path):
+  """Two methods, two seeds, on a 10-example dev set; the page's numbers by hand."""
+  data = tmp_path / "data" / "wordnet_relation"
+  labels = ["a", "b"] * 5
+  _write(str(data / "train.tsv"), "word_a\tword_b\tlabel\nx\ty\ta\nx\tz\tb\n")
+  _write(str(data / "dev.tsv"), "word_a\tword_b\tlabel\n"
+         + "".join(f"w{i}\tv{i}\t{l}\n" for i, l in enumerate(labels)))
+  out = tmp_path / "study"
+  sweep = out / "methods" / "wordnet_relation"
+  # How many of the 10 dev examples each run gets right.
+  right = {("full", 0, 1e-4, 1): 9, ("full", 0, 1e-4, 2): 8,
+           ("full", 0, 3e-5, 1): 5, ("full", 0, 3e-5, 2): 5,
+           ("adapters", 64, 1e-3, 1): 8, ("adapters", 64, 1e-3, 2): 8}
+  rows = []
+  for (mode, size, lr, seed), k in right.items():
+    point = f"{mode}-{size}-{lr}-{seed}"
+    probs = "".join(("0.9\t0.1\n" if (l == "a") == (i < k) else "0.1\t0.9\n")
+                    for i, l in enumerate(labels))
+    _write(str(sweep / "runs" / point / "eval_predictions.tsv"), probs)
+    rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
+                 "method": "full" if mode == "full" else f"adapters_{size}",
+                 "learning_rate": lr, "num_train_epochs": 3, "seed": seed,
+                 "eval_accuracy": k / 10, "eval_loss": 1.0 - k / 10, "wall_seconds": 1800})
+  fixed = {"data_dir": str(data), "text_a_column": "word_a", "text_b_column": "word_b",
+           "label_column": "label"}
+  _write(str(sweep / "results.json"), json.dumps({
+      "rows": rows, "pending": ["one-left"], "grid": {"fixed": fixed},
+      "varied_keys": ["train_mode", "adapter_size", "learning_rate", "num_train_epochs",
+                      "seed"]}))
+  page = str(tmp_path / "docs" / "study.md")
+  text = study.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  with open(page) as f:
+    assert f.read() == text
+  assert "| methods | wordnet_relation | 6 | 0 | 1 | 3.00 |" in text
+  # full: 1e-4 selected (mean 0.85 over seeds, against 0.5 at 3e-5).
+  assert "| full | 0.850 ± 0.071 (2) |" in text
+  assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
+  assert "full lr 0.0001" in text
+  claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
+  # 0.80 - 0.85 = -5 points: far more than 1 point below, but 10 examples
+  # leave the interval wide.
+  assert len(claim) == 1 and "| 1 | -5.00 | [" in claim[0], claim
+  cells = claim[0].split(" | ")
+  low, high = (float(v) for v in cells[4].strip("[]").split(", "))
+  assert low < -5.0 < high and cells[5].strip(" |") in ("fails", "undecided")
+  assert "| head more than 1 point below full |" in text and "| 0 | | | pending |" in text
+  assert "## Epochs" not in text  # Not run.
+
+  # Full fine-tuning at 3 and 6 epochs (10 pending): 6 is 2 points better.
+  epochs = out / "epochs" / "wordnet_relation"
+  rows = []
+  for (num_epochs, seed), k in {(3, 1): 7, (3, 2): 7, (6, 1): 9, (6, 2): 9}.items():
+    point = f"e{num_epochs}-{seed}"
+    probs = "".join(("0.9\t0.1\n" if (l == "a") == (i < k) else "0.1\t0.9\n")
+                    for i, l in enumerate(labels))
+    _write(str(epochs / "runs" / point / "eval_predictions.tsv"), probs)
+    rows.append({"point": point, "status": "ok", "train_mode": "full", "adapter_size": 0,
+                 "method": "full", "num_train_epochs": num_epochs, "seed": seed,
+                 "eval_accuracy": k / 10, "eval_loss": 0.5, "wall_seconds": 60})
+  _write(str(epochs / "results.json"), json.dumps({
+      "rows": rows, "pending": [], "grid": {"fixed": fixed},
+      "varied_keys": ["num_train_epochs", "seed"]}))
+  text = study.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.700")]
+  assert len(line) == 1, text
+  assert line[0].startswith("| wordnet_relation | 0.700 ± 0.000 (2) | 0.900 ± 0.000 (2) | "
+                            "pending | +20.00 (6 ep) | ["), line
