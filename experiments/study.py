@@ -37,10 +37,12 @@ import sys
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 from absl import app
 from absl import flags
 
 from classification import processors
+from cli import path_flags
 import errors
 from experiments import grid as grid_lib
 from experiments import plots
@@ -49,6 +51,7 @@ from experiments import sweep as sweep_lib
 from experiments import tables
 from storage import file_io
 from storage import input_files
+from storage import path_checks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,7 +282,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   for part in PARTS:
     for task in TASKS:
       path = os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_JSON)
-      if not os.path.exists(path):
+      if not tf.io.gfile.exists(path):
         continue
       results = tables.read_json(path)
       rows = results["rows"]
@@ -307,7 +310,7 @@ def _methods_section(output_dir: str, figures: str, samples: int) -> List[str]:
   selected = {}
   for task in TASKS:
     path = os.path.join(sweep_dir(output_dir, "methods", task), sweep_lib.RESULTS_JSON)
-    if os.path.exists(path):
+    if tf.io.gfile.exists(path):
       selected[task] = _selected(path)
   if not selected:
     return ["## Table 1: not run yet", ""]
@@ -367,7 +370,7 @@ def _epochs_section(output_dir: str, samples: int) -> List[str]:
   lines = []
   for task in TASKS:
     path = os.path.join(sweep_dir(output_dir, "epochs", task), sweep_lib.RESULTS_JSON)
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
       continue
     results = tables.read_json(path)
     rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []), tune=())
@@ -402,7 +405,7 @@ def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List
   lines = []
   for task in TASKS:
     directory = sweep_dir(output_dir, part, task)
-    if os.path.exists(os.path.join(directory, sweep_lib.RESULTS_JSON)):
+    if tf.io.gfile.exists(os.path.join(directory, sweep_lib.RESULTS_JSON)):
       lines += _plot(directory, kind, figures, task, PARTS[part][1])
   return lines
 
@@ -468,6 +471,9 @@ def main(argv, flag_values=None):
   command = shlex.join(["python", "-m", "experiments.study"] + sys.argv[1:])
   previous = signal.signal(signal.SIGTERM, _raise_interrupted)
   try:
+    path_flags.check_path_flags(F, dict(
+        output_dir=path_checks.OUTPUT_DIR, model_dir=path_checks.INPUT_DIR,
+        data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE))
     if not F.report_only:
       for part, task, grid in planned(F):
         sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),

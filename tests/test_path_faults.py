@@ -35,6 +35,7 @@ from experiments import multitask_comparison
 from experiments import paper_table
 from experiments import plots
 from experiments import select
+from experiments import study
 from experiments import sweep
 from serving import export
 from squad import evaluate as squad_evaluate
@@ -133,6 +134,10 @@ COMMANDS = {
             results=IN_FILE, output_prefix=OUT_FILE)),
     "experiments.sweep": (sweep, "absl", lambda g, out: _flags(
         output_dir=out, grid=g["grid"]), dict(output_dir=OUT_DIR, grid=IN_FILE)),
+    "experiments.study": (study, "absl", lambda g, out: _flags(
+        output_dir=out, model_dir=g["model"], data_root=g["data_root"],
+        page=out + "/study.md", dry_run=True), dict(
+            output_dir=OUT_DIR, model_dir=IN_DIR, data_root=IN_DIR, page=OUT_FILE)),
     "experiments.paper_table": (paper_table, "global", lambda g, out: _flags(
         model_dir=g["model"], data_root=g["data_root"], output_root=out,
         results_json=out + ".json", results_md=out + ".md"), dict(
