@@ -414,7 +414,7 @@ def _wrong_config(base, tmp_path):
 BAD_INPUTS = {
     "missing data_dir": (
         lambda b, t: dict(data_dir=str(t / "nowhere")), errors.UserError,
-        r"^--data_dir=.*nowhere is not a directory$"),
+        r"^flag --data_dir=.*nowhere: directory not found$"),
     "missing file": (
         lambda b, t: dict(data_dir=_mrpc_copy(t, lambda d: (d / "dev.tsv").unlink())),
         errors.UserError, r"^.*MRPC/dev\.tsv: TSV file not found$"),
