@@ -275,9 +275,15 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines = [
       "# The evidence study: the paper's claims with seeds", "",
       "[Back to the README](../README.md#results)", "",
-      f"Made by `{command}` (experiments/study.py) from the runs under `{output_dir}`; "
-      f"regenerate with `--report_only`. Written {datetime.date.today().isoformat()} on "
+      f"Written by `{command}` (experiments/study.py) from the runs under `{output_dir}`; "
+      f"`--report_only` rewrites it. {datetime.date.today().isoformat()}, "
       f"{platform.machine()} with {os.cpu_count()} CPUs ({platform.platform()}).", ""]
+  sittings_path = os.path.join(output_dir, SITTINGS_FILE)
+  if tf.io.gfile.exists(sittings_path):
+    lines += ["The sittings that ran the points (a sweep's last point finished at "
+              "`last_finished`):", ""] + [
+                  f"- `{s['command']}`: {s['started']} to {s['last_finished']}"
+                  for s in tables.read_json(sittings_path)] + [""]
   status, wall = [], {}
   for part in PARTS:
     for task in TASKS:
@@ -346,8 +352,12 @@ def _methods_section(output_dir: str, figures: str, samples: int) -> List[str]:
       lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
       continue
     estimate, low, high = bootstrap_difference(task_pairs, samples)
+    seeds = min(p[k].shape[0] for p in task_pairs for k in p)
+    # With one seed the interval covers the draw of dev examples only.
+    caveat = " (1 seed: the interval leaves out seed variation)" if seeds < 2 else ""
     lines.append(f"| {what} | {claim.paper} | {len(task_pairs)} | {100 * estimate:+.2f} | "
-                 f"[{100 * low:+.2f}, {100 * high:+.2f}] | {verdict(claim, low, high)} |")
+                 f"[{100 * low:+.2f}, {100 * high:+.2f}] | "
+                 f"{verdict(claim, low, high)}{caveat} |")
   lines.append("")
   for task in TRADEOFF_TASKS:
     if task in selected:
@@ -475,6 +485,7 @@ def main(argv, flag_values=None):
         output_dir=path_checks.OUTPUT_DIR, model_dir=path_checks.INPUT_DIR,
         data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE))
     if not F.report_only:
+      started = datetime.datetime.now().isoformat(timespec="seconds")
       for part, task, grid in planned(F):
         sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
                                 sweep_dir(F.output_dir, part, task), parallel=F.parallel)
@@ -482,7 +493,10 @@ def main(argv, flag_values=None):
           print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
           continue
         print(f"=== {part} on {task}: {PARTS[part][1]}")
-        sweep.run()
+        try:
+          sweep.run()
+        finally:
+          record_sitting(F.output_dir, command, started)
     if not F.dry_run:
       report(F.output_dir, F.page, command, F.bootstrap_samples)
       print(f"Results page: {F.page}")
@@ -494,6 +508,19 @@ def main(argv, flag_values=None):
   finally:
     signal.signal(signal.SIGTERM, previous)
   return 0
+
+
+SITTINGS_FILE = "sittings.json"
+
+
+def record_sitting(output_dir: str, command: str, started: str) -> None:
+  """Adds (or updates) this sitting in OUTPUT_DIR/sittings.json: the page lists them."""
+  path = os.path.join(output_dir, SITTINGS_FILE)
+  sittings = tables.read_json(path) if tf.io.gfile.exists(path) else []
+  sittings = [s for s in sittings if s["started"] != started] + [{
+      "command": command, "started": started,
+      "last_finished": datetime.datetime.now().isoformat(timespec="seconds")}]
+  tables.write_json(path, sittings)
 
 
 def _raise_interrupted(signum, frame):

@@ -158,8 +158,11 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
       "rows": rows, "pending": ["one-left"], "grid": {"fixed": fixed},
       "varied_keys": ["train_mode", "adapter_size", "learning_rate", "num_train_epochs",
                       "seed"]}))
+  study.record_sitting(str(out), "python -m experiments.study --seeds=1,2",
+                       "2026-11-24T20:00:00")
   page = str(tmp_path / "docs" / "study.md")
   text = study.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  assert "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to " in text
   with tf.io.gfile.GFile(page) as f:
     assert f.read() == text
   assert "| methods | wordnet_relation | 6 | 0 | 1 | 3.00 |" in text
