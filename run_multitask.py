@@ -38,6 +38,8 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from adapter_layers import AdapterConfig
+from checkpoints import adapter_weights
 from classification import features as classifier_features
 from classification import metrics as classifier_metrics
 from classification import task as classifier_task
@@ -101,6 +103,36 @@ def define_flags(flag_values=flags.FLAGS):
   for name in ("task_embedding_dim", "projector_hidden_dim", "projected_dim"):
     check(flag_values, name, *flag_checks.POSITIVE_INT)
   cli_flags.check_model_and_run_flags(flag_values)
+
+
+def take_recorded_settings(F) -> None:
+  """With --adapter_checkpoint, the model flags left unset take the values its file
+  records (adapter type, HyperFormer++'s widths, the shared adapters' config), as
+  run_classifier.py's do (cli/options); a flag given with another value is refused.
+
+  The flags are set in place: the model flags are read from F throughout main.
+  """
+  if not F.adapter_checkpoint:
+    return
+  header = adapter_weights.read_adapter_header(F.adapter_checkpoint)
+  metadata = header.get("metadata", {})
+  recorded = {k: metadata[k] for k in ("adapter_type",) if k in metadata}
+  hyper = metadata.get("hyperformer_config")
+  if hyper:
+    recorded.update((name, hyper[name]) for name in HYPERFORMER_FLAGS if name in hyper)
+  elif recorded.get("adapter_type") == "shared":
+    config = AdapterConfig.from_dict(header["adapter_config"])
+    recorded.update((flag, getattr(config, key))
+                    for key, flag in cli_options.ADAPTER_CONFIG_FLAGS.items())
+  given = {name for name in recorded if flag_checks.flag_given(F[name])}
+  for name, value in cli_options.take_recorded(
+      F.adapter_checkpoint, recorded, {n: F[n].value for n in recorded}, given).items():
+    F[name].value = value
+
+
+# HyperFormer++'s flags, named as its config's fields.
+HYPERFORMER_FLAGS = ("adapter_size", "task_embedding_dim", "projector_hidden_dim",
+                     "projected_dim")
 
 
 def model_options(F) -> model_setup.ModelOptions:
@@ -265,6 +297,7 @@ def main(argv, flag_values=None):
                                       data_dir=path_checks.INPUT_DIR))
   for task in tasks:
     classifier_task.check_data_dir(task.data_dir)
+  take_recorded_settings(F)
   options = cli_options.run_options(F, model=model_options(F))
   hyper_config = hyperformer_config(F)
   base = setup.read_base(options)

@@ -54,16 +54,20 @@ def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object]
   """
   recorded = AdapterConfig.from_dict(
       adapter_weights.read_adapter_header(adapter_checkpoint)["adapter_config"])
-  settings = {}
-  for key, flag in ADAPTER_CONFIG_FLAGS.items():
-    value = getattr(recorded, key)
+  return take_recorded(adapter_checkpoint, {flag: getattr(recorded, key) for key, flag
+                                            in ADAPTER_CONFIG_FLAGS.items()}, values, given)
+
+
+def take_recorded(adapter_checkpoint: str, recorded: Dict[str, object],
+                  values: Dict[str, object], given) -> Dict[str, object]:
+  """`recorded` (flag -> the value the adapter file records), refusing a flag in
+  `given` whose value in `values` contradicts it."""
+  for flag, value in recorded.items():
     if flag in given and values[flag] != value:
       raise errors.UserError(
-          f"--{flag}={values[flag]}: the adapters at "
-          f"{adapter_checkpoint} were trained with {flag} {value}; leave --{flag} out to "
-          "take it from them")
-    settings[flag] = value
-  return settings
+          f"--{flag}={values[flag]}: the adapters at {adapter_checkpoint} were trained "
+          f"with {flag} {value}; leave --{flag} out to take it from them")
+  return dict(recorded)
 
 
 def run_options(flag_values,

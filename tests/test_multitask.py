@@ -324,12 +324,22 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
                                                                      tmp_path):
   out, _ = hyperformer_run
   again = str(tmp_path / "eval_only")
-  run_main(**_flags(base, adapter_type="hyperformer", do_predict=True, do_eval=True,
-                    adapter_checkpoint=os.path.join(out, "adapter_model"), output_dir=again))
+  adapters = os.path.join(out, "adapter_model")
+  # No model flags: the adapter file gives the type, the sizes and HyperFormer++'s widths.
+  recorded = dict(adapter_type=None, adapter_size=None,
+                  **{k: None for k in TINY_HYPER})
+  run_main(**_flags(base, do_predict=True, do_eval=True, adapter_checkpoint=adapters,
+                    output_dir=again, **recorded))
   for task in TASK_NAMES:
     for name in ("test_results.tsv", "eval_results.txt"):
       assert open(os.path.join(again, task, name)).read() == \
           open(os.path.join(out, task, name)).read(), (task, name)
+  # A flag that contradicts the file is refused, naming both.
+  with pytest.raises(errors.UserError) as e:
+    run_main(**_flags(base, do_eval=True, adapter_checkpoint=adapters,
+                      output_dir=str(tmp_path / "refused"), **dict(recorded, adapter_size=16)))
+  assert str(e.value) == (f"--adapter_size=16: the adapters at {adapters} were trained with "
+                          "adapter_size 8; leave --adapter_size out to take it from them")
 
 
 def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tmp_path):
