@@ -45,6 +45,7 @@ from classification import processors
 from cli import path_flags
 import errors
 from experiments import grid as grid_lib
+from experiments import multitask_comparison
 from experiments import plots
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
@@ -108,7 +109,25 @@ PARTS = {
     "data_size": (("wordnet_lexname",), "Figure 2: adapters vs full fine-tuning as the "
                   "training set shrinks"),
     "init_scale": (("wordnet_lexname",), "Figure 6: the adapters' initial scale"),
+    # Not a sweep: experiments.multitask_comparison, on the four tasks at once.
+    "multitask": (("all",), "HyperFormer++ against per-task and shared adapters"),
 }
+# The multi-task comparison: every method at the rate of the earlier runs, and
+# HyperFormer++ (encoder frozen) also at a third and three times it, to find
+# out whether its spread between seeds is its learning rate.
+MULTITASK_EPOCHS = 3.0
+MULTITASK_RATES = {3e-4: ("houlsby", "shared", "hyperformer", "hyperformer_ln"),
+                   1e-4: ("hyperformer",), 1e-3: ("hyperformer",)}
+
+
+def multitask_runs(output_dir: str, model_dir: str, data_root: str,
+                   seeds: Sequence[int]) -> List[List[str]]:
+  """experiments.multitask_comparison's flags, one list per learning rate."""
+  return [[f"--output_dir={os.path.join(output_dir, 'multitask', f'lr-{rate:g}')}",
+           f"--seeds={','.join(map(str, seeds))}", f"--methods={','.join(methods)}",
+           f"--model_dir={model_dir}", f"--data_root={data_root}",
+           f"--num_train_epochs={MULTITASK_EPOCHS:g}", f"--learning_rate={rate:g}"]
+          for rate, methods in MULTITASK_RATES.items()]
 TRADEOFF_TASKS = ("wordnet_lexname",)
 
 
@@ -307,6 +326,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += _epochs_section(output_dir, bootstrap_samples)
   for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
     lines += _figure_section(output_dir, part, kind, figures)
+  lines += _multitask_section(output_dir)
   text = "\n".join(lines) + "\n"
   file_io.atomic_write(page, text)
   return text
@@ -411,6 +431,19 @@ def _epochs_section(output_dir: str, samples: int) -> List[str]:
   return lines + [""] if lines else []
 
 
+def _multitask_section(output_dir: str) -> List[str]:
+  """Each learning rate's comparison table (experiments.multitask_comparison's own)."""
+  lines = []
+  for rate, methods in MULTITASK_RATES.items():
+    path = os.path.join(output_dir, "multitask", f"lr-{rate:g}", "comparison.md")
+    if tf.io.gfile.exists(path):
+      if not lines:
+        lines = [f"## Multi-task: {PARTS['multitask'][1]} ({MULTITASK_EPOCHS:g} epochs)", ""]
+      lines += [f"Learning rate {rate:g} ({', '.join(methods)}):", "",
+                input_files.read_text(path).strip(), ""]
+  return lines
+
+
 def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List[str]:
   lines = []
   for task in TASKS:
@@ -466,6 +499,9 @@ def planned(flag_values) -> List[tuple]:
   for part in flag_values.parts:
     if part not in PARTS:
       raise errors.UserError(f"--parts: unknown part {part!r}; expected {', '.join(PARTS)}")
+    if part == "multitask":
+      out.append((part, "all", None))
+      continue
     for name in flag_values.tasks or PARTS[part][0]:
       if name not in TASKS:
         raise errors.UserError(f"--tasks: unknown task {name!r}; expected "
@@ -487,6 +523,9 @@ def main(argv, flag_values=None):
     if not F.report_only:
       started = datetime.datetime.now().isoformat(timespec="seconds")
       for part, task, grid in planned(F):
+        if part == "multitask":
+          _run_multitask(F, command, started)
+          continue
         sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
                                 sweep_dir(F.output_dir, part, task), parallel=F.parallel)
         if F.dry_run:
@@ -508,6 +547,22 @@ def main(argv, flag_values=None):
   finally:
     signal.signal(signal.SIGTERM, previous)
   return 0
+
+
+def _run_multitask(F, command: str, started: str) -> None:
+  for argv in multitask_runs(F.output_dir, F.model_dir, F.data_root,
+                             [int(s) for s in F.seeds]):
+    if F.dry_run:
+      print("multitask: python -m experiments.multitask_comparison " + " ".join(argv))
+      continue
+    print(f"=== multitask: {PARTS['multitask'][1]}: {' '.join(argv)}")
+    fv = flags.FlagValues()
+    multitask_comparison.define_flags(fv)
+    fv(["multitask_comparison"] + argv)
+    try:
+      multitask_comparison.main([], fv)
+    finally:
+      record_sitting(F.output_dir, command, started)
 
 
 SITTINGS_FILE = "sittings.json"

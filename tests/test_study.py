@@ -14,8 +14,10 @@ import uuid
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 from experiments import grid as grid_lib
+from experiments import multitask_comparison
 from experiments import study
 
 
@@ -201,3 +203,26 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                             "pending | +20.00 (6 ep) | ["), line
   if file_system == "ram":
     assert os.listdir(local) == []
+
+
+def test_multitask_part_runs_the_comparison_at_three_rates_for_hyperformer(tmp_path):
+  runs = study.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
+  parsed = []
+  for argv in runs:  # Flags multitask_comparison takes, as it parses them.
+    fv = flags.FlagValues()
+    multitask_comparison.define_flags(fv)
+    fv(["multitask_comparison"] + argv)
+    parsed.append((fv.learning_rate, tuple(fv.methods), fv.seeds, fv.num_train_epochs,
+                   fv.output_dir))
+  assert parsed == [
+      (3e-4, ("houlsby", "shared", "hyperformer", "hyperformer_ln"), ["1", "2", "3"], 3.0,
+       "out/multitask/lr-0.0003"),
+      (1e-4, ("hyperformer",), ["1", "2", "3"], 3.0, "out/multitask/lr-0.0001"),
+      (1e-3, ("hyperformer",), ["1", "2", "3"], 3.0, "out/multitask/lr-0.001")]
+  # The page shows each rate's table as the comparison wrote it.
+  _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
+         "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
+  text = study.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
+  assert ("## Multi-task: HyperFormer++ against per-task and shared adapters (3 epochs)\n\n"
+          "Learning rate 0.001 (hyperformer):\n\n| method | avg |\n|---|---|\n"
+          "| hyperformer | 0.5 |\n") in text
