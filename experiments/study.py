@@ -1,6 +1,6 @@
 r"""The evidence study: the paper's claims at budgets that decide them, with seeds.
 
-  python -m experiments.study --output_dir=output/study               # run, resumably; then the page
+  python -m experiments.study --output_dir=output/study             # run, resumably; then the page
   python -m experiments.study --output_dir=output/study --parts=methods --tasks=wordnet_relation
   python -m experiments.study --output_dir=output/study --report_only  # the page from what finished
   python -m experiments.study --output_dir=output/study --dry_run      # the points and their count
@@ -314,11 +314,19 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
       seconds = sum(r.get("wall_seconds") or 0 for r in rows)
       wall[part] = wall.get(part, 0) + seconds
       ok = sum(r["status"] == "ok" for r in rows)
+      # The results table beside the page: every number traces to a point (its
+      # settings, metrics and output_dir under OUTPUT_DIR/PART/TASK).
+      table = os.path.join(figures, f"{part}_{task}_results.csv")
+      file_io.make_parent_dirs(table)
+      tf.io.gfile.copy(os.path.join(sweep_dir(output_dir, part, task),
+                                    sweep_lib.RESULTS_CSV), table, overwrite=True)
       status.append(f"| {part} | {task} | {ok} | {len(rows) - ok} | "
-                    f"{len(results.get('pending', []))} | {seconds / 3600:.2f} |")
+                    f"{len(results.get('pending', []))} | {seconds / 3600:.2f} | "
+                    f"[{os.path.basename(table)}]"
+                    f"({os.path.relpath(table, os.path.dirname(page))}) |")
   lines += ["## What ran", "",
-            "| part | task | points ok | failed | pending | run hours (sum of points) |",
-            "|---|---|---|---|---|---|"] + status + [""]
+            "| part | task | points ok | failed | pending | run hours (sum of points) | "
+            "results |", "|---|---|---|---|---|---|---|"] + status + [""]
   lines.append("Wall time by part (sum of the points' own times): " + ", ".join(
       f"{part} {seconds / 3600:.2f} h" for part, seconds in wall.items()) + ".")
   lines.append("")
@@ -326,7 +334,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += _epochs_section(output_dir, bootstrap_samples)
   for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
     lines += _figure_section(output_dir, part, kind, figures)
-  lines += _multitask_section(output_dir)
+  lines += _multitask_section(output_dir, figures)
   text = "\n".join(lines) + "\n"
   file_io.atomic_write(page, text)
   return text
@@ -431,16 +439,23 @@ def _epochs_section(output_dir: str, samples: int) -> List[str]:
   return lines + [""] if lines else []
 
 
-def _multitask_section(output_dir: str) -> List[str]:
-  """Each learning rate's comparison table (experiments.multitask_comparison's own)."""
+def _multitask_section(output_dir: str, figures: str) -> List[str]:
+  """Each learning rate's comparison table (experiments.multitask_comparison's own),
+  its CSV (every seed's value) copied beside the page."""
   lines = []
   for rate, methods in MULTITASK_RATES.items():
-    path = os.path.join(output_dir, "multitask", f"lr-{rate:g}", "comparison.md")
+    directory = os.path.join(output_dir, "multitask", f"lr-{rate:g}")
+    path = os.path.join(directory, "comparison.md")
     if tf.io.gfile.exists(path):
       if not lines:
         lines = [f"## Multi-task: {PARTS['multitask'][1]} ({MULTITASK_EPOCHS:g} epochs)", ""]
-      lines += [f"Learning rate {rate:g} ({', '.join(methods)}):", "",
-                input_files.read_text(path).strip(), ""]
+      table = os.path.join(figures, f"multitask_lr-{rate:g}.csv")
+      file_io.make_parent_dirs(table)
+      tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
+      link = os.path.relpath(table, os.path.dirname(figures))
+      lines += [f"Learning rate {rate:g} ({', '.join(methods)}; every seed's value: "
+                f"[{os.path.basename(table)}]({link})):",
+                "", input_files.read_text(path).strip(), ""]
   return lines
 
 

@@ -156,6 +156,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                  "eval_accuracy": k / 10, "eval_loss": 1.0 - k / 10, "wall_seconds": 1800})
   fixed = {"data_dir": str(data), "text_a_column": "word_a", "text_b_column": "word_b",
            "label_column": "label"}
+  _write(str(sweep / "results.csv"), "point,status\n")
   _write(str(sweep / "results.json"), json.dumps({
       "rows": rows, "pending": ["one-left"], "grid": {"fixed": fixed},
       "varied_keys": ["train_mode", "adapter_size", "learning_rate", "num_train_epochs",
@@ -167,7 +168,11 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to " in text
   with tf.io.gfile.GFile(page) as f:
     assert f.read() == text
-  assert "| methods | wordnet_relation | 6 | 0 | 1 | 3.00 |" in text
+  assert ("| methods | wordnet_relation | 6 | 0 | 1 | 3.00 | [methods_wordnet_relation_"
+          "results.csv](study/methods_wordnet_relation_results.csv) |") in text
+  with tf.io.gfile.GFile(str(tmp_path / "docs" / "study" /
+                             "methods_wordnet_relation_results.csv")) as f:
+    assert f.read() == "point,status\n"
   # full: 1e-4 selected (mean 0.85 over seeds, against 0.5 at 3e-5).
   assert "| full | 0.850 ± 0.071 (2) |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
@@ -193,6 +198,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
     rows.append({"point": point, "status": "ok", "train_mode": "full", "adapter_size": 0,
                  "method": "full", "num_train_epochs": num_epochs, "seed": seed,
                  "eval_accuracy": k / 10, "eval_loss": 0.5, "wall_seconds": 60})
+  _write(str(epochs / "results.csv"), "point,status\n")
   _write(str(epochs / "results.json"), json.dumps({
       "rows": rows, "pending": [], "grid": {"fixed": fixed},
       "varied_keys": ["num_train_epochs", "seed"]}))
@@ -222,7 +228,10 @@ def test_multitask_part_runs_the_comparison_at_three_rates_for_hyperformer(tmp_p
   # The page shows each rate's table as the comparison wrote it.
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
+  _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
   text = study.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
   assert ("## Multi-task: HyperFormer++ against per-task and shared adapters (3 epochs)\n\n"
-          "Learning rate 0.001 (hyperformer):\n\n| method | avg |\n|---|---|\n"
+          "Learning rate 0.001 (hyperformer; every seed's value: [multitask_lr-0.001.csv]"
+          "(study/multitask_lr-0.001.csv)):\n\n| method | avg |\n|---|---|\n"
           "| hyperformer | 0.5 |\n") in text
+  assert (tmp_path / "study" / "multitask_lr-0.001.csv").read_text() == "method\n"
