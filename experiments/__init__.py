@@ -33,7 +33,8 @@ Modules:
   plots     the figures and the data files beside them
   tables    JSON and CSV tables written whole or not at all
   ablation  the layer ablation (its own command; see its docstring)
-  study     the study's grids, claims and results page (its own command)
+  study     the study's grids and results page (its own command)
+  claims    the paper's claims against full fine-tuning: bootstrap intervals, verdicts
   paper_table, embedding_baseline  their own commands (see their docstrings)
 
 grids/ holds example grid files for the pretrained MiniLM and WordNet tasks

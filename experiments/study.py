@@ -21,7 +21,7 @@ takes (finished points are kept; a point stopped midway resumes from its
 checkpoint). --parts and --tasks pick what runs in a sitting; the page shows
 what has finished and says what is pending.
 
-The page's claims (CLAIMS) compare a method with full fine-tuning: the mean
+The page's claims (experiments/claims.py) compare a method with full fine-tuning: the mean
 over tasks of the difference of their dev accuracies, at each method's
 selected setting, with a 95% interval from a paired bootstrap over dev
 examples and over seeds (the runs write eval_predictions.tsv for it).
@@ -41,9 +41,9 @@ import tensorflow as tf
 from absl import app
 from absl import flags
 
-from classification import processors
 from cli import path_flags
 import errors
+from experiments import claims
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import plots
@@ -178,94 +178,6 @@ def sweep_dir(output_dir: str, part: str, task: str) -> str:
   return os.path.join(output_dir, part, task)
 
 
-# ------------------------------------------------------------------- claims
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-  """Method vs full fine-tuning: `kind` "within" (no more than `margin` below) or
-  "below" (more than `margin` below, as the paper finds for the weak baselines)."""
-  method: str
-  kind: str
-  margin: float
-  paper: str
-
-
-CLAIMS = (
-    Claim("adapters_64", "within", 0.01, "Table 1: adapters 80.0 vs full fine-tuning 80.4 "
-          "(GLUE test), i.e. within about half a point"),
-    Claim("adapters_8", "within", 0.01, "Figure 3: small adapters (8-64) stay near full "
-          "fine-tuning on most tasks"),
-    Claim("layer_norm", "below", 0.01, "Figures 3-5: training only the LayerNorms "
-          "performs clearly worse"),
-    Claim("head", "below", 0.01, "Section 3.4: a frozen encoder with a trained head "
-          "(feature extraction) is far behind"),
-)
-FULL = "full"
-
-
-def bootstrap_difference(pairs: Sequence[Mapping[str, np.ndarray]], samples: int = 2000,
-                         seed: int = 0):
-  """The mean over tasks of accuracy(method) - accuracy(full), with a 95% interval.
-
-  Args:
-    pairs: per task {"method": bool [seeds, examples], "full": bool [seeds,
-      examples]}: whether each seed's run got each dev example right (the same
-      examples, in the same order, for both).
-  Returns:
-    (estimate, low, high). A bootstrap sample redraws each task's dev
-    examples (the same draw for both methods: the comparison is paired) and,
-    independently per method, its seeds.
-  """
-  rng = np.random.default_rng(seed)
-  estimate = float(np.mean([p["method"].mean() - p[FULL].mean() for p in pairs]))
-  draws = np.zeros(samples)
-  for pair in pairs:
-    n = pair[FULL].shape[1]
-    idx = rng.integers(0, n, size=(samples, n))
-    task = np.zeros(samples)
-    for sign, key in ((1.0, "method"), (-1.0, FULL)):
-      correct = pair[key].astype(np.float64)
-      # [seeds, samples]: each seed's accuracy on each redrawn set of examples.
-      per_seed = np.stack([c[idx].mean(axis=1) for c in correct])
-      seeds = rng.integers(0, correct.shape[0], size=(samples, correct.shape[0]))
-      task += sign * np.take_along_axis(per_seed.T, seeds, axis=1).mean(axis=1)
-    draws += task / len(pairs)
-  low, high = np.percentile(draws, [2.5, 97.5])
-  return estimate, float(low), float(high)
-
-
-def verdict(claim: Claim, low: float, high: float) -> str:
-  """"holds", "fails" or "undecided" for the 95% interval [low, high] of the difference."""
-  if claim.kind == "within":
-    if low >= -claim.margin:
-      return "holds"
-    return "fails" if high < -claim.margin else "undecided"
-  if high < -claim.margin:
-    return "holds"
-  return "fails" if low >= -claim.margin else "undecided"
-
-
-def dev_labels(task_dir: str, fixed: Mapping[str, object]) -> np.ndarray:
-  """The dev examples' label ids, as run_classifier.py numbers them."""
-  processor = processors.TsvProcessor(
-      data_dir=task_dir, text_a_column=fixed["text_a_column"],
-      text_b_column=fixed.get("text_b_column"), label_column=fixed["label_column"])
-  labels = processor.get_labels()
-  return np.array([labels.index(e.label) for e in processor.get_dev_examples(task_dir)])
-
-
-def correctness(run_dir: str, labels: np.ndarray) -> np.ndarray:
-  """bool [examples]: which dev examples the run's eval_predictions.tsv gets right."""
-  path = os.path.join(run_dir, "eval_predictions.tsv")
-  rows = [line.split("\t") for line in input_files.read_text(path).splitlines() if line]
-  predicted = np.array([np.argmax([float(p) for p in row]) for row in rows])
-  if predicted.shape != labels.shape:
-    raise errors.UserError(f"{len(predicted)} predictions for {len(labels)} dev examples",
-                           path)
-  return predicted == labels
-
-
 # ------------------------------------------------------------------- the page
 
 
@@ -330,8 +242,9 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines.append("Wall time by part (sum of the points' own times): " + ", ".join(
       f"{part} {seconds / 3600:.2f} h" for part, seconds in wall.items()) + ".")
   lines.append("")
-  lines += _methods_section(output_dir, figures, bootstrap_samples)
-  lines += _epochs_section(output_dir, bootstrap_samples)
+  predictions = claims.Predictions()
+  lines += _methods_section(output_dir, figures, bootstrap_samples, predictions)
+  lines += _epochs_section(output_dir, bootstrap_samples, predictions)
   for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
     lines += _figure_section(output_dir, part, kind, figures)
   lines += _multitask_section(output_dir, figures)
@@ -340,7 +253,8 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   return text
 
 
-def _methods_section(output_dir: str, figures: str, samples: int) -> List[str]:
+def _methods_section(output_dir: str, figures: str, samples: int,
+                     predictions: claims.Predictions) -> List[str]:
   selected = {}
   for task in TASKS:
     path = os.path.join(sweep_dir(output_dir, "methods", task), sweep_lib.RESULTS_JSON)
@@ -365,27 +279,28 @@ def _methods_section(output_dir: str, figures: str, samples: int) -> List[str]:
             f"examples and seeds ({samples} samples).", "",
             "| claim | paper | tasks | difference | 95% interval | verdict |",
             "|---|---|---|---|---|---|"]
-  for claim in CLAIMS:
+  for claim in claims.CLAIMS:
     task_pairs = []
     for task, (results, rows) in selected.items():
-      if claim.method not in rows or FULL not in rows:
+      if claim.method not in rows or claims.FULL not in rows:
         continue
-      task_pairs.append({key: _runs_correct(output_dir, "methods", task, results,
-                                            rows[name]["points"])
-                         for key, name in (("method", claim.method), (FULL, FULL))})
+      task_pairs.append({key: _runs_correct(predictions, output_dir, "methods", task,
+                                            results, rows[name]["points"])
+                         for key, name in (("method", claim.method),
+                                           (claims.FULL, claims.FULL))})
     what = (f"{claim.method} within {100 * claim.margin:g} point of full" if
             claim.kind == "within" else
             f"{claim.method} more than {100 * claim.margin:g} point below full")
     if not task_pairs:
       lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
       continue
-    estimate, low, high = bootstrap_difference(task_pairs, samples)
+    estimate, low, high = claims.bootstrap_difference(task_pairs, samples)
     seeds = min(p[k].shape[0] for p in task_pairs for k in p)
     # With one seed the interval covers the draw of dev examples only.
     caveat = " (1 seed: the interval leaves out seed variation)" if seeds < 2 else ""
     lines.append(f"| {what} | {claim.paper} | {len(task_pairs)} | {100 * estimate:+.2f} | "
                  f"[{100 * low:+.2f}, {100 * high:+.2f}] | "
-                 f"{verdict(claim, low, high)}{caveat} |")
+                 f"{claims.verdict(claim, low, high)}{caveat} |")
   lines.append("")
   for task in TRADEOFF_TASKS:
     if task in selected:
@@ -394,16 +309,14 @@ def _methods_section(output_dir: str, figures: str, samples: int) -> List[str]:
   return lines
 
 
-def _runs_correct(output_dir: str, part: str, task: str, results: Mapping,
-                  points: Sequence[str]) -> np.ndarray:
-  """bool [runs, dev examples]: which dev examples each of the points got right."""
-  fixed = results["grid"]["fixed"]
-  labels = dev_labels(fixed["data_dir"], fixed)
-  runs_dir = os.path.join(sweep_dir(output_dir, part, task), "runs")
-  return np.stack([correctness(os.path.join(runs_dir, p), labels) for p in points])
+def _runs_correct(predictions: claims.Predictions, output_dir: str, part: str, task: str,
+                  results: Mapping, points: Sequence[str]) -> np.ndarray:
+  return predictions.correct(os.path.join(sweep_dir(output_dir, part, task), "runs"), points,
+                             results["grid"]["fixed"])
 
 
-def _epochs_section(output_dir: str, samples: int) -> List[str]:
+def _epochs_section(output_dir: str, samples: int,
+                    predictions: claims.Predictions) -> List[str]:
   """Full fine-tuning at CONVERGENCE_EPOCHS: has its dev metric stopped rising?"""
   lines = []
   for task in TASKS:
@@ -427,10 +340,11 @@ def _epochs_section(output_dir: str, samples: int) -> List[str]:
       lines.append(f"| {task} | " + " | ".join(cells) + " | | | pending |")
       continue
     best = max(longer, key=lambda r: r["eval_accuracy_mean"])
-    pair = {"method": _runs_correct(output_dir, "epochs", task, results, best["points"]),
-            FULL: _runs_correct(output_dir, "epochs", task, results,
+    pair = {"method": _runs_correct(predictions, output_dir, "epochs", task, results,
+                                    best["points"]),
+            claims.FULL: _runs_correct(predictions, output_dir, "epochs", task, results,
                                 by_epochs[EPOCHS]["points"])}
-    estimate, low, high = bootstrap_difference([pair], samples)
+    estimate, low, high = claims.bootstrap_difference([pair], samples)
     reading = ("still rising" if low > 0 else f"stopped by {EPOCHS} epochs"
                if high < 0.01 else "undecided")
     lines.append(f"| {task} | " + " | ".join(cells) + f" | {100 * estimate:+.2f} "

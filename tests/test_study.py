@@ -1,4 +1,4 @@
-"""experiments/study.py: its grids, the bootstrap of the claims, and the results page.
+"""experiments/study.py and claims.py: the grids, the bootstrap of the claims, the page.
 
 The grids are counted by hand from the paper's design; the bootstrap is checked
 against cases whose answer is known in closed form; the page is written from a
@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
+from experiments import claims
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import study
@@ -68,7 +69,7 @@ def test_the_grids_are_the_papers_design():
 def test_bootstrap_of_equal_runs_is_exactly_zero():
   # The same runs (every seed alike): the paired draws of examples cancel.
   correct = np.stack([np.random.default_rng(1).random(500) < 0.8] * 3)
-  estimate, low, high = study.bootstrap_difference(
+  estimate, low, high = claims.bootstrap_difference(
       [{"method": correct, "full": correct}] * 2, samples=300)
   assert estimate == low == high == 0.0
 
@@ -80,7 +81,7 @@ def test_bootstrap_interval_is_the_binomial_one_for_a_sure_method():
   n = 1000
   full = np.arange(n) % 10 != 0
   pair = {"method": np.ones((3, n), bool), "full": np.stack([full] * 3)}
-  estimate, low, high = study.bootstrap_difference([pair], samples=4000)
+  estimate, low, high = claims.bootstrap_difference([pair], samples=4000)
   sigma = math.sqrt(0.9 * 0.1 / n)
   assert estimate == pytest.approx(0.1)
   assert low == pytest.approx(0.1 - 1.96 * sigma, abs=0.003)
@@ -95,7 +96,7 @@ def test_bootstrap_counts_the_spread_between_seeds():
   n = 200
   pair = {"method": np.stack([np.ones(n, bool), np.zeros(n, bool)]),
           "full": np.stack([np.arange(n) % 2 == 0] * 2)}
-  estimate, low, high = study.bootstrap_difference([pair], samples=2000)
+  estimate, low, high = claims.bootstrap_difference([pair], samples=2000)
   assert estimate == pytest.approx(0.0)
   assert low == pytest.approx(-0.5, abs=0.08) and high == pytest.approx(0.5, abs=0.08)
 
@@ -105,8 +106,8 @@ def test_bootstrap_counts_the_spread_between_seeds():
     ("within", -0.02, 0.0, "undecided"), ("below", -0.2, -0.1, "holds"),
     ("below", 0.0, 0.01, "fails"), ("below", -0.05, 0.0, "undecided")])
 def test_verdicts(kind, low, high, expected):
-  claim = study.Claim("m", kind, 0.01, "")
-  assert study.verdict(claim, low, high) == expected
+  claim = claims.Claim("m", kind, 0.01, "")
+  assert claims.verdict(claim, low, high) == expected
 
 
 class _Path(str):
