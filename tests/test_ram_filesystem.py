@@ -27,7 +27,6 @@ import time
 import uuid
 
 from absl import flags
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -46,7 +45,7 @@ import run_squad
 from serving import export as serving_export
 from squad import evaluate as squad_evaluate
 from test_convert_checkpoint import _hf_state, _write_hf_dir
-from test_run_classifier import run_main
+from test_run_classifier import _Records, run_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = f"ram://ram_fs_test_{uuid.uuid4().hex[:8]}"
@@ -151,15 +150,6 @@ def local_disk(tmp_path, monkeypatch):
     yield
 
 
-class _Lines(py_logging.Handler):
-  def __init__(self):
-    super().__init__(py_logging.INFO)
-    self.lines = []
-
-  def emit(self, record):
-    self.lines.append(record.getMessage())
-
-
 class InProcess:
   """Stands in for subprocess.Popen: runs a run_classifier.py / run_multitask.py
   command's main in this process (where ram:// is), its log lines as its output."""
@@ -171,18 +161,18 @@ class InProcess:
     fv = flags.FlagValues()
     script.define_flags(fv)
     fv([cmd[1]] + list(cmd[2:]))
-    handler = _Lines()
+    handler = _Records()
     logger = py_logging.getLogger("absl")
     logger.addHandler(handler)
     try:
       script.main([], fv)
       self.returncode = 0
     except Exception as e:  # pylint: disable=broad-except
-      handler.lines.append(f"ERROR: {e!r}")
+      handler.messages.append(f"ERROR: {e!r}")
       self.returncode = 1
     finally:
       logger.removeHandler(handler)
-    self.stdout = io.BytesIO("".join(line + "\n" for line in handler.lines).encode())
+    self.stdout = io.BytesIO("".join(line + "\n" for line in handler.messages).encode())
 
   def wait(self):
     return self.returncode
