@@ -259,3 +259,102 @@ class Adapter(keras.layers.Layer):
     config.update(size=self.size, init_scale=self.init_scale,
                   activation=self.activation, layer_norm=self.layer_norm)
     return config
+
+
+# --- AdapterFusion (Pfeiffer et al., EACL 2021) ------------------------------
+
+def apply_fusion(tokens, adapters: Tuple[AdapterWeights, ...], query, query_bias, key,
+                 key_bias, value, activation: str = "gelu"):
+  """AdapterFusion at one place of a layer: an attention over frozen adapters.
+
+  With h a token's input to the adapters (the sub-layer's output) and z_n =
+  adapter_n(h) - h the n-th adapter's output before its residual add, the
+  paper's equations (Sec. 3.2) are
+    s = softmax_n((h Q + b_Q) · (z_n K + b_K)),   o = h + (sum_n s_n z_n) V.
+  V is applied after the weighted sum: by linearity the same as weighting
+  the z_n V (the paper), with one product instead of N.
+
+  Args:
+    tokens: float Tensor [tokens, hidden] (or [batch, seq, hidden]).
+    adapters: the N frozen adapters' weights, shared by the batch.
+    query, key, value: [hidden, hidden]; query_bias, key_bias: [hidden].
+    activation: the adapters' non-linearity.
+  Returns:
+    (o, the shape of `tokens`; s, float32 [tokens, N]: each token's attention
+    over the adapters, in `adapters` order).
+  """
+  hidden = query.shape[0]
+  h = tf.reshape(tokens, [-1, hidden])
+  z = tf.stack([apply_adapter(h, w, activation) - h for w in adapters], axis=1)  # [t, N, H]
+  q = tf.matmul(h, query) + query_bias
+  k = tf.reshape(tf.matmul(tf.reshape(z, [-1, hidden]), key) + key_bias, tf.shape(z))
+  scores = tf.einsum("th,tnh->tn", q, k)
+  probs = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
+  mixed = tf.einsum("tn,tnh->th", tf.cast(probs, z.dtype), z)
+  return tf.reshape(h + tf.matmul(mixed, value), tf.shape(tokens)), probs
+
+
+@keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
+class AdapterFusion(keras.layers.Layer):
+  """The fusion weights of one place of one layer: query and key [hidden, hidden]
+  with biases, value [hidden, hidden] without, initialised to the identity (a new
+  fusion passes the mean of the adapters' outputs through unchanged).
+
+  The query and key start as BERT's dense layers (truncated normal, stddev
+  `initializer_range`, zero bias). `fuse` applies it (apply_fusion) and keeps
+  the last attention probabilities in `last_attention` (read within the same
+  trace: the fusion model returns them as an output).
+  """
+
+  def __init__(self, initializer_range: float = 0.02, **kwargs):
+    kwargs.setdefault("name", "adapter_fusion")
+    super().__init__(**kwargs)
+    self.initializer_range = initializer_range
+    self.last_attention = None
+
+  def build(self, input_shape):
+    hidden = input_shape[-1]
+    init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+    self.query = self.add_weight(name="query_kernel", shape=(hidden, hidden), initializer=init)
+    self.query_bias = self.add_weight(name="query_bias", shape=(hidden,), initializer="zeros")
+    self.key = self.add_weight(name="key_kernel", shape=(hidden, hidden), initializer=init)
+    self.key_bias = self.add_weight(name="key_bias", shape=(hidden,), initializer="zeros")
+    self.value = self.add_weight(name="value_kernel", shape=(hidden, hidden),
+                                 initializer="identity")
+
+  def fuse(self, tokens, adapters: Tuple[AdapterWeights, ...], activation: str = "gelu"):
+    output, self.last_attention = apply_fusion(
+        tokens, adapters, self.query, self.query_bias, self.key, self.key_bias, self.value,
+        activation)
+    return output
+
+  def regularization(self):
+    """||I - V||^2 (squared Frobenius norm): the paper's term that keeps V near the identity."""
+    return tf.reduce_sum(tf.square(tf.eye(self.value.shape[0]) - self.value))
+
+  def tf1_variable_names(self) -> dict:
+    """Its variables by their names under its TF1 scope."""
+    return {"query/kernel": self.query, "query/bias": self.query_bias,
+            "key/kernel": self.key, "key/bias": self.key_bias, "value/kernel": self.value}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(initializer_range=self.initializer_range)
+    return config
+
+
+class FusedAdapters:
+  """Frozen adapters combined by an AdapterFusion: an item of the adapter tuples
+  a TransformerBlock's call takes (modeling.LayerTaskWeights), in place of one
+  adapter. A plain object, not a tuple: Keras passes a call argument that holds
+  it (with a layer inside) as it is, where it refuses tensors mixed with other values.
+  """
+
+  def __init__(self, adapters: Tuple[AdapterWeights, ...], fusion: AdapterFusion,
+               activation: str = "gelu"):
+    self.adapters = tuple(adapters)  # One per fused task.
+    self.fusion = fusion
+    self.activation = activation
+
+  def __call__(self, tokens):
+    return self.fusion.fuse(tokens, self.adapters, self.activation)

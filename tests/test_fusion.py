@@ -1,0 +1,101 @@
+"""AdapterFusion (Pfeiffer et al., EACL 2021): the layer against its equations in
+NumPy, its parameter count by hand, and the Transformer block applying it."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from adapter_layers import AdapterConfig, AdapterFusion, AdapterWeights, FusedAdapters
+import modeling
+import numpy_bert
+import tiny_bert
+
+H = 32  # tiny_bert.TINY_CONFIG's hidden size.
+
+
+def _adapter_arrays(rng, size, scale=0.3):
+  return {"weights1": rng.normal(0, scale, (H, size)).astype(np.float32),
+          "biases1": rng.normal(0, scale, (1, size)).astype(np.float32),
+          "weights2": rng.normal(0, scale, (size, H)).astype(np.float32),
+          "biases2": rng.normal(0, scale, (1, H)).astype(np.float32)}
+
+
+def _weights(arrays):
+  return AdapterWeights(*(tf.constant(arrays[k])
+                          for k in ("weights1", "biases1", "weights2", "biases2")))
+
+
+def _numpy_fusion(h, adapters, q, bq, k, bk, v):
+  """The paper's Sec. 3.2, written out per token: z_n the adapters' outputs
+  before their residual, s = softmax(Q h . K z_n), o = h + sum_n s_n V z_n."""
+  h = h.astype(np.float64)
+  z = np.stack([numpy_bert.adapter(h, a, "") - h for a in adapters], axis=1)  # [t, N, H]
+  out, attention = np.empty_like(h), np.empty(z.shape[:2])
+  for t in range(h.shape[0]):
+    scores = np.array([(h[t] @ q + bq) @ (z[t, n] @ k + bk) for n in range(z.shape[1])])
+    s = np.exp(scores - scores.max())
+    s /= s.sum()
+    out[t] = h[t] + sum(s[n] * (z[t, n] @ v) for n in range(z.shape[1]))
+    attention[t] = s
+  return out, attention
+
+
+def test_fusion_is_the_papers_equations():
+  rng = np.random.default_rng(0)
+  adapters = [_adapter_arrays(rng, m) for m in (8, 4, 16)]  # Sizes may differ.
+  fusion = AdapterFusion()
+  fusion.build((None, H))
+  values = {"query": rng.normal(0, 0.05, (H, H)), "query_bias": rng.normal(0, 0.05, H),
+            "key": rng.normal(0, 0.05, (H, H)), "key_bias": rng.normal(0, 0.05, H),
+            "value": rng.normal(0, 0.2, (H, H))}
+  for name, value in values.items():
+    getattr(fusion, name).assign(value.astype(np.float32))
+  h = rng.normal(0, 1, (2, 5, H)).astype(np.float32)
+  out = fusion.fuse(tf.constant(h), tuple(_weights(a) for a in adapters))
+  expected, attention = _numpy_fusion(h.reshape(-1, H), adapters, *(
+      getattr(fusion, n).numpy().astype(np.float64) for n in values))
+  assert out.shape == h.shape
+  np.testing.assert_allclose(out.numpy().reshape(-1, H), expected, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(fusion.last_attention.numpy(), attention, rtol=1e-4, atol=1e-5)
+  # Attention that is not trivially uniform or one-hot: the test tells orders apart.
+  assert 0.01 < attention.min() and attention.max() < 0.9 and attention.std() > 0.05
+
+
+def test_a_new_fusion_has_identity_value_and_no_regularization():
+  fusion = AdapterFusion()
+  fusion.build((None, H))
+  np.testing.assert_array_equal(fusion.value.numpy(), np.eye(H))
+  assert float(fusion.regularization()) == 0.0
+  fusion.value.assign(np.eye(H, dtype=np.float32) * 0.5 + 0.25)
+  # ||I - V||^2: diagonal (1 - 0.75)^2 = 1/16 each, off-diagonal 0.25^2 = 1/16 each.
+  assert float(fusion.regularization()) == pytest.approx(H * H / 16)
+
+
+def test_parameter_count_by_hand():
+  fusion = AdapterFusion()
+  fusion.build((None, H))
+  # query and key [H, H] + bias [H] each, value [H, H] without bias.
+  assert sum(int(np.prod(v.shape)) for v in fusion.weights) == 3 * H * H + 2 * H == 3136
+  assert sorted(fusion.tf1_variable_names()) == [
+      "key/bias", "key/kernel", "query/bias", "query/kernel", "value/kernel"]
+
+
+def test_block_with_one_fused_adapter_is_that_adapter():
+  """Softmax over one adapter is 1 and V starts as the identity: a fusion of one
+  adapter computes what the block computes with that adapter given directly."""
+  rng = np.random.default_rng(1)
+  config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+  block = modeling.TransformerBlock(config, AdapterConfig(size=0))
+  x = tf.constant(rng.normal(0, 1, (2, 3, H)).astype(np.float32))
+  bias = tf.zeros([2, 1, 1, 3])
+  a, b = _weights(_adapter_arrays(rng, 8)), _weights(_adapter_arrays(rng, 8))
+  fusions = [AdapterFusion(), AdapterFusion()]
+  for f in fusions:
+    f.build((None, H))
+  fused = modeling.LayerTaskWeights((FusedAdapters((a,), fusions[0]),),
+                                    (FusedAdapters((b,), fusions[1]),))
+  direct = modeling.LayerTaskWeights((a,), (b,))
+  np.testing.assert_allclose(block(x, bias, task_weights=fused).numpy(),
+                             block(x, bias, task_weights=direct).numpy(), atol=1e-5)
+  assert not np.allclose(block(x, bias).numpy(), block(x, bias, task_weights=direct).numpy(),
+                         atol=1e-3)
