@@ -37,6 +37,9 @@ from cli import flags as cli_flags
 from cli import options as cli_options
 from cli import path_flags
 import errors
+from fusion import attentions as fusion_attentions
+from fusion import fused_tasks
+from fusion import model as fusion_model
 from runtime import model_setup
 from runtime import setup
 import tokenization
@@ -85,8 +88,10 @@ def _add_to_bank(run: setup.Run, bank_dir: str, bank_task: str, fingerprint: str
   adapter_bank.add_task(bank_dir, bank_task, os.path.dirname(saved))
 
 
-def train(run: setup.Run, processor, task_name, examples, tokenizer) -> Optional[str]:
-  """Trains on the examples; returns where the adapter-only weights went (setup.train)."""
+def train(run: setup.Run, processor, task_name, examples, tokenizer,
+          fusion_metadata=None) -> Optional[str]:
+  """Trains on the examples; returns where the adapter-only weights went (setup.train).
+  `fusion_metadata`: a fusion task's record of its fused tasks (fused_tasks.Fusion)."""
   options = run.options
   is_regression, label_list = processor.is_regression, processor.get_labels()
   train_file = os.path.join(options.output_dir, "train.tf_record")
@@ -103,7 +108,7 @@ def train(run: setup.Run, processor, task_name, examples, tokenizer) -> Optional
       pad_to_multiple_of=options.pad_to_multiple_of, group_by_length=options.group_by_length)
   return setup.train(run, classifier_task.loss_fn(is_regression), dataset, dict(
       task=task_name, labels=[] if is_regression else label_list,
-      is_regression=is_regression))
+      is_regression=is_regression, **(fusion_metadata or {})))
 
 
 def _outputs(run: setup.Run, processor, split, examples, tokenizer, batch_size):
@@ -133,6 +138,7 @@ def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_si
                                         results)
   classifier_task.write_eval_summaries(os.path.join(output_dir, "eval"), results,
                                        run.global_step)
+  _write_fusion_attentions(run, "eval", outputs, task_name)
   if write_predictions:
     classifier_metrics.write_test_results(
         os.path.join(output_dir, "eval_predictions.tsv"),
@@ -150,6 +156,16 @@ def predict(run: setup.Run, processor, examples, tokenizer, batch_size):
       outputs["is_real_example"])
   if written != len(examples):  # A bug, not a user mistake.
     raise RuntimeError(f"wrote {written} predictions for {len(examples)} test examples")
+  _write_fusion_attentions(run, "predict", outputs, run.config["task_name"])
+
+
+def _write_fusion_attentions(run: setup.Run, split, outputs, task_name) -> None:
+  """With --fusion_attentions (the model then returns them): fusion/attentions.py."""
+  if fusion_attentions.OUTPUT_KEY in outputs:
+    model = run.model
+    fusion_attentions.write(run.options.output_dir, split, outputs,
+                            fusion_model.place_names(model.config, model.adapter_config),
+                            model.fused_task_names, task_name)
 
 
 def main(argv, flag_values=None):
@@ -166,28 +182,47 @@ def main(argv, flag_values=None):
   classifier_task.check_data_dir(F.data_dir)
   base = setup.read_base(options)
   task_name = processors.canonical_task_name(F.task_name)
-  bank_task, bank = F.bank_task or task_name, None
+  bank_task, bank, fusion = F.bank_task or task_name, None, None
   if F.adapter_bank:
     bank = _check_bank(F.adapter_bank, bank_task, base, F.do_lower_case, F.do_train)
     if not F.do_train:
       # The task's adapters, with the settings recorded with them.
-      options = dataclasses.replace(options, model=cli_options.model_options(
-          F, adapter_bank.task_checkpoint(F.adapter_bank, bank_task)))
+      checkpoint = adapter_bank.task_checkpoint(F.adapter_bank, bank_task)
+      options = dataclasses.replace(options, model=cli_options.model_options(F, checkpoint))
+      fusion = fused_tasks.recorded_fusion(F.adapter_bank, checkpoint)
+    elif F.fusion_tasks:
+      if bank_task in F.fusion_tasks:
+        raise errors.UserError(f"--bank_task={bank_task} is one of --fusion_tasks: a fusion "
+                               f"task is a bank task of its own; give it another name")
+      fusion = fused_tasks.read_fusion(F.adapter_bank, F.fusion_tasks,
+                                       F.fusion_regularization)
+      options = dataclasses.replace(options, model=cli_options.fusion_model_options(
+          F, fusion.adapter_config, f"adapter bank {F.adapter_bank}'s tasks "
+          f"{','.join(F.fusion_tasks)}"))
+  if F.fusion_attentions and fusion is None:
+    raise errors.UserError("--fusion_attentions: this run has no fusion task (train one "
+                           "with --fusion_tasks, or give a fusion --bank_task of "
+                           "--adapter_bank)")
   examples = classifier_task.read_examples(processor, F.data_dir, F.do_train, F.do_eval,
                                            F.do_predict)
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                          do_lower_case=F.do_lower_case)
   run = classifier_task.set_up(options, base, processor, task_name,
-                               len(examples["train"]) if F.do_train else None)
+                               len(examples["train"]) if F.do_train else None, fusion)
+  if fusion is not None:
+    fusion_model.log_parameter_counts(run.model)
   if F.adapter_bank and F.do_train:
     fingerprint = _check_bank_weights(run, F.adapter_bank, bank)
 
   # From here on files are written.
   setup.write_run_config(run)
   if F.do_train:
-    saved = train(run, processor, task_name, examples["train"], tokenizer)
+    saved = train(run, processor, task_name, examples["train"], tokenizer,
+                  fusion.metadata() if fusion else {})
     if F.adapter_bank and run.strategy.extended.should_checkpoint:
       _add_to_bank(run, F.adapter_bank, bank_task, fingerprint, saved)
+  if fusion is not None:  # Returned beside the logits from here on (not in training).
+    run.model.output_attentions = F.fusion_attentions
   if F.do_eval:
     evaluate(run, processor, F.task_name, examples["eval"], tokenizer, F.eval_batch_size,
              F.eval_predictions)

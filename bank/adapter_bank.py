@@ -47,6 +47,7 @@ from absl import logging
 from adapter_layers import AdapterConfig
 from checkpoints import adapter_weights
 import errors
+from fusion import model as fusion_model
 import modeling
 from modeling import variable_role
 from storage import file_io
@@ -297,7 +298,8 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
     raise errors.UserError(f"bad adapter_config {header['adapter_config']!r}: {e}", path) from e
   head = arrays.get("output_weights")
   num_outputs = head.shape[0] if head is not None and head.ndim == 2 and head.shape[0] else 1
-  expected = _trained_shapes(config, adapter_config, num_outputs)
+  expected = _trained_shapes(config, adapter_config, num_outputs,
+                             fusion=fusion_model.TASKS_KEY in metadata)
   for name in arrays:
     if variable_role(name) == "head" and name not in HEAD:
       raise errors.UserError(f"not a run_classifier.py task: its head has {name} (a "
@@ -319,17 +321,22 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
 
 
 def _trained_shapes(config: modeling.BertConfig, adapter_config: AdapterConfig,
-                    num_outputs: int) -> Dict[str, tuple]:
+                    num_outputs: int, fusion: bool = False) -> Dict[str, tuple]:
   """The shape of every variable a task of the bank trains, by original name: those
-  of a classifier of its config (modeling's one table of names)."""
+  of a classifier of its config (modeling's one table of names); for a fusion
+  task (fusion/), its fusion layers where those adapters would be."""
   # The embedding tables and the feed-forward width are frozen shapes: 2 rows
   # and width 1 give the same trained variables without allocating the real ones.
   small = dataclasses.replace(config, vocab_size=2, max_position_embeddings=2,
                               type_vocab_size=2, intermediate_size=1)
-  model = modeling.BertClassifier(small, num_outputs, adapter_config)
+  model = modeling.BertClassifier(small, num_outputs,
+                                  modeling.NO_ADAPTERS if fusion else adapter_config)
   model.ensure_built()
-  return {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()
-          if variable_role(n) in TRAINED_ROLES}
+  shapes = {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()
+            if variable_role(n) in TRAINED_ROLES}
+  if fusion:
+    shapes.update(fusion_model.fusion_variable_shapes(small, adapter_config))
+  return shapes
 
 
 def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfig,

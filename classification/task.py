@@ -27,6 +27,7 @@ from classification import features as classifier_features
 from classification import metrics as classifier_metrics
 from classification import processors
 import errors
+from fusion import fused_tasks
 import modeling
 from runtime import loop
 from runtime import setup
@@ -66,19 +67,29 @@ def read_examples(processor: processors.DataProcessor, data_dir: str, do_train: 
 
 
 def set_up(options: setup.RunOptions, base, processor: processors.DataProcessor,
-           task_name: str, num_train_examples: Optional[int]) -> setup.Run:
-  """setup.set_up for a classifier of the processor's labels (or a regression)."""
+           task_name: str, num_train_examples: Optional[int],
+           fusion: Optional[fused_tasks.Fusion] = None) -> setup.Run:
+  """setup.set_up for a classifier of the processor's labels (or a regression);
+  with `fusion`, an AdapterFusion classifier over those fused tasks (fusion/)."""
   is_regression, label_list = processor.is_regression, processor.get_labels()
   # What adapters loaded from a file must have been trained for (a regression
   # head has no labels: None in older files, [] since).
   adapter_metadata = {"is_regression": is_regression}
   if not is_regression:
     adapter_metadata["labels"] = label_list
+  if fusion is None:
+    make_model = lambda bert, adapters: modeling.BertClassifier(
+        bert, processor.num_labels(), adapters)
+    fusion_keys = {}
+  else:  # Its adapter config is the fused tasks' (options.model took it).
+    make_model = lambda bert, adapters: fusion.make_model(bert, processor.num_labels())
+    fusion_keys = fusion.metadata()
+    adapter_metadata.update(fusion_keys)
   return setup.set_up(
-      options, base, lambda bert, adapters: modeling.BertClassifier(
-          bert, processor.num_labels(), adapters),
-      num_train_examples, adapter_metadata, MODEL_KEYS, task_name=task_name,
-      num_labels=processor.num_labels(), label_list=label_list, is_regression=is_regression)
+      options, base, make_model, num_train_examples, adapter_metadata,
+      MODEL_KEYS + tuple(fusion_keys), task_name=task_name,
+      num_labels=processor.num_labels(), label_list=label_list, is_regression=is_regression,
+      **fusion_keys)
 
 
 def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,

@@ -21,6 +21,7 @@ from bank import adapter_bank
 from classification import processors
 from cli import flag_checks
 from cli import path_flags
+from fusion import model as fusion_model
 from runtime import model_setup
 from storage import path_checks
 
@@ -281,6 +282,7 @@ def define_classifier_flags(flag_values=_FLAGS):
   define_model_and_run_flags(flag_values)
   define_tsv_flags(flag_values)
   define_bank_flags(flag_values)
+  define_fusion_flags(flag_values)
   check = flag_checks.check_flag
   for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=flag_values)
@@ -351,3 +353,43 @@ def define_bank_flags(flag_values=_FLAGS):
       lambda bank, do_train, checkpoint: "without --do_train, --adapter_bank gives the "
       "adapters: leave --adapter_checkpoint out" if bank and checkpoint and not do_train
       else None)
+
+
+def define_fusion_flags(flag_values=_FLAGS):
+  """AdapterFusion over a bank's tasks (fusion/): --fusion_tasks and its settings."""
+  fv = _on(flag_values)
+  flags.DEFINE_list("fusion_tasks", None, "With --adapter_bank and --do_train: train "
+                    "--bank_task as an AdapterFusion (Pfeiffer et al. 2021) over these bank "
+                    "tasks' frozen adapters (comma list, at least two, of one adapter "
+                    "configuration): the fusion layers, the LayerNorms and the head train. "
+                    "Without --do_train a fusion task of the bank is loaded with the tasks it "
+                    "records.", **fv)
+  flags.DEFINE_float("fusion_regularization", fusion_model.DEFAULT_REGULARIZATION,
+                     "Weight of the paper's regularization, the sum over fusion layers of "
+                     "||I - V||^2 (V: the value matrix, initialised to the identity), added "
+                     "to the training loss; 0: none.", **fv)
+  flags.DEFINE_bool("fusion_attentions", False, "For a fusion task, with --do_eval or "
+                    "--do_predict: write each example's fusion attention (the mean over its "
+                    "tokens, per layer, place and fused task) to "
+                    "{eval,predict}_fusion_attentions.tsv in --output_dir, and the mean per "
+                    "layer as {eval,predict}_fusion_attentions.png.", **fv)
+  fc = flag_checks
+  fc.check_flag(flag_values, "fusion_tasks",
+                lambda v: len(v) >= 2 and len(set(v)) == len(v)
+                and all(adapter_bank.is_valid_task_name(n) for n in v),
+                "a comma list of at least two distinct bank task names")
+  fc.check_flag(flag_values, "fusion_regularization", *fc.NON_NEGATIVE)
+
+  def fusion_problem(fusion_tasks, bank, do_train, train_mode):
+    if not fusion_tasks:
+      return None
+    if not (bank and do_train):
+      return ("--fusion_tasks trains a fusion task into --adapter_bank: give --do_train and "
+              "--adapter_bank (without --do_train, a fusion task of the bank is loaded with "
+              "the tasks it records)")
+    if train_mode not in (None, "adapters"):
+      return ("--fusion_tasks trains fusion layers, LayerNorms and the head (as "
+              "--train_mode=adapters): leave --train_mode out")
+    return None
+  fc.check_flags_together(flag_values, ("fusion_tasks", "adapter_bank", "do_train",
+                                        "train_mode"), fusion_problem)

@@ -38,6 +38,20 @@ def model_options(flag_values,
   return model_setup.ModelOptions(**values)
 
 
+def fusion_model_options(flag_values, adapter_config: AdapterConfig,
+                         source: str) -> model_setup.ModelOptions:
+  """The adapter flags for training a fusion task: its model applies the fused
+  tasks' adapters, so their config (`adapter_config`, from `source`) is its
+  own, as an adapter file's for `recorded_adapter_settings`."""
+  values = {f.name: flag_values[f.name].value
+            for f in dataclasses.fields(model_setup.ModelOptions)}
+  given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
+           if flag_checks.flag_given(flag_values[flag])}
+  values.update(take_recorded(source, {flag: getattr(adapter_config, key) for key, flag
+                                       in ADAPTER_CONFIG_FLAGS.items()}, values, given))
+  return model_setup.ModelOptions(**values)
+
+
 def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object],
                               given) -> Dict[str, object]:
   """The adapter flags' values as the adapter file at `adapter_checkpoint` records them.

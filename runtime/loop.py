@@ -296,12 +296,16 @@ def make_train_step(model: keras.Model, loss_fn: LossFn,
   it runs on the host (tests/test_tpu_compile.py).
   """
   variables = model.trainable_variables
+  # A model's own term of the loss, e.g. AdapterFusion's ||I - V||^2 (fusion/model.py).
+  regularization = getattr(model, "regularization_loss", None)
 
   def replica_step(features, labels):
     with tf.GradientTape() as tape:
       outputs = model(features, training=True)
       per_example = loss_fn(labels, outputs)
       loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+      if regularization is not None:  # Once per global batch: split between replicas.
+        loss += tf.nn.scale_regularization_loss(regularization())
       scaled_loss = optimizer.scale_loss(loss)  # The loss itself without loss scaling.
     grads = tape.gradient(scaled_loss, variables)
     optimizer.apply_gradients(zip(grads, variables))

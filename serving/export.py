@@ -89,6 +89,7 @@ from cli import flag_checks
 from cli import flags as cli_flags
 from cli import path_flags
 import errors
+from fusion import model as fusion_model
 import modeling
 from serving import bank_tasks
 from serving import multitask
@@ -310,6 +311,12 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   if bank_dir is not None:
     bank = bank_tasks.open_bank(bank_dir)
     tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
+    fusions = [t.name for t in tasks if fusion_model.TASKS_KEY in t.metadata]
+    if fusions:
+      raise errors.UserError(
+          f"task {', '.join(fusions)} of adapter bank {bank_dir}: an AdapterFusion task, "
+          f"which the SavedModel exporter does not serve (yet); export the others with "
+          f"--tasks=" + ",".join(t.name for t in tasks if t.name not in fusions))
     base = bank_tasks.load_base(bank_dir, bank, init_checkpoint, bert_hub_module_handle)
     bank_tasks.check_fingerprints(base, tasks)
   else:  # Its adapter file's fingerprint is checked against the base as it loads.

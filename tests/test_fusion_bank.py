@@ -1,0 +1,197 @@
+"""AdapterFusion over an adapter bank (fusion/): run_classifier.py --fusion_tasks.
+
+Three tasks are trained into a bank for one step on the tiny BERT (GLUE samples
+of test_run_classifier.py); a fourth, SST-2, learns a fusion of their frozen
+adapters and is saved as a bank task of its own.
+"""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from adapter_layers import AdapterConfig
+from bank import adapter_bank
+from checkpoints import adapter_weights
+import errors
+from fusion import model as fusion_model
+import modeling
+from serving import export
+import tiny_bert
+from test_adapter_bank import TINY_BASE, TINY_ADAPTERS, TINY_LAYER_NORMS, _files
+from test_run_classifier import GLUE, _flags, _test_results, run_main
+
+H, L = 32, 2  # tiny_bert.TINY_CONFIG
+FUSED = ("mrpc", "sts-b", "rte")
+# Per place (after both sub-layers of each layer): query and key [H, H] with
+# biases, value [H, H]: 3,136; four places.
+FUSION_PARAMETERS = 2 * L * (3 * H * H + 2 * H)
+SST2_HEAD = 2 * H + 2
+
+
+def _fusion_flags(base, bank_dir, out, **extra):
+  # No --adapter_size: the fused tasks' adapters give it (RUN_FLAGS' 8).
+  return dict(_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                     output_dir=out, adapter_bank=bank_dir, adapter_size=None), **extra)
+
+
+def _train_fusion(base, bank_dir, out, **extra):
+  return run_main(**_fusion_flags(base, bank_dir, out, do_train=True, num_train_epochs=1,
+                                  save_checkpoints_steps=1, fusion_tasks=",".join(FUSED),
+                                  **extra))
+
+
+@pytest.fixture(scope="module")
+def fusion(base, tmp_path_factory):
+  root = tmp_path_factory.mktemp("fusion")
+  bank_dir = str(root / "bank")
+  for task in ("MRPC", "STS-B", "RTE"):
+    run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
+                      output_dir=str(root / task), do_train=True, num_train_epochs=0.5,
+                      adapter_bank=bank_dir))
+  fused_files = {t: _files(os.path.join(bank_dir, "tasks", t)) for t in FUSED}
+  out = str(root / "sst2")
+  logs = _train_fusion(base, bank_dir, out, do_eval=True, do_predict=True,
+                       fusion_attentions=True)
+  return dict(root=root, bank=bank_dir, out=out, logs=logs, fused_files=fused_files)
+
+
+def _arrays(directory):
+  with open(os.path.join(directory, adapter_weights.WEIGHTS_FILE), "rb") as f:
+    return safetensors.numpy.load(f.read())
+
+
+def test_fusion_trains_fusion_layers_layer_norms_and_head_and_counts_them(base, fusion):
+  logs = fusion["logs"]
+  trained = FUSION_PARAMETERS + TINY_LAYER_NORMS + SST2_HEAD
+  assert FUSION_PARAMETERS == 12_544 and trained == 12_930
+  # The fused adapters are constants of the model, no variables of its own.
+  assert f"***** Total Parameters = {TINY_BASE + FUSION_PARAMETERS + SST2_HEAD} *****" in logs
+  assert f"***** Adapter Parameters = {FUSION_PARAMETERS} *****" in logs
+  assert f"***** Total Trainable Parameters = {trained} *****" in logs
+  assert (f"***** Fusion Parameters = {FUSION_PARAMETERS} (4 places x 3 [32, 32] matrices "
+          f"and 2 biases) over 3 fused tasks (mrpc, sts-b, rte) *****") in logs
+  assert f"***** Fused Adapter Parameters (frozen, from the bank) = {3 * TINY_ADAPTERS} *****" \
+      in logs
+
+  bank_dir = fusion["bank"]
+  assert adapter_bank.task_names(bank_dir) == ["mrpc", "rte", "sst-2", "sts-b"]
+  for task in FUSED:  # Untouched by the fusion's training.
+    assert _files(os.path.join(bank_dir, "tasks", task)) == fusion["fused_files"][task]
+  entry = os.path.join(bank_dir, "tasks", "sst-2")
+  assert _files(entry) == _files(os.path.join(fusion["out"], "adapter_model"))
+  header = adapter_weights.read_adapter_header(entry)
+  assert header["base_fingerprint"] == adapter_bank.open_bank(bank_dir).fingerprint
+  assert header["adapter_config"] == {"activation": "gelu", "init_scale": 0.001, "size": 8}
+  metadata = header["metadata"]
+  assert metadata["fusion_tasks"] == list(FUSED)
+  for task in FUSED:
+    adapters = {n: a for n, a in _arrays(os.path.join(bank_dir, "tasks", task)).items()
+                if "/adapters/" in n}
+    assert metadata["fusion_fingerprints"][task] == fusion_model.fused_fingerprint(
+        [fusion_model.FusedTask(task, adapters)])
+  arrays = _arrays(entry)
+  assert sum(a.size for a in arrays.values()) == trained
+  assert {n: a.shape for n, a in arrays.items() if "/fusion/" in n} == \
+      fusion_model.fusion_variable_shapes(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG),
+                                          AdapterConfig(size=8))
+  # Trained: the value matrices moved from the identity, the LayerNorms from the base's.
+  value = arrays["bert/encoder/layer_1/output/adapters/fusion/value/kernel"]
+  assert 0 < np.abs(value - np.eye(H)).max() < 0.1
+  gamma = "bert/encoder/layer_0/attention/output/LayerNorm/gamma"
+  assert not np.array_equal(arrays[gamma], base["weights"][gamma])
+  # The bank's accounting counts what the task trained.
+  assert adapter_bank.read_task(bank_dir, "sst-2").parameters() == trained
+
+
+def test_predict_and_eval_from_the_bank_entry_match_the_training_run(base, fusion, tmp_path):
+  out = str(tmp_path / "from_bank")
+  logs = run_main(**_fusion_flags(base, fusion["bank"], out, bank_task="sst-2",
+                                  do_eval=True, do_predict=True))
+  assert f"***** Total Trainable Parameters = " \
+         f"{FUSION_PARAMETERS + TINY_LAYER_NORMS + SST2_HEAD} *****" in logs
+  np.testing.assert_array_equal(_test_results(os.path.join(out, "test_results.tsv")),
+                                _test_results(os.path.join(fusion["out"], "test_results.tsv")))
+  with open(os.path.join(out, "eval_results.txt")) as a, \
+       open(os.path.join(fusion["out"], "eval_results.txt")) as b:
+    assert a.read() == b.read()
+
+
+def test_fusion_attentions_per_example_and_their_plot(fusion):
+  for split, num_examples in (("eval", 6), ("predict", 6)):
+    path = os.path.join(fusion["out"], f"{split}_fusion_attentions.tsv")
+    with open(path) as f:
+      rows = [line.rstrip("\n").split("\t") for line in f]
+    assert rows[0] == ["example", "layer", "sublayer", *FUSED]
+    assert [r[:3] for r in rows[1:5]] == [["0", "0", "attention"], ["0", "0", "feed_forward"],
+                                          ["0", "1", "attention"], ["0", "1", "feed_forward"]]
+    assert len(rows) == 1 + num_examples * 2 * L
+    weights = np.array([[float(x) for x in r[3:]] for r in rows[1:]])
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-5)
+    assert (weights > 0).all()
+    with open(os.path.join(fusion["out"], f"{split}_fusion_attentions.png"), "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_fusion_task_refuses_a_fused_task_removed_or_changed(base, fusion, tmp_path):
+  removed = str(tmp_path / "removed")
+  shutil.copytree(fusion["bank"], removed)
+  adapter_bank.remove_task(removed, "sts-b")
+  with pytest.raises(errors.UserError, match=r"a fusion of tasks mrpc, sts-b, rte, but adapter "
+                     r"bank .*removed no longer has sts-b: retrain it \(run_classifier.py "
+                     r"--do_train --fusion_tasks=mrpc,sts-b,rte\)"):
+    run_main(**_fusion_flags(base, removed, str(tmp_path / "out1"), bank_task="sst-2",
+                             do_predict=True))
+  changed = str(tmp_path / "changed")
+  shutil.copytree(fusion["bank"], changed)
+  # rte replaced by other adapters of the same shapes (mrpc's run).
+  adapter_bank.add_task(changed, "rte", os.path.join(fusion["root"], "MRPC", "adapter_model"))
+  with pytest.raises(errors.UserError, match=r"but the adapters of rte in adapter bank "
+                     r".*changed changed since it was trained \(fingerprint [0-9a-f]{16}\.\.\., "
+                     r"recorded [0-9a-f]{16}\.\.\.\): retrain it"):
+    run_main(**_fusion_flags(base, changed, str(tmp_path / "out2"), bank_task="sst-2",
+                             do_predict=True))
+  assert not os.path.exists(tmp_path / "out1") and not os.path.exists(tmp_path / "out2")
+
+
+def test_fusion_flags_and_tasks_are_checked(base, fusion, tmp_path):
+  bank_dir, out = fusion["bank"], str(tmp_path / "out")
+  for extra, message in (
+      (dict(fusion_tasks="mrpc,nope"), r"--fusion_tasks: no task 'nope' in adapter bank"),
+      (dict(fusion_tasks="mrpc,sst-2", bank_task="other"), r"task 'sst-2' is itself a fusion task \(of mrpc, "
+                                        r"sts-b, rte\)"),
+      (dict(fusion_tasks="mrpc,rte", bank_task="rte"),
+       r"--bank_task=rte is one of --fusion_tasks"),
+      (dict(fusion_tasks="mrpc,rte", adapter_size=16),
+       r"--adapter_size=16: the adapters at adapter bank .*'s tasks mrpc,rte were trained "
+       r"with adapter_size 8")):
+    with pytest.raises(errors.UserError, match=message):
+      run_main(**_fusion_flags(base, bank_dir, out, do_train=True, **extra))
+  with pytest.raises(errors.UserError, match="--fusion_attentions: this run has no fusion"):
+    run_main(**_fusion_flags(base, bank_dir, out, bank_task="mrpc", do_predict=True,
+                             task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                             fusion_attentions=True))
+  assert not os.path.exists(out)
+  with pytest.raises(errors.UserError, match="sst-2 of adapter bank .*: an AdapterFusion "
+                     "task, which the SavedModel exporter does not serve"):
+    export.export(bank_dir, str(tmp_path / "export"))
+
+
+def test_an_interrupted_fusion_resumes_to_the_same_weights(base, fusion, tmp_path):
+  out, bank_dir = str(tmp_path / "sst2"), str(tmp_path / "bank")
+  shutil.copytree(fusion["out"], out)
+  shutil.copytree(fusion["bank"], bank_dir)
+  # Killed before step 2's checkpoint and the adapter files were written.
+  for name in os.listdir(out):
+    if name.startswith("model.ckpt-2") or name == "adapter_model":
+      shutil.rmtree(os.path.join(out, name)) if name == "adapter_model" else \
+          os.remove(os.path.join(out, name))
+  logs = _train_fusion(base, bank_dir, out)
+  assert "***** Running training from step 1 to 2 *****" in logs
+  resumed, uninterrupted = (_arrays(os.path.join(d, "adapter_model"))
+                            for d in (out, fusion["out"]))
+  assert sorted(resumed) == sorted(uninterrupted)
+  for name in resumed:
+    np.testing.assert_allclose(resumed[name], uninterrupted[name], atol=1e-6, err_msg=name)
