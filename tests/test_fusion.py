@@ -99,3 +99,50 @@ def test_block_with_one_fused_adapter_is_that_adapter():
                              block(x, bias, task_weights=direct).numpy(), atol=1e-5)
   assert not np.allclose(block(x, bias).numpy(), block(x, bias, task_weights=direct).numpy(),
                          atol=1e-3)
+
+
+def _tiny_fusion_model(rng, num_tasks=3, regularization=0.5):
+  """A FusionClassifier of the tiny config without dropout, over random adapters."""
+  from fusion import model as fusion_model  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_dropout_prob=0.0,
+                                              attention_probs_dropout_prob=0.0))
+  adapter_config = AdapterConfig(size=8)
+  fused = []
+  for t in range(num_tasks):
+    arrays = {}
+    for i in range(config.num_hidden_layers):
+      for scope in ("attention/output", "output"):
+        arrays.update({f"bert/encoder/layer_{i}/{scope}/adapters/{k}": v
+                       for k, v in _adapter_arrays(rng, 8).items()})
+    fused.append(fusion_model.FusedTask(f"task{t}", arrays))
+  model = fusion_model.FusionClassifier(config, 2, adapter_config, fused, regularization)
+  model.ensure_built()
+  model.dropout.rate = 0.0
+  return model
+
+
+def test_training_loss_adds_the_regularization_once_per_batch():
+  """loop's train step: the mean cross-entropy plus regularization * sum ||I - V||^2."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import scipy.special  # pylint: disable=g-import-not-at-top
+  from classification import task as classifier_task  # pylint: disable=g-import-not-at-top
+  from runtime import loop  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(2)
+  model = _tiny_fusion_model(rng)
+  values = []
+  for fusion in model.fusion_layers:
+    fusion.value.assign(np.eye(H, dtype=np.float32) + rng.normal(0, 0.05, (H, H)).astype(
+        np.float32))
+    values.append(fusion.value.numpy().astype(np.float64))
+  features = {"input_ids": tf.constant(rng.integers(5, 99, (4, 6)), tf.int32),
+              "input_mask": tf.ones([4, 6], tf.int32), "segment_ids": tf.zeros([4, 6], tf.int32)}
+  labels = tf.constant([0, 1, 1, 0])
+  logits = model(features, training=False).numpy().astype(np.float64)
+  cross_entropy = -scipy.special.log_softmax(logits, axis=-1)[np.arange(4), labels.numpy()]
+  regularization = 0.5 * sum(((np.eye(H) - v) ** 2).sum() for v in values)
+  assert regularization > 0.1  # Not lost in the tolerance below.
+  optimizer = keras.optimizers.SGD(0.0)
+  optimizer.build(model.trainable_variables)
+  step = loop.make_train_step(model, classifier_task.loss_fn(False), optimizer, 4)
+  loss = float(step(features, labels))
+  assert loss == pytest.approx(cross_entropy.mean() + regularization, rel=1e-5)

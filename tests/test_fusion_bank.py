@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import safetensors.numpy
+from absl import flags
 
 from adapter_layers import AdapterConfig
 from bank import adapter_bank
@@ -169,6 +170,15 @@ def test_fusion_flags_and_tasks_are_checked(base, fusion, tmp_path):
        r"with adapter_size 8")):
     with pytest.raises(errors.UserError, match=message):
       run_main(**_fusion_flags(base, bank_dir, out, do_train=True, **extra))
+  for extra, message in (
+      (dict(fusion_tasks="mrpc,rte", do_predict=True), r"--fusion_tasks trains a fusion task "
+       r"into --adapter_bank: give --do_train"),
+      (dict(fusion_tasks="mrpc", do_train=True), r"at least two distinct bank task names"),
+      (dict(fusion_tasks="mrpc,rte", do_train=True, train_mode="layer_norm"),
+       r"--fusion_tasks trains fusion layers, LayerNorms and the head"),
+      (dict(fusion_regularization=-1, do_train=True), r"must be a number >= 0")):
+    with pytest.raises(flags.IllegalFlagValueError, match=message):
+      run_main(**_fusion_flags(base, bank_dir, out, **extra))
   with pytest.raises(errors.UserError, match="--fusion_attentions: this run has no fusion"):
     run_main(**_fusion_flags(base, bank_dir, out, bank_task="mrpc", do_predict=True,
                              task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
