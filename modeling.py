@@ -33,7 +33,6 @@ import keras
 import tensorflow as tf
 
 from adapter_layers import Adapter, AdapterConfig, AdapterWeights, apply_adapter, get_activation
-from adapter_layers import FusedAdapters
 from adapter_layers import KERAS_PACKAGE as _PACKAGE
 import errors
 from storage import input_files
@@ -164,8 +163,8 @@ class LayerTaskWeights(NamedTuple):
 
   attention_adapters, feed_forward_adapters: AdapterWeights applied in turn
   after that sub-layer's own adapter (if any), before the residual add; an
-  item may instead be FusedAdapters (AdapterFusion over frozen adapters,
-  fusion/model.py), shared by the batch.
+  item may instead be an AdapterFusion over frozen adapters (adapter_layers'
+  FusedAdapters or FusionWeights: fusion/), called with the tokens.
   attention_layer_norm, output_layer_norm: () for the layer's own, or
   (gamma, beta) to use instead.
   Every array has shape [...] (the whole batch) or [batch_size, ...] (each example).
@@ -400,10 +399,10 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     if own is not None:
       h = own(h)
     for weights in given:
-      if isinstance(weights, FusedAdapters):
-        h = weights(h)
-      else:
+      if isinstance(weights, AdapterWeights):
         h = apply_adapter(h, weights, self.adapter_config.activation, shape[0])
+      else:  # An AdapterFusion (FusedAdapters, FusionWeights).
+        h = weights(h, self.adapter_config.activation, shape[0])
     return h
 
   def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:

@@ -100,7 +100,9 @@ class FusionClassifier(modeling.BertClassifier):
                adapter_config: AdapterConfig, fused: Sequence[FusedTask],
                regularization: float = DEFAULT_REGULARIZATION, **kwargs):
     kwargs.setdefault("name", "bert_classifier")
-    super().__init__(config, num_labels, modeling.NO_ADAPTERS, **kwargs)
+    # No adapters of its own; the block applies the fused ones with their activation.
+    super().__init__(config, num_labels,
+                     AdapterConfig(size=0, activation=adapter_config.activation), **kwargs)
     if not adapter_config.enabled or not fused:
       raise ValueError("a fusion model needs fused tasks with adapters")
     self.adapter_config = adapter_config
@@ -121,7 +123,7 @@ class FusionClassifier(modeling.BertClassifier):
       fusion.build((None, self.config.hidden_size))
 
   def _task_weights(self) -> modeling.EncoderTaskWeights:
-    fused = {place: FusedAdapters(adapters, fusion, self.adapter_config.activation)
+    fused = {place: FusedAdapters(adapters, fusion)
              for place, adapters, fusion in zip(self._places, self._fused_adapters,
                                                 self.fusion_layers)}
     at = lambda i, s: (fused[(i, s)],) if (i, s) in fused else ()

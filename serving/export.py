@@ -89,7 +89,7 @@ from cli import flag_checks
 from cli import flags as cli_flags
 from cli import path_flags
 import errors
-from fusion import model as fusion_model
+from fusion import serving as fusion_serving
 import modeling
 from serving import bank_tasks
 from serving import multitask
@@ -262,14 +262,20 @@ class ServingModule(TokenIdsModule):
     return dict(self._pack(text_a, text_b, task_index), task_index=task_index)
 
 
-def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task]) -> dict:
-  """assets.extra/tasks.json: what the SavedModel serves."""
+def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
+                      fusions=None) -> dict:
+  """assets.extra/tasks.json: what the SavedModel serves (a fusion task: the
+  tasks it fuses, beside the adapter size of theirs)."""
+  def entry(i, t):
+    d = {"name": t.name, "task_index": i, "labels": list(t.labels),
+         "is_regression": t.is_regression, "max_seq_length": t.max_seq_length,
+         "adapter_size": t.adapter_config.size, "global_step": t.metadata.get("global_step")}
+    if t.name in (fusions or {}):
+      d.update(adapter_size=fusions[t.name].fusion.adapter_config.size,
+               fusion_tasks=list(fusions[t.name].fusion.task_names))
+    return d
   return {
-      "tasks": [{"name": t.name, "task_index": i, "labels": list(t.labels),
-                 "is_regression": t.is_regression, "max_seq_length": t.max_seq_length,
-                 "adapter_size": t.adapter_config.size,
-                 "global_step": t.metadata.get("global_step")}
-                for i, t in enumerate(tasks)],
+      "tasks": [entry(i, t) for i, t in enumerate(tasks)],
       "seq_length": max(t.max_seq_length for t in tasks),
       "num_outputs": max(t.num_outputs for t in tasks),
       "do_lower_case": base.do_lower_case,
@@ -278,11 +284,13 @@ def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task]) -
 
 
 def build_module(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
-                 vocab_asset: str, token_ids_only: bool = False) -> TokenIdsModule:
+                 vocab_asset: str, token_ids_only: bool = False,
+                 fusions=None) -> TokenIdsModule:
   """The module to save; `vocab_asset` a file from text.write_vocab_asset, kept until
-  saved (the tokenizer's table reads it; with token_ids_only, nothing does)."""
+  saved (the tokenizer's table reads it; with token_ids_only, nothing does);
+  `fusions`: the fusion tasks' (fusion/serving.split_fusion_tasks)."""
   vocab_size = text.write_vocab_asset(base.vocab_file, vocab_asset)
-  model = multitask.MultiTaskBert(base.bert_config, base.arrays, tasks)
+  model = multitask.MultiTaskBert(base.bert_config, base.arrays, tasks, fusions=fusions)
   if token_ids_only:
     return TokenIdsModule(model, tasks, base.bert_config)
   tokenizer = text.AssetTokenizer(vocab_asset, vocab_size, base.do_lower_case)
@@ -311,21 +319,18 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   if bank_dir is not None:
     bank = bank_tasks.open_bank(bank_dir)
     tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
-    fusions = [t.name for t in tasks if fusion_model.TASKS_KEY in t.metadata]
-    if fusions:
-      raise errors.UserError(
-          f"task {', '.join(fusions)} of adapter bank {bank_dir}: an AdapterFusion task, "
-          f"which the SavedModel exporter does not serve (yet); export the others with "
-          f"--tasks=" + ",".join(t.name for t in tasks if t.name not in fusions))
+    # AdapterFusion tasks: their fused tasks' adapters, checked unchanged, join them.
+    tasks, fusions = fusion_serving.split_fusion_tasks(bank_dir, tasks)
     base = bank_tasks.load_base(bank_dir, bank, init_checkpoint, bert_hub_module_handle)
     bank_tasks.check_fingerprints(base, tasks)
   else:  # Its adapter file's fingerprint is checked against the base as it loads.
+    fusions = {}
     base, tasks = multitask_run.read_run(multitask_run_dir, task_names, init_checkpoint,
                                          bert_hub_module_handle)
-  description = dict(tasks_description(base, tasks), token_ids_only=token_ids_only)
+  description = dict(tasks_description(base, tasks, fusions), token_ids_only=token_ids_only)
   with tempfile.TemporaryDirectory() as scratch:
     vocab_asset = os.path.join(scratch, text.VOCAB_ASSET)
-    module = build_module(base, tasks, vocab_asset, token_ids_only)
+    module = build_module(base, tasks, vocab_asset, token_ids_only, fusions)
     with file_io.AtomicDirectory(export_dir) as tmp:
       tf.saved_model.save(module, tmp, signatures=module.signatures())
       tf.io.gfile.makedirs(posixpath.join(tmp, posixpath.dirname(TASKS_FILE)))

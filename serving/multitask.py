@@ -39,6 +39,7 @@ import tensorflow as tf
 from adapter_layers import AdapterConfig, AdapterWeights
 from checkpoints import checkpoint_io
 import errors
+from fusion import serving as fusion_serving
 import modeling
 
 # LayerTaskWeights' adapter fields and the AdapterConfig sub-layer each follows.
@@ -59,12 +60,14 @@ class MultiTaskBert(tf.Module):
   """
 
   def __init__(self, config: modeling.BertConfig, base: Mapping[str, np.ndarray],
-               tasks: Sequence, name: str = "multi_task_bert"):
+               tasks: Sequence, name: str = "multi_task_bert", fusions=None):
     """Args:
       config: the encoder's BertConfig.
       base: every encoder variable (no adapters) by original name.
       tasks: bank_tasks.Task-like objects (name, path, arrays, adapter_config),
         in task-index order; arrays by original name: what the task trained.
+      fusions: the fusion tasks' fusions by task name (fusion/serving.py),
+        whose tasks in `tasks` have no adapters.
     Raises:
       errors.UserError: tasks whose adapters have different activations (the
         encoder applies one).
@@ -96,10 +99,22 @@ class MultiTaskBert(tf.Module):
     own = [_task_weights(models, config, base, task) for task in tasks]
     stacked = _stack([weights for weights, _ in own], tasks, config.hidden_size)
     variable = lambda a: tf.Variable(a, trainable=False)
+    # AdapterFusion: each place's fusion item, after the stacked adapters; its
+    # fused adapters are shared by the batch, kept apart from what is gathered.
+    fused = fusion_serving.stack_fusions(config, tasks, fusions or {},
+                                         (activations or ["gelu"])[0])
+    stacked = stacked._replace(layers=tuple(
+        layer._replace(**{field: getattr(layer, field) + (fused[(i, field)][0],)
+                          for field, _ in _PLACES if (i, field) in fused})
+        for i, layer in enumerate(stacked.layers)))
+    shared = {place: adapters for place, (_, adapters) in fused.items()}
+    self.fused_adapters = [variable(a) for a in tf.nest.flatten(shared)]
     # A flat list (tf.Module tracks it; the SavedModel keeps it) and, in
     # Python only, the structure the encoder's call takes (task_weights()).
     self.stacked_weights = [variable(a) for a in tf.nest.flatten(stacked)]
-    self._python = types.SimpleNamespace(encoder=encoder, structure=stacked)
+    self._python = types.SimpleNamespace(
+        encoder=encoder, structure=stacked,
+        fused=tf.nest.pack_sequence_as(shared, self.fused_adapters))
     width = max(self.num_outputs)
     self.output_weights = variable(np.stack([_pad(w, (width, config.hidden_size))
                                              for (_, (w, _)) in own]))
@@ -109,11 +124,24 @@ class MultiTaskBert(tf.Module):
     task_index = tf.convert_to_tensor(task_index, tf.int32)
     inputs = {k: tf.convert_to_tensor(inputs[k], tf.int32)
               for k in ("input_ids", "input_mask", "segment_ids")}
-    per_example = tf.nest.map_structure(lambda v: tf.gather(v, task_index),
-                                        self.task_weights())
+    per_example = self._with_fused_adapters(tf.nest.map_structure(
+        lambda v: tf.gather(v, task_index), self.task_weights()))
     pooled = self._python.encoder(inputs, task_weights=per_example)["pooled_output"]
     logits = tf.einsum("bh,bch->bc", pooled, tf.gather(self.output_weights, task_index))
     return logits + tf.gather(self.output_bias, task_index)
+
+  def _with_fused_adapters(self, weights: modeling.EncoderTaskWeights):
+    """`weights` with each fusion item's shared adapters in place (fusion/serving.py)."""
+    fused = self._python.fused
+    if not fused:
+      return weights
+    def place(i, items, field):
+      if (i, field) not in fused:
+        return items
+      return items[:-1] + (items[-1]._replace(adapters=fused[(i, field)]),)
+    return weights._replace(layers=tuple(
+        layer._replace(**{field: place(i, getattr(layer, field), field) for field, _ in _PLACES})
+        for i, layer in enumerate(weights.layers)))
 
   def task_weights(self, stacked_weights=None) -> modeling.EncoderTaskWeights:
     """Every task's weights, [num_tasks, ...] each, in the structure the

@@ -146,3 +146,31 @@ def test_training_loss_adds_the_regularization_once_per_batch():
   step = loop.make_train_step(model, classifier_task.loss_fn(False), optimizer, 4)
   loss = float(step(features, labels))
   assert loss == pytest.approx(cross_entropy.mean() + regularization, rel=1e-5)
+
+
+def test_per_example_fusion_is_each_examples_own_over_its_own_adapters():
+  """FusionWeights (a multi-task SavedModel's): example b fuses the adapters its mask
+  keeps, with its own query, key and value; NumPy per example, over those alone."""
+  from adapter_layers import FusionWeights  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(3)
+  adapters = [_adapter_arrays(rng, m) for m in (8, 4, 16)]
+  batch, seq = 3, 4
+  weights = {"query": rng.normal(0, 0.05, (batch, H, H)),
+             "query_bias": rng.normal(0, 0.05, (batch, H)),
+             "key": rng.normal(0, 0.05, (batch, H, H)),
+             "key_bias": rng.normal(0, 0.05, (batch, H)),
+             "value": rng.normal(0, 0.2, (batch, H, H))}
+  mask = np.array([[1, 1, 1], [1, 0, 1], [0, 1, 0]], np.float32)
+  h = rng.normal(0, 1, (batch * seq, H)).astype(np.float32)
+  fusion = FusionWeights(tuple(_weights(a) for a in adapters),
+                         **{k: tf.constant(v, tf.float32) for k, v in weights.items()},
+                         mask=tf.constant(mask))
+  out = fusion(tf.constant(h), "gelu", batch).numpy()
+  for b in range(batch):
+    kept = [a for a, m in zip(adapters, mask[b]) if m]
+    expected, _ = _numpy_fusion(h[b * seq:(b + 1) * seq], kept, *(
+        weights[n][b].astype(np.float32).astype(np.float64) for n in weights))
+    np.testing.assert_allclose(out[b * seq:(b + 1) * seq], expected, rtol=1e-4, atol=1e-4)
+  # Query, key and value 0 (a SavedModel's task without fusion there): exactly the input.
+  zeros = fusion._replace(**{k: tf.zeros_like(getattr(fusion, k)) for k in weights})
+  np.testing.assert_array_equal(zeros(tf.constant(h), "gelu", batch).numpy(), h)

@@ -5,6 +5,7 @@ of test_run_classifier.py); a fourth, SST-2, learns a fusion of their frozen
 adapters and is saved as a bank task of its own.
 """
 
+import json
 import os
 import shutil
 
@@ -16,9 +17,12 @@ from absl import flags
 from adapter_layers import AdapterConfig
 from bank import adapter_bank
 from checkpoints import adapter_weights
+from checkpoints import checkpoint_io
 import errors
+from fusion import fused_tasks
 from fusion import model as fusion_model
 import modeling
+from runtime import trainable
 from serving import export
 import tiny_bert
 from test_adapter_bank import TINY_BASE, TINY_ADAPTERS, TINY_LAYER_NORMS, _files
@@ -49,9 +53,10 @@ def fusion(base, tmp_path_factory):
   root = tmp_path_factory.mktemp("fusion")
   bank_dir = str(root / "bank")
   for task in ("MRPC", "STS-B", "RTE"):
+    # A learning rate that moves the adapters away from the identity: fusing them matters.
     run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
                       output_dir=str(root / task), do_train=True, num_train_epochs=0.5,
-                      adapter_bank=bank_dir))
+                      adapter_bank=bank_dir, learning_rate=0.02))
   fused_files = {t: _files(os.path.join(bank_dir, "tasks", t)) for t in FUSED}
   out = str(root / "sst2")
   logs = _train_fusion(base, bank_dir, out, do_eval=True, do_predict=True,
@@ -184,9 +189,6 @@ def test_fusion_flags_and_tasks_are_checked(base, fusion, tmp_path):
                              task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
                              fusion_attentions=True))
   assert not os.path.exists(out)
-  with pytest.raises(errors.UserError, match="sst-2 of adapter bank .*: an AdapterFusion "
-                     "task, which the SavedModel exporter does not serve"):
-    export.export(bank_dir, str(tmp_path / "export"))
 
 
 def test_an_interrupted_fusion_resumes_to_the_same_weights(base, fusion, tmp_path):
@@ -205,3 +207,56 @@ def test_an_interrupted_fusion_resumes_to_the_same_weights(base, fusion, tmp_pat
   assert sorted(resumed) == sorted(uninterrupted)
   for name in resumed:
     np.testing.assert_allclose(resumed[name], uninterrupted[name], atol=1e-6, err_msg=name)
+
+
+def test_one_saved_model_serves_the_fusion_beside_the_fused_tasks(base, fusion, tmp_path):
+  """Every task of the bank, the fusion task included, in one shuffled batch through
+  the SavedModel's one forward pass: each row as run_classifier.py --do_predict."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from classification import processors  # pylint: disable=g-import-not-at-top
+  export_dir = str(tmp_path / "export" / "1")
+  tasks = export.export(fusion["bank"], export_dir)
+  names = [t.name for t in tasks]
+  assert names == ["mrpc", "rte", "sst-2", "sts-b"]
+  with open(os.path.join(export_dir, export.TASKS_FILE)) as f:
+    described = {t["name"]: t for t in json.load(f)["tasks"]}
+  assert described["sst-2"]["fusion_tasks"] == list(FUSED)
+  assert described["sst-2"]["adapter_size"] == 8 and "fusion_tasks" not in described["mrpc"]
+
+  expected = {"sst-2": _test_results(os.path.join(fusion["out"], "test_results.tsv"))}
+  for name, task in (("mrpc", "MRPC"), ("rte", "RTE")):
+    out = str(tmp_path / name)
+    run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task), output_dir=out,
+                      do_predict=True, adapter_bank=fusion["bank"], adapter_size=None))
+    expected[name] = _test_results(os.path.join(out, "test_results.tsv"))
+  glue = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
+  examples = {n: processors.get_processor(t).get_test_examples(os.path.join(GLUE, t))
+              for n, t in glue.items()}
+  rows = [(n, i) for n in glue for i in range(len(examples[n]))]
+  rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+  served = tf.saved_model.load(export_dir)
+  outputs = served.signatures["serving_default"](
+      text_a=tf.constant([examples[n][i].text_a for n, i in rows]),
+      text_b=tf.constant([examples[n][i].text_b or "" for n, i in rows]),
+      task=tf.constant([n for n, _ in rows]))
+  probabilities = outputs["probabilities"].numpy()
+  for r, (name, i) in enumerate(rows):
+    np.testing.assert_allclose(probabilities[r, :2], expected[name][i], atol=1e-5,
+                               err_msg=f"{name} {i}")
+    assert int(outputs["task_index"][r]) == names.index(name)
+  # Not a toy: the fusion task's outputs move with the text, and the fusion moves
+  # them by far more than the tolerance (its blocks with no adapters applied).
+  assert np.ptp(expected["sst-2"][:, 0]) > 1e-3
+  fused = fused_tasks.recorded_fusion(fusion["bank"], os.path.join(fusion["bank"], "tasks",
+                                                                   "sst-2"))
+  model = fused.make_model(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG), 2)
+  model.ensure_built()
+  checkpoint_io.load_checkpoint(model, base["init_checkpoint"])
+  trainable.set_trainable(model, trainable.TrainMode("adapters"))
+  adapter_weights.load_adapter_weights(model, os.path.join(fusion["bank"], "tasks", "sst-2"))
+  ids = {"input_ids": tf.constant(np.random.default_rng(0).integers(5, 99, (4, 10)), tf.int32),
+         "input_mask": tf.ones([4, 10], tf.int32), "segment_ids": tf.zeros([4, 10], tf.int32)}
+  with_fusion = tf.nn.softmax(model(ids)).numpy()
+  for block in model.bert.transformer_layers:
+    block.adapters_enabled = False
+  assert np.abs(tf.nn.softmax(model(ids)).numpy() - with_fusion).max() > 1e-3
