@@ -126,9 +126,10 @@ def _outputs(run: setup.Run, processor, split, examples, tokenizer, batch_size):
 
 
 def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_size,
-             write_predictions: bool = False):
+             write_predictions: bool = False, bank_task: Optional[str] = None):
   """eval_results.txt and the eval summaries (output_dir/eval), as the original's;
-  with `write_predictions` also eval_predictions.tsv (--eval_predictions)."""
+  with `write_predictions` also eval_predictions.tsv (--eval_predictions); a
+  fusion model's attentions where it returns them (named by `bank_task`)."""
   logging.info("***** Running evaluation *****")
   outputs = _outputs(run, processor, "eval", examples, tokenizer, batch_size)
   results = classifier_task.eval_results(task_name, outputs, batch_size, run.global_step,
@@ -138,7 +139,7 @@ def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_si
                                         results)
   classifier_task.write_eval_summaries(os.path.join(output_dir, "eval"), results,
                                        run.global_step)
-  _write_fusion_attentions(run, "eval", outputs, task_name)
+  _write_fusion_attentions(run, "eval", outputs, bank_task or task_name)
   if write_predictions:
     classifier_metrics.write_test_results(
         os.path.join(output_dir, "eval_predictions.tsv"),
@@ -146,8 +147,10 @@ def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_si
         outputs["is_real_example"])
 
 
-def predict(run: setup.Run, processor, examples, tokenizer, batch_size):
-  """test_results.tsv: a line of probabilities (or a score) per test example."""
+def predict(run: setup.Run, processor, examples, tokenizer, batch_size,
+            bank_task: Optional[str] = None):
+  """test_results.tsv: a line of probabilities (or a score) per test example (and
+  a fusion model's attentions, as `evaluate`)."""
   logging.info("***** Running prediction*****")
   outputs = _outputs(run, processor, "predict", examples, tokenizer, batch_size)
   written = classifier_metrics.write_test_results(
@@ -156,7 +159,7 @@ def predict(run: setup.Run, processor, examples, tokenizer, batch_size):
       outputs["is_real_example"])
   if written != len(examples):  # A bug, not a user mistake.
     raise RuntimeError(f"wrote {written} predictions for {len(examples)} test examples")
-  _write_fusion_attentions(run, "predict", outputs, run.config["task_name"])
+  _write_fusion_attentions(run, "predict", outputs, bank_task or run.config["task_name"])
 
 
 def _write_fusion_attentions(run: setup.Run, split, outputs, task_name) -> None:
@@ -225,9 +228,10 @@ def main(argv, flag_values=None):
     run.model.output_attentions = F.fusion_attentions
   if F.do_eval:
     evaluate(run, processor, F.task_name, examples["eval"], tokenizer, F.eval_batch_size,
-             F.eval_predictions)
+             F.eval_predictions, bank_task if F.adapter_bank else None)
   if F.do_predict:
-    predict(run, processor, examples["predict"], tokenizer, F.predict_batch_size)
+    predict(run, processor, examples["predict"], tokenizer, F.predict_batch_size,
+            bank_task if F.adapter_bank else None)
 
 
 if __name__ == "__main__":
