@@ -5,4 +5,5 @@
   fused_tasks the fused tasks read from a bank and checked; what a fusion task
               records about them, and the check that they are unchanged
   attentions  each example's fusion attention per layer and task, and its plot
+  serving     fusion tasks in the exported SavedModel, beside the other tasks
 """
