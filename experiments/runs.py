@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+import adapter_layers
 from experiments import grid as grid_lib
 from experiments import tables
 from runtime import model_setup
@@ -87,17 +88,33 @@ def resolve_method(settings: Mapping[str, object], run_config: Optional[Mapping]
   return str(mode), int(size)
 
 
-def method_name(train_mode: str, adapter_size: int) -> str:
-  """A method's short name: adapters_64, full, top_layers_3, layer_norm, head."""
+def resolve_design(settings: Mapping[str, object], run_config: Optional[Mapping] = None) -> str:
+  """The adapter design the run used (adapter_layers.DESIGNS): from its
+  run_config.json, else its --adapter_design."""
+  if run_config and "adapter_config" in run_config:
+    return str((run_config.get("adapter_config") or {}).get("design", "houlsby"))
+  return str(settings.get("adapter_design") or "houlsby")
+
+
+def method_name(train_mode: str, adapter_size: int, design: str = "houlsby") -> str:
+  """A method's short name: adapters_64 (Houlsby's), pfeiffer_64, parallel_64,
+  lora_8, full, top_layers_3, layer_norm, head."""
+  if train_mode == "adapters" and design != "houlsby":
+    return f"{design}_{adapter_size}"
   name = train_mode.replace(":", "_")
   if train_mode == "adapters" or (adapter_size and train_mode == "full"):
     name += f"_adapters_{adapter_size}" if train_mode == "full" else f"_{adapter_size}"
   return name
 
 
-def method_family(train_mode: str) -> str:
-  """What the trade-off plot draws as one line: adapters, top_layers, full, ..."""
-  return train_mode.partition(":")[0]
+def method_family(train_mode: str, method: str = "") -> str:
+  """What the trade-off plot draws as one line: adapters (Houlsby's), another
+  adapter design (pfeiffer, parallel, lora), top_layers, full, ..."""
+  family = train_mode.partition(":")[0]
+  design = method.rpartition("_")[0]
+  if family == "adapters" and design in adapter_layers.DESIGNS:
+    return design
+  return family
 
 
 def read_log(path: str) -> str:
