@@ -13,6 +13,7 @@ import datetime
 import os
 import posixpath
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -156,12 +157,26 @@ def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = No
     if on_start is not None:
       on_start(process)
     flushed = time.monotonic()
-    with process.stdout:
+
+    def copy_lines():
+      nonlocal flushed
       for line in process.stdout:
         log.write(line.decode("utf-8", errors="replace"))
         if not remote or time.monotonic() - flushed >= _REMOTE_FLUSH_SECONDS:
           log.flush()
           flushed = time.monotonic()
+    with process.stdout:
+      try:
+        copy_lines()
+      except BaseException:
+        # Stopped while the child runs (Ctrl-C, or SIGTERM made an exception, as
+        # the sweep and the study do): the child gets SIGTERM too, saves its
+        # checkpoint and ends, its last lines still logged, before this does.
+        if process.poll() is None:
+          process.send_signal(signal.SIGTERM)
+        copy_lines()
+        process.wait()
+        raise
     return process.wait()
 
 
