@@ -3,7 +3,7 @@
 import dataclasses
 import json
 import math
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -43,6 +43,26 @@ ACTIVATION_NAMES = tuple(_ACTIVATIONS)
 # adapters after the attention sub-layer alone, and found two per layer best).
 PLACEMENTS = ("both", "attention", "feed_forward")
 
+# The adapter designs, each wired into the same Transformer block
+# (modeling.TransformerBlock), with h a sub-layer's output (after its
+# dropout), r its input, LN its LayerNorm and A(x) = s (W2 act(W1 x + b1) + b2):
+#   houlsby:  LN(h + A(h) + r)          Houlsby et al. 2019 (adapter-bert)
+#   pfeiffer: LN(h + A(LN(h + r)) + r)  Pfeiffer et al. 2021, as the PyTorch
+#             `adapters` library's SeqBnConfig: the adapter reads the
+#             sub-layer's normalized output, its residual is h, and the same
+#             LayerNorm is applied again after it; one per layer, after the
+#             feed-forward sub-layer.
+#   parallel: LN(h + A(r) + r)          He et al. 2022: the adapter reads the
+#             sub-layer's input, beside the sub-layer; after the feed-forward one.
+#   lora:     x W + b + s (x A) B on the query and value projections, A random,
+#             B zero (Hu et al. 2022); `size` is the rank r, and s = alpha / r.
+DESIGNS = ("houlsby", "pfeiffer", "parallel", "lora")
+# Each design's placement and scaling s where none is given: the papers'
+# (He et al. scale the parallel adapter by 4; alpha = r, Keras' LoRA default).
+DEFAULT_PLACEMENTS = {"houlsby": "both", "pfeiffer": "feed_forward",
+                      "parallel": "feed_forward", "lora": "both"}
+DEFAULT_SCALING = {"houlsby": 1.0, "pfeiffer": 1.0, "parallel": 4.0, "lora": 1.0}
+
 
 def get_activation(name: str):
   """Maps an activation name ("gelu", "relu", "tanh", "linear") to a function.
@@ -60,25 +80,37 @@ class AdapterConfig:
   """Validated adapter hyperparameters, saved with every model.
 
   Attributes:
-    size: bottleneck width m; 0 means no adapters (plain BERT).
+    size: bottleneck width m (LoRA's rank r); 0 means no adapters (plain BERT).
     init_scale: stddev of the truncated-normal init of both projections
-      (1e-3 in the paper, so a fresh adapter is near the identity).
+      (1e-3 in the paper, so a fresh adapter is near the identity); LoRA's A
+      is He-uniform and B zero instead, so a fresh LoRA is the identity.
     activation: non-linearity of the bottleneck; the original uses BERT's
       tanh-approximated GELU.
     placement: "both" (an adapter after the attention and one after the
       feed-forward sub-layer of every layer), "attention" or "feed_forward"
-      (after that sub-layer only).
+      (after that sub-layer only); None: the design's (DEFAULT_PLACEMENTS).
     layer_norm: the adapter normalizes its up-projection with a LayerNorm of
       its own before the residual add (HyperFormer++'s adapter, Mahabadi et
       al. 2021, whose weights a hypernetwork makes); Houlsby's has none.
+    design: how the adapter is wired into a layer (DESIGNS).
+    scaling: s, the factor of the adapter's output; None: the design's
+      (DEFAULT_SCALING).
   """
   size: int = 64
   init_scale: float = 1e-3
   activation: str = "gelu"
-  placement: str = "both"
+  placement: Optional[str] = None
   layer_norm: bool = False
+  design: str = "houlsby"
+  scaling: Optional[float] = None
 
   def __post_init__(self):
+    if self.design not in DESIGNS:
+      raise ValueError(f"adapter design must be one of {list(DESIGNS)}, got {self.design!r}")
+    if self.placement is None:
+      object.__setattr__(self, "placement", DEFAULT_PLACEMENTS[self.design])
+    if self.scaling is None:
+      object.__setattr__(self, "scaling", DEFAULT_SCALING[self.design])
     if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
       raise ValueError(f"adapter size must be an integer >= 0, got {self.size!r}")
     if not self.init_scale > 0:
@@ -89,17 +121,31 @@ class AdapterConfig:
     if self.placement not in PLACEMENTS:
       raise ValueError(f"adapter placement must be one of {list(PLACEMENTS)}, "
                        f"got {self.placement!r}")
+    if self.design == "lora" and self.placement != "both":
+      raise ValueError("adapter placement does not apply to design lora (it adapts "
+                       f"every layer's query and value projections), got {self.placement!r}")
     if not isinstance(self.layer_norm, bool):
       raise ValueError(f"adapter layer_norm must be true or false, got {self.layer_norm!r}")
+    if self.layer_norm and self.design != "houlsby":
+      raise ValueError("an adapter's own LayerNorm (HyperFormer++'s) needs design houlsby, "
+                       f"got {self.design!r}")
+    if not self.scaling > 0:
+      raise ValueError(f"adapter scaling must be > 0, got {self.scaling!r}")
 
   @property
   def enabled(self) -> bool:
     return self.size > 0
 
   @property
+  def lora(self) -> bool:
+    """Low-rank updates of the query and value projections instead of bottlenecks."""
+    return self.enabled and self.design == "lora"
+
+  @property
   def sublayers(self) -> Tuple[str, ...]:
-    """The sub-layers an adapter follows ("attention", "feed_forward"); () without adapters."""
-    if not self.enabled:
+    """The sub-layers a bottleneck adapter follows ("attention", "feed_forward");
+    () without adapters and for LoRA."""
+    if not self.enabled or self.lora:
       return ()
     return ("attention", "feed_forward") if self.placement == "both" else (self.placement,)
 
@@ -108,7 +154,9 @@ class AdapterConfig:
     # Only where they are not the default: run_config.json and adapter files
     # of Houlsby models stay as they were before these keys existed, so they
     # compare equal to older ones (from_dict reads a missing key as the default).
-    for key, default in (("placement", "both"), ("layer_norm", False)):
+    defaults = (("design", "houlsby"), ("placement", DEFAULT_PLACEMENTS[self.design]),
+                ("layer_norm", False), ("scaling", DEFAULT_SCALING[self.design]))
+    for key, default in defaults:
       if d[key] == default:
         del d[key]
     return d
@@ -122,6 +170,18 @@ class AdapterConfig:
 
   def to_json_string(self) -> str:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+  def parameter_count(self, hidden_size: int, num_layers: int) -> int:
+    """The adapters' weights in a model of that width and depth (hand arithmetic:
+    a bottleneck is 2hm + m + h, its own LayerNorm 2h more; LoRA is 2hr on
+    each of the query and value projections)."""
+    if not self.enabled:
+      return 0
+    h, m = hidden_size, self.size
+    if self.lora:
+      return num_layers * 2 * (2 * h * m)
+    per_adapter = 2 * h * m + m + h + (2 * h if self.layer_norm else 0)
+    return num_layers * len(self.sublayers) * per_adapter
 
 
 # The epsilon of an adapter's own LayerNorm: torch's default, as HyperFormer's
@@ -160,9 +220,11 @@ class AdapterWeights(NamedTuple):
 
 
 def apply_adapter(tokens, weights: AdapterWeights, activation: str = "gelu",
-                  batch_size=None):
-  """`x + W2 · act(W1 · x + b1) + b2`, the up-projection first normalized where
-  the adapter has its own LayerNorm (`x + LN(W2 · act(W1 · x + b1) + b2)`).
+                  batch_size=None, adapter_input=None, scaling: float = 1.0):
+  """`x + s (W2 · act(W1 · a + b1) + b2)`, with a = x unless `adapter_input`
+  is given (the Pfeiffer and parallel designs read another tensor than the one
+  they add to); the up-projection first normalized where the adapter has its
+  own LayerNorm (`x + s LN(W2 · act(W1 · a + b1) + b2)`).
 
   Args:
     tokens: float Tensor [batch_size, seq_length, hidden] or [batch_size *
@@ -172,24 +234,27 @@ def apply_adapter(tokens, weights: AdapterWeights, activation: str = "gelu",
     weights: AdapterWeights, per example (leading batch axis) or not.
     activation: the bottleneck's non-linearity (get_activation).
     batch_size: scalar, needed for per-example weights.
+    adapter_input: the adapter's input a, of the shape of `tokens`; None: tokens.
+    scaling: s (AdapterConfig.scaling).
   Returns:
     float Tensor of the shape of `tokens`.
   """
   hidden = weights.weights1.shape[-2]
   if weights.per_example:  # [batch, seq, hidden] times [batch, hidden, m].
-    x = tf.reshape(tokens, [batch_size, -1, hidden])
+    flat = lambda t: tf.reshape(t, [batch_size, -1, hidden])
     bias = lambda b: b[:, tf.newaxis, :] if len(b.shape) == 2 else b
   else:
-    x = tf.reshape(tokens, [-1, hidden])
+    flat = lambda t: tf.reshape(t, [-1, hidden])
     bias = lambda b: b
-  h = get_activation(activation)(tf.matmul(x, weights.weights1) + bias(weights.biases1))
-  up = tf.matmul(h, weights.weights2)
+  x = flat(tokens)
+  a = x if adapter_input is None else flat(adapter_input)
+  h = get_activation(activation)(tf.matmul(a, weights.weights1) + bias(weights.biases1))
+  up = tf.matmul(h, weights.weights2) + bias(weights.biases2)
   if weights.layer_norm:
     gamma, beta = (bias(v) for v in weights.layer_norm)
-    y = x + keras.ops.layer_normalization(up + bias(weights.biases2), gamma, beta, axis=-1,
-                                          epsilon=ADAPTER_LAYER_NORM_EPSILON)
-  else:
-    y = x + up + bias(weights.biases2)
+    up = keras.ops.layer_normalization(up, gamma, beta, axis=-1,
+                                       epsilon=ADAPTER_LAYER_NORM_EPSILON)
+  y = x + (up * scaling if scaling != 1.0 else up)
   return tf.reshape(y, tf.shape(tokens))
 
 
@@ -209,21 +274,26 @@ class Adapter(keras.layers.Layer):
 
   Call arguments:
     inputs: float Tensor of shape [..., hidden_size].
+    adapter_input: what the bottleneck reads, of the same shape; None: inputs
+      (apply_adapter).
   Returns:
     float Tensor of the same shape.
   """
 
   def __init__(self, size: int = 64, init_scale: float = 1e-3,
-               activation: str = "gelu", layer_norm: bool = False, **kwargs):
+               activation: str = "gelu", layer_norm: bool = False, scaling: float = 1.0,
+               **kwargs):
     kwargs.setdefault("name", "adapters")
     super().__init__(**kwargs)
-    AdapterConfig(size, init_scale, activation, layer_norm=layer_norm)  # Validates them.
+    AdapterConfig(size, init_scale, activation, layer_norm=layer_norm,
+                  scaling=scaling)  # Validates them.
     if size == 0:
       raise ValueError("an Adapter layer needs size > 0; size 0 means no adapter layer")
     self.size = size
     self.init_scale = init_scale
     self.activation = activation
     self.layer_norm = layer_norm
+    self.scaling = scaling
 
   def build(self, input_shape):
     hidden_size = input_shape[-1]
@@ -247,8 +317,9 @@ class Adapter(keras.layers.Layer):
     return AdapterWeights(self.weights1, self.biases1, self.weights2, self.biases2,
                           (self.gamma, self.beta) if self.layer_norm else ())
 
-  def call(self, inputs):
-    return apply_adapter(inputs, self.adapter_weights(), self.activation)
+  def call(self, inputs, adapter_input=None):
+    return apply_adapter(inputs, self.adapter_weights(), self.activation,
+                         adapter_input=adapter_input, scaling=self.scaling)
 
   def tf1_variable_names(self) -> dict:
     """Its variables by their names under the adapter's TF1 scope."""
@@ -257,7 +328,58 @@ class Adapter(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(size=self.size, init_scale=self.init_scale,
-                  activation=self.activation, layer_norm=self.layer_norm)
+                  activation=self.activation, layer_norm=self.layer_norm,
+                  scaling=self.scaling)
+    return config
+
+
+@keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
+class LowRankUpdate(keras.layers.Layer):
+  """`s (x A) B`: LoRA's update of a projection x W + b (Hu et al. 2022).
+
+  A [in, r] starts He-uniform and B [r, out] zero, as Keras' Dense.enable_lora
+  and PEFT, so a new update is 0. Written here rather than through
+  Dense.enable_lora because its weights must carry adapter-bert's TF1 scope
+  names (`.../adapters/lora_a`) for adapter-only files, banks and the
+  trainable-variable rules, and because Keras' layer rebuilds the merged kernel
+  whenever it is read.
+
+  Call arguments:
+    inputs: float Tensor [tokens, in].
+  Returns:
+    float Tensor [tokens, out].
+  """
+
+  def __init__(self, rank: int, units: int, scaling: float = 1.0, **kwargs):
+    kwargs.setdefault("name", "lora")
+    super().__init__(**kwargs)
+    if rank < 1:
+      raise ValueError(f"a LoRA update needs rank >= 1, got {rank!r}")
+    self.rank = rank
+    self.units = units
+    self.scaling = scaling
+
+  def build(self, input_shape):
+    self.lora_a = self.add_weight(name="lora_a", shape=(input_shape[-1], self.rank),
+                                  initializer="he_uniform")
+    self.lora_b = self.add_weight(name="lora_b", shape=(self.rank, self.units),
+                                  initializer="zeros")
+
+  def call(self, inputs):
+    y = tf.matmul(tf.matmul(inputs, self.lora_a), self.lora_b)
+    return y * self.scaling if self.scaling != 1.0 else y
+
+  def kernel_update(self):
+    """`s A B`, what merging adds to the projection's kernel [in, out]."""
+    return self.scaling * tf.matmul(self.lora_a, self.lora_b)
+
+  def tf1_variable_names(self) -> dict:
+    """Its variables by their names under the projection's `adapters` scope."""
+    return {"lora_a": self.lora_a, "lora_b": self.lora_b}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(rank=self.rank, units=self.units, scaling=self.scaling)
     return config
 
 

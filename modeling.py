@@ -27,12 +27,13 @@ Every layer and model is Keras-serializable (`get_config`/`from_config`, package
 import dataclasses
 import json
 import math
-from typing import Dict, NamedTuple, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import keras
 import tensorflow as tf
 
-from adapter_layers import Adapter, AdapterConfig, AdapterWeights, apply_adapter, get_activation
+from adapter_layers import (Adapter, AdapterConfig, AdapterWeights, LowRankUpdate, apply_adapter,
+                            get_activation)
 from adapter_layers import KERAS_PACKAGE as _PACKAGE
 import errors
 from storage import input_files
@@ -318,7 +319,9 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
 
   attention: dense -> dropout -> adapter -> LayerNorm(. + layer_input)
   feed-forward: dense -> dropout -> adapter -> LayerNorm(. + attention_output)
-  Each adapter is there if adapter_config.placement puts one after that sub-layer.
+  Each adapter is there if adapter_config.placement puts one after that sub-layer,
+  wired as adapter_config.design says (adapter_layers.DESIGNS: what the adapter
+  reads); design lora adds low-rank updates to the query and value projections.
 
   Every token-wise product (projections, feed-forward, adapters) runs as one
   2-D MatMul over all batch_size * seq_length tokens, its bias add fused
@@ -356,10 +359,13 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     self.hidden_dropout = Dropout(config.hidden_dropout_prob)
     a = adapter_config
     adapter = lambda sublayer, name: (
-        Adapter(a.size, a.init_scale, a.activation, a.layer_norm, name=name)
+        Adapter(a.size, a.init_scale, a.activation, a.layer_norm, a.scaling, name=name)
         if sublayer in a.sublayers else None)
     self.attention_adapters = adapter("attention", "attention_adapters")
     self.output_adapters = adapter("feed_forward", "output_adapters")
+    lora = lambda name: LowRankUpdate(a.size, h, a.scaling, name=name) if a.lora else None
+    self.query_lora = lora("query_lora")
+    self.value_lora = lora("value_lora")
     # False: this layer's adapters are skipped (the identity), for an ablation
     # (experiments/ablation.adapters_removed). Read when the call is traced; no
     # part of the config.
@@ -370,9 +376,9 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     shape = tf.shape(x)
     heads = [shape[0], shape[1], self.num_heads, self.head_size]
     tokens = tf.reshape(x, [-1, self.config.hidden_size])  # [batch * seq, hidden]
-    q = tf.reshape(self.query(tokens), heads)
+    q = tf.reshape(self._projection(self.query, self.query_lora, tokens), heads)
     k = tf.reshape(self.key(tokens), heads)
-    v = tf.reshape(self.value(tokens), heads)
+    v = tf.reshape(self._projection(self.value, self.value_lora, tokens), heads)
     scores = tf.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(self.head_size))
     # Softmax in float32 under mixed precision (no-op casts otherwise): its
     # exponentials and sums are where 16-bit formats lose the most.
@@ -382,35 +388,59 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     context = tf.einsum("bnqk,bknd->bqnd", probs, v)
     context = tf.reshape(context, [-1, self.config.hidden_size])
     h = self.hidden_dropout(self.attention_output(context), training=training)
-    h = self._adapters(h, self.attention_adapters, given.attention_adapters, shape)
-    attention_output = _normalize(self.attention_layer_norm, h + tokens,
-                                  given.attention_layer_norm, shape)
+    norm = lambda y: _normalize(self.attention_layer_norm, y, given.attention_layer_norm, shape)
+    h = self._adapters(h, tokens, norm, self.attention_adapters, given.attention_adapters,
+                       shape)
+    attention_output = norm(h + tokens)
 
     h = self.output_dense(self.intermediate(attention_output))
     h = self.hidden_dropout(h, training=training)
-    h = self._adapters(h, self.output_adapters, given.feed_forward_adapters, shape)
-    return tf.reshape(_normalize(self.output_layer_norm, h + attention_output,
-                                 given.output_layer_norm, shape), shape)
+    norm = lambda y: _normalize(self.output_layer_norm, y, given.output_layer_norm, shape)
+    h = self._adapters(h, attention_output, norm, self.output_adapters,
+                       given.feed_forward_adapters, shape)
+    return tf.reshape(norm(h + attention_output), shape)
 
-  def _adapters(self, h, own: Adapter, given: Tuple[AdapterWeights, ...], shape):
-    """The layer's own adapter at this place, then the given ones, unless removed."""
-    if not self.adapters_enabled:
+  def _projection(self, dense: TokenDense, lora: Optional[LowRankUpdate], tokens):
+    """A query/value projection, with its LoRA update where the design has one."""
+    y = dense(tokens)
+    if lora is None or not self.adapters_enabled:
+      return y
+    return y + lora(tokens)
+
+  def _adapters(self, h, residual, norm, own: Adapter, given: Tuple[AdapterWeights, ...],
+                shape):
+    """The layer's own adapter at this place, then the given ones, unless removed.
+
+    h: the sub-layer's output; residual: its input; norm: its LayerNorm. What
+    the adapter reads follows the design (adapter_layers.DESIGNS).
+    """
+    if not self.adapters_enabled or (own is None and not given):
       return h
+    a = self.adapter_config
+    if a.design == "pfeiffer":
+      read = norm(h + residual)
+    elif a.design == "parallel":
+      read = residual
+    else:
+      read = None  # Houlsby's adapter reads h.
     if own is not None:
-      h = own(h)
+      h = own(h, adapter_input=read)
     for weights in given:
       if isinstance(weights, AdapterWeights):
-        h = apply_adapter(h, weights, self.adapter_config.activation, shape[0])
-      else:  # An AdapterFusion (FusedAdapters, FusionWeights).
-        h = weights(h, self.adapter_config.activation, shape[0])
+        h = apply_adapter(h, weights, a.activation, shape[0], adapter_input=read,
+                          scaling=a.scaling)
+      else:  # An AdapterFusion (FusedAdapters, FusionWeights) over Houlsby adapters.
+        h = weights(h, a.activation, shape[0])
     return h
 
   def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:
     """Keras variables of this layer by their TF1 names under `prefix`."""
     sublayers = {
         "attention/self/query": self.query,
+        "attention/self/query/adapters": self.query_lora,
         "attention/self/key": self.key,
         "attention/self/value": self.value,
+        "attention/self/value/adapters": self.value_lora,
         "attention/output/dense": self.attention_output,
         "attention/output/adapters": self.attention_adapters,
         "attention/output/LayerNorm": self.attention_layer_norm,
@@ -422,7 +452,7 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     return {f"{prefix}/{scope}/{name}": v
             for scope, layer in sublayers.items() if layer is not None
             for name, v in (layer.tf1_variable_names().items()
-                            if isinstance(layer, Adapter) else
+                            if isinstance(layer, (Adapter, LowRankUpdate)) else
                             ((v.name, v) for v in layer.weights))}
 
   def own_task_weights(self) -> LayerTaskWeights:
@@ -450,6 +480,33 @@ def variable_role(tf1_name: str) -> str:
   if tf1_name.startswith("bert/pooler/"):
     return "pooler"
   return "layer"
+
+
+def merge_lora(model):
+  """A copy of `model` (an encoder or task model with design lora) without LoRA
+  layers, each query and value kernel W replaced by W + s A B: the same
+  function at the cost of plain BERT, for inference.
+
+  Returns `model`'s class with NO_ADAPTERS; every other weight copied.
+  Raises:
+    ValueError: `model`'s adapters are not LoRA.
+  """
+  if not model.adapter_config.lora:
+    raise ValueError(f"only LoRA merges into the kernels; the model's adapter design is "
+                     f"{model.adapter_config.design} (size {model.adapter_config.size})")
+  model.ensure_built()
+  merged = type(model).from_config({**model.get_config(),
+                                    "adapter_config": NO_ADAPTERS.to_dict()})
+  merged.ensure_built()
+  names = model.tf1_variable_map()
+  for name, variable in merged.tf1_variable_map().items():
+    value = names[name]
+    lora_prefix = name[:-len("kernel")] + "adapters/"
+    if lora_prefix + "lora_a" in names:
+      a, b = names[lora_prefix + "lora_a"], names[lora_prefix + "lora_b"]
+      value = value + model.adapter_config.scaling * tf.matmul(a, b)
+    variable.assign(value)
+  return merged
 
 
 def dummy_inputs(batch_size: int = 1, seq_length: int = 2) -> Dict[str, tf.Tensor]:

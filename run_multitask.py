@@ -145,9 +145,12 @@ def model_options(F) -> model_setup.ModelOptions:
         f"must be {' or '.join(allowed)}: "
         + ("the hypernetwork makes the adapters, and the encoder stays frozen"
            if F.adapter_type == "hyperformer" else "the shared adapters train"))
-  if F.adapter_type == "hyperformer" and F.adapter_placement != "both":
+  if F.adapter_type == "hyperformer" and F.adapter_placement not in (None, "both"):
     raise errors.UserError(f"{errors.flags_named(adapter_placement=F.adapter_placement)}"
                            ": HyperFormer++ puts its adapters after both sub-layers")
+  if F.adapter_design != "houlsby":
+    raise errors.UserError(f"{errors.flags_named(adapter_design=F.adapter_design)}: "
+                           "run_multitask.py trains Houlsby adapters (houlsby)")
   # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
   adapter_size = F.adapter_size if F.adapter_type == "shared" else 0
   return model_setup.ModelOptions(

@@ -66,7 +66,9 @@ flags.DEFINE_integer("batch_size", 32, "Batch size (training and inference).")
 flags.DEFINE_integer("adapter_size", 64, "Adapter size of the adapters mode.")
 flags.DEFINE_integer("num_labels", 2, "Classes of the synthetic task.")
 flags.DEFINE_list("modes", ["adapters", "full"], "Train modes (runtime.trainable.TrainMode): "
-                  "adapters has adapters of --adapter_size, the others none.")
+                  "adapters has adapters of --adapter_size, the others none; or an adapter "
+                  "design other than houlsby (pfeiffer, parallel, lora): train mode "
+                  "adapters with that design.")
 flags.DEFINE_integer("steps", 30, "Timed training steps per mode.")
 flags.DEFINE_integer("warmup_steps", 3, "Untimed steps per mode after the compiling one.")
 flags.DEFINE_integer("steps_per_round", 3, "Steps a mode runs before the next mode's turn.")
@@ -147,7 +149,7 @@ def load_config(spec):
 # --- FLOPs ---------------------------------------------------------------------
 
 
-def matmul_flops(config, batch, seq, adapter_size, num_labels, trains):
+def matmul_flops(config, batch, seq, adapter_config, num_labels, trains):
   """Analytic matrix-product FLOPs of one training step and of one inference batch.
 
   Counted: every matrix product of modeling.py, a product of an [M, K] by a
@@ -158,7 +160,9 @@ def matmul_flops(config, batch, seq, adapter_size, num_labels, trains):
     attention context    2*T*seq*H   (probs V)
     attention output     2*T*H*H
     intermediate, output 2 * 2*T*H*I
-    two adapters         2 * (2*T*H*m + 2*T*m*H)
+    two adapters         2 * (2*T*H*m + 2*T*m*H)  (Houlsby's; one for pfeiffer
+                         and parallel; LoRA of rank m: 2 * (2*T*H*m + 2*T*m*H)
+                         on the query and value projections)
   plus the pooler 2*batch*H*H (the [CLS] token only) and the head
   2*batch*H*num_labels. Not counted: embedding gathers, softmax, GELU,
   LayerNorm, dropout, residual adds and the optimizer update (elementwise, a
@@ -182,8 +186,11 @@ def matmul_flops(config, batch, seq, adapter_size, num_labels, trains):
   Returns:
     {"forward": F, "backward": B, "train_step": F + B} in FLOPs.
   """
-  B, S, H, I, m = batch, seq, config.hidden_size, config.intermediate_size, adapter_size
+  B, S, H, I = batch, seq, config.hidden_size, config.intermediate_size
+  m = adapter_config.size
   T = B * S
+  scopes = {"attention": "attention/output", "feed_forward": "output"}
+  adapter_scopes = [scopes[s] for s in adapter_config.sublayers]
   # Forward order: ("norm", 0, name) a trainable-or-not non-product variable,
   # ("dense", flops, weight name), ("act", flops, None) a product of activations.
   items = [("norm", 0, "bert/embeddings/LayerNorm/gamma")]
@@ -191,9 +198,12 @@ def matmul_flops(config, batch, seq, adapter_size, num_labels, trains):
     p = f"bert/encoder/layer_{l}/"
     for name in ("query", "key", "value"):
       items.append(("dense", 2 * T * H * H, p + f"attention/self/{name}/kernel"))
+      if adapter_config.lora and name != "key":
+        items += [("dense", 2 * T * H * m, p + f"attention/self/{name}/adapters/lora_a"),
+                  ("dense", 2 * T * m * H, p + f"attention/self/{name}/adapters/lora_b")]
     items += [("act", 2 * T * S * H, None), ("act", 2 * T * S * H, None),
               ("dense", 2 * T * H * H, p + "attention/output/dense/kernel")]
-    adapter = lambda scope: [] if not m else [
+    adapter = lambda scope: [] if scope not in adapter_scopes else [
         ("dense", 2 * T * H * m, p + f"{scope}/adapters/weights1"),
         ("dense", 2 * T * m * H, p + f"{scope}/adapters/weights2")]
     items += adapter("attention/output")
@@ -225,13 +235,22 @@ def matmul_flops(config, batch, seq, adapter_size, num_labels, trains):
 # --- Workers (run in their own processes) ----------------------------------------
 
 
+def parse_mode(spec):
+  """(TrainMode, AdapterConfig) of a --modes entry: a train mode, or an adapter design."""
+  from adapter_layers import DESIGNS, AdapterConfig
+  from runtime import trainable
+  if spec in DESIGNS:
+    return trainable.TrainMode("adapters"), AdapterConfig(size=FLAGS.adapter_size, design=spec)
+  mode = trainable.TrainMode.parse(spec)
+  return mode, AdapterConfig(size=FLAGS.adapter_size if mode.name == "adapters" else 0)
+
+
 def train_worker():
   """One train mode: the model, its optimizer and compiled loop, timed on command."""
   memory = harness.MemoryStages()  # The RSS each stage adds (the memory split).
   import keras
   import numpy as np
   import tensorflow as tf
-  from adapter_layers import AdapterConfig
   from classification import task as classifier_task
   import modeling
   import optimization
@@ -242,12 +261,11 @@ def train_worker():
 
   keras.utils.set_random_seed(FLAGS.seed)
   config = load_config(FLAGS.bert_config_file)
-  mode = trainable.TrainMode.parse(FLAGS.mode)
-  adapter_size = FLAGS.adapter_size if mode.name == "adapters" else 0
+  mode, adapter_config = parse_mode(FLAGS.mode)
+  adapter_size = adapter_config.size
   B, S = FLAGS.batch_size, FLAGS.seq_length
   with model_setup.dtype_policy(FLAGS.mixed_precision):
-    model = modeling.BertClassifier(config, FLAGS.num_labels,
-                                    AdapterConfig(size=adapter_size))
+    model = modeling.BertClassifier(config, FLAGS.num_labels, adapter_config)
     model.ensure_built()
   trainable.set_trainable(model, mode)
   memory.stage("model")
@@ -290,14 +308,15 @@ def train_worker():
 
   counts = trainable.parameter_counts(model)
   names = model.tf1_variable_map()
-  flops = matmul_flops(config, B, S, adapter_size, FLAGS.num_labels,
+  flops = matmul_flops(config, B, S, adapter_config, FLAGS.num_labels,
                        lambda n: mode.trains(n, config.num_hidden_layers))
   harness.serve({
       "warmup": warmup,
       "train": lambda steps: {"seconds": harness.time_steps(train_step, steps)},
       "predict": lambda steps: {"seconds": harness.time_steps(predict_step, steps)},
   }, ready={
-      "mode": str(mode), "adapter_size": adapter_size, "counts": counts,
+      "mode": str(mode), "adapter_size": adapter_size,
+      "adapter_design": adapter_config.design, "counts": counts,
       "optimizer_state_floats": sum(int(np.prod(v.shape)) for v in optimizer.variables) - 1,
       "trainable_variables": sum(1 for v in names.values() if v.trainable),
       "flops": flops, "config": config.to_dict(),
@@ -501,7 +520,8 @@ def speed_benchmark(results):
         s, examples_per_s=_rate(s, B), flops_per_batch=r["flops"]["forward"],
         gflops_per_s=gflops, fraction_of_ceiling=gflops / peak if peak else None,
         batch_seconds=predict[mode])
-    model = f"with adapters {r['adapter_size']}" if r["adapter_size"] else "no adapters"
+    model = (f"with {r['adapter_design']} adapters {r['adapter_size']}" if r["adapter_size"]
+             else "no adapters")
     share = f" = {100 * gflops / peak:.1f}% of the ceiling" if peak else ""
     print(f"infer {mode:<9} batch {1000 * s['median_s']:7.1f} ms (quartiles "
           f"{1000 * s['q1_s']:.1f}-{1000 * s['q3_s']:.1f}, {s['steps']} batches) = "

@@ -184,9 +184,19 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
                        "other than adapters: 0.", **fv)
   flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights "
                      "(truncated normal).", **fv)
-  flags.DEFINE_string("adapter_placement", "both", "Where each layer's adapters go: both "
+  flags.DEFINE_string("adapter_placement", None, "Where each layer's adapters go: both "
                       "(after the attention and after the feed-forward sub-layer, as the "
-                      "paper), attention or feed_forward (after that sub-layer only).", **fv)
+                      "paper), attention or feed_forward (after that sub-layer only). "
+                      "Default: the design's (both for houlsby, feed_forward for pfeiffer "
+                      "and parallel).", **fv)
+  flags.DEFINE_enum("adapter_design", "houlsby", list(adapter_layers.DESIGNS),
+                    "How adapters are wired into a layer: houlsby (the paper), pfeiffer "
+                    "(one adapter reading the normalized feed-forward output, Pfeiffer et "
+                    "al. 2021), parallel (beside the sub-layer, He et al. 2022) or lora "
+                    "(rank --adapter_size updates of the query and value projections, Hu "
+                    "et al. 2022).", **fv)
+  flags.DEFINE_float("adapter_scaling", None, "Factor of the adapters' output (LoRA: "
+                     "alpha / rank). Default: the design's (4 for parallel, else 1).", **fv)
   flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
                      "variables (other weights: 0.01, as the original).", **fv)
   flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
@@ -206,6 +216,7 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
   check(flag_values, "adapter_init_scale", *fc.POSITIVE)
   check(flag_values, "adapter_placement", lambda v: v in adapter_layers.PLACEMENTS,
         model_setup.PLACEMENTS_ALLOWED)
+  check(flag_values, "adapter_scaling", *fc.POSITIVE)
   check(flag_values, "adapter_weight_decay_rate", *fc.NON_NEGATIVE)
   check(flag_values, "train_mode", model_setup.train_mode_ok,
         model_setup.TRAIN_MODES_ALLOWED)
@@ -242,6 +253,16 @@ def _check_adapter_size(flag_values):
     return model_setup.placement_conflict(placement, options.adapter_size)
   flag_checks.check_flags_together(
       flag_values, ("adapter_placement", "train_mode", "adapter_size"), placement_problem)
+
+  def design_problem(design, placement, train_mode, adapter_size):
+    if adapter_size < 0 or not model_setup.train_mode_ok(train_mode):
+      return None
+    options = model_setup.ModelOptions(
+        adapter_size=_given_size(flag_values, adapter_size), train_mode=train_mode)
+    return model_setup.design_conflict(design, placement, options.adapter_size)
+  flag_checks.check_flags_together(
+      flag_values, ("adapter_design", "adapter_placement", "train_mode", "adapter_size"),
+      design_problem)
 
 
 def define_model_and_run_flags(flag_values=_FLAGS, check_adapter_size=True):

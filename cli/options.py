@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Dict, Optional
 
+import adapter_layers
 from adapter_layers import AdapterConfig
 from checkpoints import adapter_weights
 from cli import flag_checks
@@ -13,7 +14,8 @@ from runtime import setup
 
 # AdapterConfig's keys that a flag sets, and the flag.
 ADAPTER_CONFIG_FLAGS = {"size": "adapter_size", "init_scale": "adapter_init_scale",
-                        "placement": "adapter_placement"}
+                        "placement": "adapter_placement", "design": "adapter_design",
+                        "scaling": "adapter_scaling"}
 
 
 def model_options(flag_values,
@@ -68,8 +70,12 @@ def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object]
   """
   recorded = AdapterConfig.from_dict(
       adapter_weights.read_adapter_header(adapter_checkpoint)["adapter_config"])
-  return take_recorded(adapter_checkpoint, {flag: getattr(recorded, key) for key, flag
-                                            in ADAPTER_CONFIG_FLAGS.items()}, values, given)
+  taken = take_recorded(adapter_checkpoint, {flag: getattr(recorded, key) for key, flag
+                                             in ADAPTER_CONFIG_FLAGS.items()}, values, given)
+  if ("adapter_placement" not in given
+      and recorded.placement == adapter_layers.DEFAULT_PLACEMENTS[recorded.design]):
+    taken["adapter_placement"] = None  # As if left out: LoRA takes none.
+  return taken
 
 
 def take_recorded(adapter_checkpoint: str, recorded: Dict[str, object],

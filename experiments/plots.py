@@ -40,7 +40,7 @@ from experiments import tables
 from storage import file_io
 from storage import path_checks
 
-_METHOD_KEYS = ("train_mode", "adapter_size", "method")
+_METHOD_KEYS = ("train_mode", "adapter_size", "adapter_design", "method")
 KINDS = {
     "data_size": dict(x="num_train_examples", needs="train_examples",
                       x_label="training examples", title="dev metric vs training-set size",
@@ -57,7 +57,8 @@ DATA_COLUMNS = ("series", "x", "y", "y_std", "n_seeds", "label")
 
 def _series_name(row: Mapping[str, object], kind: str, group_by: Sequence[str]) -> str:
   if kind == "tradeoff":
-    base = runs.method_family(str(row.get("train_mode") or row.get("method") or ""))
+    base = runs.method_family(str(row.get("train_mode") or row.get("method") or ""),
+                              str(row.get("method") or ""))
   else:
     base = str(row.get("method") or "")
   others = [f"{k}={row.get(k)}" for k in group_by if k not in KINDS[kind]["hidden"]]

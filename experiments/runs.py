@@ -13,6 +13,7 @@ import datetime
 import os
 import posixpath
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+import adapter_layers
 from experiments import grid as grid_lib
 from experiments import tables
 from runtime import model_setup
@@ -87,17 +89,33 @@ def resolve_method(settings: Mapping[str, object], run_config: Optional[Mapping]
   return str(mode), int(size)
 
 
-def method_name(train_mode: str, adapter_size: int) -> str:
-  """A method's short name: adapters_64, full, top_layers_3, layer_norm, head."""
+def resolve_design(settings: Mapping[str, object], run_config: Optional[Mapping] = None) -> str:
+  """The adapter design the run used (adapter_layers.DESIGNS): from its
+  run_config.json, else its --adapter_design."""
+  if run_config and "adapter_config" in run_config:
+    return str((run_config.get("adapter_config") or {}).get("design", "houlsby"))
+  return str(settings.get("adapter_design") or "houlsby")
+
+
+def method_name(train_mode: str, adapter_size: int, design: str = "houlsby") -> str:
+  """A method's short name: adapters_64 (Houlsby's), pfeiffer_64, parallel_64,
+  lora_8, full, top_layers_3, layer_norm, head."""
+  if train_mode == "adapters" and design != "houlsby":
+    return f"{design}_{adapter_size}"
   name = train_mode.replace(":", "_")
   if train_mode == "adapters" or (adapter_size and train_mode == "full"):
     name += f"_adapters_{adapter_size}" if train_mode == "full" else f"_{adapter_size}"
   return name
 
 
-def method_family(train_mode: str) -> str:
-  """What the trade-off plot draws as one line: adapters, top_layers, full, ..."""
-  return train_mode.partition(":")[0]
+def method_family(train_mode: str, method: str = "") -> str:
+  """What the trade-off plot draws as one line: adapters (Houlsby's), another
+  adapter design (pfeiffer, parallel, lora), top_layers, full, ..."""
+  family = train_mode.partition(":")[0]
+  design = method.rpartition("_")[0]
+  if family == "adapters" and design in adapter_layers.DESIGNS:
+    return design
+  return family
 
 
 def read_log(path: str) -> str:
@@ -139,12 +157,26 @@ def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = No
     if on_start is not None:
       on_start(process)
     flushed = time.monotonic()
-    with process.stdout:
+
+    def copy_lines():
+      nonlocal flushed
       for line in process.stdout:
         log.write(line.decode("utf-8", errors="replace"))
         if not remote or time.monotonic() - flushed >= _REMOTE_FLUSH_SECONDS:
           log.flush()
           flushed = time.monotonic()
+    with process.stdout:
+      try:
+        copy_lines()
+      except BaseException:
+        # Stopped while the child runs (Ctrl-C, or SIGTERM made an exception, as
+        # the sweep and the study do): the child gets SIGTERM too, saves its
+        # checkpoint and ends, its last lines still logged, before this does.
+        if process.poll() is None:
+          process.send_signal(signal.SIGTERM)
+        copy_lines()
+        process.wait()
+        raise
     return process.wait()
 
 

@@ -77,7 +77,12 @@ def read_fusion(bank_dir: str, names: Sequence[str],
     if not task.adapter_config.enabled:
       raise errors.UserError(f"task {name!r} has no adapters (--train_mode="
                              f"{task.metadata.get('train_mode')}): nothing to fuse", task.path)
-    configs[name] = task.adapter_config
+    config = task.adapter_config
+    if config.design != "houlsby" or config.scaling != 1.0:
+      raise errors.UserError(f"task {name!r} has {config.design} adapters of scaling "
+                             f"{config.scaling:g}; AdapterFusion fuses houlsby-design "
+                             f"adapters of scaling 1", task.path)
+    configs[name] = config
     tasks.append(fusion_model.FusedTask(name, {
         n: a for n, a in task.arrays.items() if modeling.variable_role(n) == "adapter"}))
   if len(set(configs.values())) > 1:

@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig, PLACEMENTS
+from adapter_layers import AdapterConfig, DESIGNS, PLACEMENTS
 from checkpoints import adapter_weights
 from checkpoints import base_model
 from checkpoints import checkpoint_io
@@ -49,7 +49,9 @@ class ModelOptions:
   """
   adapter_size: Optional[int] = None
   adapter_init_scale: float = 1e-3
-  adapter_placement: str = "both"
+  adapter_placement: Optional[str] = None
+  adapter_design: str = "houlsby"
+  adapter_scaling: Optional[float] = None
   train_mode: Optional[str] = None
   init_checkpoint: Optional[str] = None
   bert_hub_module_handle: Optional[str] = None
@@ -61,8 +63,11 @@ class ModelOptions:
       object.__setattr__(self, "adapter_size", implied_adapter_size(self.train_mode))
 
   def adapter_config(self) -> AdapterConfig:
+    if not self.adapter_size:  # Plain BERT, recorded as before designs existed.
+      return AdapterConfig(size=0, init_scale=self.adapter_init_scale)
     return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale,
-                         placement=self.adapter_placement)
+                         placement=self.adapter_placement, design=self.adapter_design,
+                         scaling=self.adapter_scaling)
 
   def validate(self, do_lower_case: bool) -> None:
     """Fails on inconsistent flags before a script does any work.
@@ -80,7 +85,12 @@ class ModelOptions:
         (named(train_mode=self.train_mode),
          None if train_mode_ok(self.train_mode) else "must be " + TRAIN_MODES_ALLOWED),
         (named(adapter_placement=self.adapter_placement),
-         None if self.adapter_placement in PLACEMENTS else "must be " + PLACEMENTS_ALLOWED))
+         None if self.adapter_placement in (None,) + PLACEMENTS
+         else "must be " + PLACEMENTS_ALLOWED),
+        (named(adapter_design=self.adapter_design),
+         None if self.adapter_design in DESIGNS else "must be " + DESIGNS_ALLOWED),
+        (named(adapter_scaling=self.adapter_scaling),
+         None if self.adapter_scaling is None or self.adapter_scaling > 0 else "must be > 0"))
     for flags_and_values, message in problems:
       if message:
         raise errors.UserError(f"{flags_and_values}: {message}")
@@ -91,6 +101,9 @@ class ModelOptions:
     message = placement_conflict(self.adapter_placement, self.adapter_size)
     if message:
       raise errors.UserError(f"{named(adapter_placement=self.adapter_placement)}: {message}")
+    message = design_conflict(self.adapter_design, self.adapter_placement, self.adapter_size)
+    if message:
+      raise errors.UserError(f"{named(adapter_design=self.adapter_design)}: {message}")
     tokenization.validate_case_matches_checkpoint(do_lower_case, self.init_checkpoint)
 
   def mode(self) -> trainable.TrainMode:
@@ -126,6 +139,7 @@ def implied_adapter_size(train_mode: Optional[str]) -> int:
 ADAPTER_SIZES_ALLOWED = "an integer >= 0 (0: no adapters)"
 TRAIN_MODES_ALLOWED = "one of adapters, full, layer_norm, head, top_layers:K (K >= 0)"
 PLACEMENTS_ALLOWED = "one of " + ", ".join(PLACEMENTS)
+DESIGNS_ALLOWED = "one of " + ", ".join(DESIGNS)
 
 
 def train_mode_ok(train_mode: Optional[str]) -> bool:
@@ -155,11 +169,22 @@ def adapter_conflict(mode: trainable.TrainMode, adapter_size: int) -> Optional[s
   return None
 
 
-def placement_conflict(placement: str, adapter_size: int) -> Optional[str]:
+def placement_conflict(placement: Optional[str], adapter_size: int) -> Optional[str]:
   """A placement other than the default asked for a model without adapters."""
-  if placement != "both" and adapter_size == 0:
+  if placement not in (None, "both") and adapter_size == 0:
     return (f"--adapter_placement={placement} places adapters, but the model has none "
             "(--adapter_size=0, or a --train_mode without adapters)")
+  return None
+
+
+def design_conflict(design: str, placement: Optional[str], adapter_size: int) -> Optional[str]:
+  """A design asked for a model without adapters, or a placement given to LoRA."""
+  if design != "houlsby" and adapter_size == 0:
+    return (f"--adapter_design={design} needs adapters, but the model has none "
+            "(--adapter_size=0, or a --train_mode without adapters)")
+  if design == "lora" and placement is not None:
+    return (f"LoRA adapts every layer's query and value projections; leave "
+            f"--adapter_placement={placement} out")
   return None
 
 

@@ -70,13 +70,19 @@ class MultiTaskBert(tf.Module):
         whose tasks in `tasks` have no adapters.
     Raises:
       errors.UserError: tasks whose adapters have different activations (the
-        encoder applies one).
+        encoder applies one), or a design other than Houlsby's.
     """
     super().__init__(name=name)
     if not tasks:
       raise ValueError("MultiTaskBert needs at least one task")
     self.task_names = tuple(t.name for t in tasks)
     self.num_outputs = tuple(int(t.arrays["output_weights"].shape[0]) for t in tasks)
+    for t in tasks:
+      if t.adapter_config.enabled and t.adapter_config.design != "houlsby":
+        raise errors.UserError(
+            f"task {t.name} has {t.adapter_config.design} adapters; the SavedModel serves "
+            f"houlsby-design tasks only (predict it with run_classifier.py --bank_task)",
+            t.path)
     activations = sorted({t.adapter_config.activation for t in tasks
                           if t.adapter_config.enabled})
     if len(activations) > 1:

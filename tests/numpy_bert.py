@@ -6,6 +6,12 @@ Written from google-research/bert modeling.py (`embedding_postprocessor`,
 google-research/adapter-bert modeling.py (`feedforward_adapter`, applied in
 `transformer_model` after each output projection and dropout, before the residual
 LayerNorm). It shares no code with modeling.py, so it checks placement and numerics.
+
+The other adapter designs follow their papers' equations, with h a sub-layer's
+output, r its input and LN its LayerNorm: Pfeiffer et al. (2021)
+LN(h + A(LN(h + r)) + r) (the `adapters` library's SeqBnConfig), He et al.
+(2022) parallel LN(h + A(r) + r), and LoRA (Hu et al., 2022) x W + b + s x A B
+on the query and value projections.
 """
 
 import numpy as np
@@ -33,7 +39,28 @@ def adapter(x, w, prefix):
   return x + up
 
 
-def bert_forward(w, num_heads, input_ids, input_mask, segment_ids):
+def bottleneck(a, w, prefix):
+  """W2 gelu(W1 a + b1) + b2, without the residual."""
+  return gelu(a @ w[prefix + "weights1"] + w[prefix + "biases1"]) @ w[prefix + "weights2"] \
+      + w[prefix + "biases2"]
+
+
+def adapted_sublayer(h, r, w, prefix, norm, design, scaling):
+  """What a sub-layer adds to its input before its LayerNorm, adapter included:
+  the design's equation (module docstring) before the final `LN(. + r)`."""
+  if prefix + "weights1" not in w:
+    return h
+  if design == "houlsby":
+    return h + scaling * (adapter(h, w, prefix) - h)
+  if design == "pfeiffer":
+    return h + scaling * bottleneck(norm(h + r), w, prefix)
+  if design == "parallel":
+    return h + scaling * bottleneck(r, w, prefix)
+  raise ValueError(design)
+
+
+def bert_forward(w, num_heads, input_ids, input_mask, segment_ids, design="houlsby",
+                 scaling=1.0):
   """Returns (sequence_output [B,S,H], pooled_output [B,H]) in float64."""
   w = {k: np.asarray(v, np.float64) for k, v in w.items()}
   b, s = input_ids.shape
@@ -47,7 +74,12 @@ def bert_forward(w, num_heads, input_ids, input_mask, segment_ids):
   n = 0
   while f"bert/encoder/layer_{n}/attention/self/query/kernel" in w:
     p = f"bert/encoder/layer_{n}/"
-    dense = lambda t, name: t @ w[p + name + "/kernel"] + w[p + name + "/bias"]
+    def dense(t, name):
+      y = t @ w[p + name + "/kernel"] + w[p + name + "/bias"]
+      lora = p + name + "/adapters/lora_"
+      if lora + "a" in w:
+        y = y + scaling * (t @ w[lora + "a"]) @ w[lora + "b"]
+      return y
     heads = lambda t: t.reshape(b, s, num_heads, d).transpose(0, 2, 1, 3)
     q = heads(dense(x, "attention/self/query"))
     k = heads(dense(x, "attention/self/key"))
@@ -56,12 +88,16 @@ def bert_forward(w, num_heads, input_ids, input_mask, segment_ids):
     probs = np.exp(scores - scores.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     context = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, h)
-    a = adapter(dense(context, "attention/output/dense"), w, p + "attention/output/adapters/")
-    a = layer_norm(a + x, w[p + "attention/output/LayerNorm/gamma"],
-                   w[p + "attention/output/LayerNorm/beta"])
+    norm = lambda t, scope: layer_norm(t, w[p + scope + "/LayerNorm/gamma"],
+                                       w[p + scope + "/LayerNorm/beta"])
+    attention_norm = lambda t: norm(t, "attention/output")
+    a = adapted_sublayer(dense(context, "attention/output/dense"), x, w,
+                         p + "attention/output/adapters/", attention_norm, design, scaling)
+    a = attention_norm(a + x)
+    output_norm = lambda t: norm(t, "output")
     f = dense(gelu(dense(a, "intermediate/dense")), "output/dense")
-    f = adapter(f, w, p + "output/adapters/")
-    x = layer_norm(f + a, w[p + "output/LayerNorm/gamma"], w[p + "output/LayerNorm/beta"])
+    f = adapted_sublayer(f, a, w, p + "output/adapters/", output_norm, design, scaling)
+    x = output_norm(f + a)
     n += 1
   pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
   return x, pooled

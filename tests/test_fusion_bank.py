@@ -184,6 +184,16 @@ def test_fusion_flags_and_tasks_are_checked(base, fusion, tmp_path):
       (dict(fusion_regularization=-1, do_train=True), r"must be a number >= 0")):
     with pytest.raises(flags.IllegalFlagValueError, match=message):
       run_main(**_fusion_flags(base, bank_dir, out, **extra))
+  # Another design's adapters read another input: refused, not fused as Houlsby's.
+  other = str(tmp_path / "other_bank")
+  shutil.copytree(bank_dir, other)
+  run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                    output_dir=str(tmp_path / "pfeiffer"), do_train=True, num_train_epochs=0.5,
+                    adapter_bank=other, bank_task="mrpc-pfeiffer", adapter_design="pfeiffer"))
+  with pytest.raises(errors.UserError, match=r"task 'mrpc-pfeiffer' has pfeiffer adapters of "
+                     r"scaling 1; AdapterFusion fuses houlsby-design adapters of scaling 1"):
+    run_main(**_fusion_flags(base, other, out, do_train=True,
+                             fusion_tasks="mrpc,mrpc-pfeiffer"))
   with pytest.raises(errors.UserError, match="--fusion_attentions: this run has no fusion"):
     run_main(**_fusion_flags(base, bank_dir, out, bank_task="mrpc", do_predict=True,
                              task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),

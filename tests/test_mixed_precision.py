@@ -28,9 +28,9 @@ CONFIG = modeling.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
 BATCH, SEQ, LABELS = 16, 12, 2
 
 
-def _model(mixed_precision, reference=None):
+def _model(mixed_precision, reference=None, adapter_config=AdapterConfig(size=8)):
   with model_setup.dtype_policy(mixed_precision):
-    model = modeling.BertClassifier(CONFIG, LABELS, AdapterConfig(size=8))
+    model = modeling.BertClassifier(CONFIG, LABELS, adapter_config)
     model.ensure_built()
   if reference is not None:
     for mine, theirs in zip(model.weights, reference.weights):
@@ -71,6 +71,26 @@ def test_outputs_match_float32_to_16_bit_precision(reference, mixed_precision, t
   sequence = model.bert(inputs)["sequence_output"]
   assert sequence.dtype == tf.as_dtype(mixed_precision)
   assert keras.config.dtype_policy().name == "float32"  # The policy was restored.
+
+
+@pytest.mark.parametrize("design", ["pfeiffer", "parallel", "lora"])
+def test_each_adapter_design_in_bfloat16_matches_float32(design):
+  keras.utils.set_random_seed(3)
+  config = AdapterConfig(size=8, init_scale=0.5, design=design)
+  reference = _model("none", adapter_config=config)
+  for v in reference.weights:  # LoRA's B starts at 0: made to count.
+    if "lora_b" in v.path:
+      v.assign(np.random.RandomState(0).normal(0, 0.5, v.shape))
+  inputs = _inputs(0)
+  expected = reference(inputs).numpy()
+  logits = _model("bfloat16", reference, config)(inputs).numpy()
+  error = np.abs(logits - expected).max() / np.abs(expected).max()
+  assert 1e-6 < error < 3e-2
+  plain = _model("none", adapter_config=AdapterConfig(size=0))
+  for mine, theirs in zip(plain.weights, [w for w in reference.weights
+                                          if "adapters" not in w.path and "lora" not in w.path]):
+    mine.assign(theirs)
+  assert np.abs(plain(inputs).numpy() - expected).max() > 10 * np.abs(logits - expected).max()
 
 
 def _examples(seed, n):

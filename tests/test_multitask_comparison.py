@@ -1,6 +1,14 @@
-"""experiments/multitask_comparison.py: its commands and its table (hand-computed)."""
+"""experiments/multitask_comparison.py: its commands, its table (hand-computed) and SIGTERM."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
+import pytest
 from absl import flags
 
 from experiments import multitask_comparison as comparison
@@ -51,3 +59,41 @@ def test_rows_are_means_and_stds_over_seeds():
   assert rows["average"]["mean"] == 0.7125
   table = comparison.markdown(comparison.rows_of(records))
   assert "| hyperformer | 1,000 | 1.020 | 0.700 ± 0.141 |" in table
+
+
+# A stand-in for a run: it says it started, then waits; SIGTERM makes it
+# write what it received and end as run_classifier.py does (status 143).
+_CHILD = """
+import pathlib, signal, sys, time
+def stop(signum, frame):
+  pathlib.Path(sys.argv[1]).write_text("SIGTERM")
+  sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("started", flush=True)
+time.sleep(60)
+"""
+
+
+def test_sigterm_reaches_the_running_child_and_stops_the_comparison(tmp_path):
+  received = tmp_path / "received"
+  started = threading.Event()
+
+  def popen(cmd, **kwargs):
+    process = subprocess.Popen([sys.executable, "-c", _CHILD, str(received)], **kwargs)
+    started.set()
+    return process
+
+  def send_sigterm():
+    started.wait(30)
+    time.sleep(1.0)  # The child has installed its handler.
+    os.kill(os.getpid(), signal.SIGTERM)
+  threading.Thread(target=send_sigterm, daemon=True).start()
+  previous = signal.getsignal(signal.SIGTERM)
+  F = _flags(f"--output_dir={tmp_path / 'cmp'}", f"--model_dir={tmp_path}",
+             f"--data_root={tmp_path}", "--methods=hyperformer", "--seeds=1")
+  with pytest.raises(KeyboardInterrupt):
+    comparison.main([], F, popen=popen)
+  assert received.read_text() == "SIGTERM"  # Ended by the forwarded signal, not orphaned.
+  log = (tmp_path / "cmp" / "hyperformer" / "seed-1" / "run.log").read_text()
+  assert "started" in log
+  assert signal.getsignal(signal.SIGTERM) == previous  # The handler was put back.

@@ -494,7 +494,9 @@ def test_a_point_without_run_config_gets_the_method_run_classifier_derives():
 
 
 def test_example_grids_parse():
-  counts = {"wordnet_lexname_tradeoff.json": 48, "wordnet_lexname_data_size.json": 18,
+  # The trade-off: 48 points of Houlsby adapters and the baselines, then 3
+  # other designs x 3 sizes x 2 rates x 3 seeds.
+  counts = {"wordnet_lexname_tradeoff.json": 48 + 54, "wordnet_lexname_data_size.json": 18,
             "wordnet_lexname_init_scale.json": 18}
   for name, count in counts.items():
     grid = grid_lib.Grid.from_json(tables.read_json(
@@ -503,3 +505,31 @@ def test_example_grids_parse():
     assert len(points) == count, name
     for point in points:
       grid_lib.flag_args(point.settings)
+
+
+def test_adapter_designs_are_methods_and_trade_off_lines(tmp_path):
+  """A sweep that varies --adapter_design: each design is its own method
+  (pfeiffer_8, ...) and its own line of the trade-off plot, labelled by size."""
+  assert runs.resolve_design({"adapter_design": "lora"}) == "lora"
+  assert runs.resolve_design({"adapter_design": "lora"},
+                             {"adapter_config": {"size": 8, "design": "parallel"}}) == "parallel"
+  assert runs.resolve_design({}, {"adapter_config": {"size": 8}}) == "houlsby"
+  rows = []
+  for design, size, params in [("houlsby", 8, 1000), ("houlsby", 64, 8000),
+                               ("pfeiffer", 8, 500), ("lora", 8, 700), ("lora", 64, 5000)]:
+    for seed in (1, 2):
+      rows.append(_row(f"{design}{size}-{seed}", 1e-3, seed, 0.6 + size / 1000 + seed / 100,
+                       size=size, adapter_design=design))
+      rows[-1].update(method=runs.method_name("adapters", size, design),
+                      params_trainable=params)
+  rows.append(_row("full-1", 1e-4, 1, 0.7, mode="full", size=0, adapter_design="houlsby"))
+  assert [r["method"] for r in rows[::2]] == [
+      "adapters_8", "adapters_64", "pfeiffer_8", "lora_8", "lora_64", "full"]
+  varied = ["train_mode", "adapter_size", "adapter_design", "learning_rate", "seed"]
+  results = str(tmp_path / "results.json")
+  tables.write_json(results, {"varied_keys": varied, "rows": rows})
+  plots.make_plot(results, "tradeoff")
+  points = tables.read_json(os.path.join(str(tmp_path), "plots", "tradeoff.json"))["rows"]
+  assert sorted((p["series"], p["label"], p["x"]) for p in points) == [
+      ("adapters", "64", 8000), ("adapters", "8", 1000), ("full", "", 100000),
+      ("lora", "64", 5000), ("lora", "8", 700), ("pfeiffer", "8", 500)]

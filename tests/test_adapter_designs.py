@@ -1,0 +1,170 @@
+"""The adapter designs (adapter_layers.DESIGNS) against their papers' equations
+recomputed in NumPy (numpy_bert.py), their parameter counts against hand
+arithmetic, and LoRA's merge into the base kernels."""
+
+import json
+import os
+import types
+
+import keras
+import numpy as np
+import pytest
+
+from adapter_layers import AdapterConfig
+from checkpoints import adapter_weights
+import errors
+import modeling
+import numpy_bert
+from runtime import trainable
+import tiny_bert
+from test_run_classifier import GLUE, _flags, _read, _test_results, run_main
+
+CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+H, L = CONFIG.hidden_size, CONFIG.num_hidden_layers
+
+
+def _inputs(seed=1, batch=3, seq=9):
+  rng = np.random.default_rng(seed)
+  mask = np.ones((batch, seq), np.int32)
+  mask[1, 6:] = 0
+  return {"input_ids": rng.integers(0, CONFIG.vocab_size, (batch, seq)).astype(np.int32),
+          "input_mask": mask, "segment_ids": (np.arange(seq) >= 4).astype(np.int32)[None]
+          .repeat(batch, 0)}
+
+
+def _random_encoder(adapter_config, seed=3):
+  """An encoder whose every weight (LoRA's zero B and the adapters included) is
+  large and random, so a mis-wired design shows; and those weights by TF1 name."""
+  keras.utils.set_random_seed(0)
+  encoder = modeling.BertEncoder(CONFIG, adapter_config)
+  names = encoder.tf1_variable_map()
+  values = tiny_bert.random_weights({n: tuple(v.shape) for n, v in names.items()}, seed)
+  for n, v in names.items():
+    v.assign(values[n])
+  return encoder, values
+
+
+@pytest.mark.parametrize("design,placement,scaling", [
+    ("houlsby", "both", 1.0), ("houlsby", "both", 2.5),
+    ("pfeiffer", None, None), ("pfeiffer", "both", 1.0),
+    ("parallel", None, None), ("parallel", "attention", 0.5),
+    ("lora", None, None), ("lora", None, 2.0)])
+def test_each_design_is_its_papers_equation(design, placement, scaling):
+  config = AdapterConfig(size=5, design=design, placement=placement, scaling=scaling)
+  encoder, weights = _random_encoder(config)
+  inputs = _inputs()
+  ours = encoder(inputs, training=False)
+  seq, pooled = numpy_bert.bert_forward(weights, CONFIG.num_attention_heads, **inputs,
+                                        design=design, scaling=config.scaling)
+  np.testing.assert_allclose(ours["sequence_output"].numpy(), seq, atol=3e-5)
+  np.testing.assert_allclose(ours["pooled_output"].numpy(), pooled, atol=3e-5)
+  # The equations differ: the other designs' reading of the same weights does not match.
+  for other in ("houlsby", "pfeiffer", "parallel"):
+    if other != design and design != "lora":
+      wrong, _ = numpy_bert.bert_forward(weights, CONFIG.num_attention_heads, **inputs,
+                                         design=other, scaling=config.scaling)
+      assert np.abs(wrong - seq).max() > 1e-2, other
+  plain, _ = numpy_bert.bert_forward({k: v for k, v in weights.items() if "/adapters/" not in k},
+                                     CONFIG.num_attention_heads, **inputs)
+  assert np.abs(plain - seq).max() > 1e-2
+
+
+def test_design_defaults_validation_and_recorded_dict():
+  assert AdapterConfig(design="pfeiffer").sublayers == ("feed_forward",)
+  assert AdapterConfig(design="parallel").scaling == 4.0  # He et al.
+  assert AdapterConfig(design="lora").sublayers == () and AdapterConfig(design="lora").lora
+  assert AdapterConfig(size=0, design="lora").sublayers == ()
+  # Houlsby's dict is as before designs existed; others record what is not their default.
+  assert AdapterConfig().to_dict() == {"size": 64, "init_scale": 1e-3, "activation": "gelu"}
+  assert AdapterConfig(size=8, design="parallel").to_dict() == {
+      "size": 8, "init_scale": 1e-3, "activation": "gelu", "design": "parallel"}
+  pf = AdapterConfig(size=8, design="pfeiffer", placement="both", scaling=2.0)
+  assert pf.to_dict()["placement"] == "both" and pf.to_dict()["scaling"] == 2.0
+  assert AdapterConfig.from_dict(pf.to_dict()) == pf
+  for bad in ({"design": "prefix"}, {"design": "lora", "placement": "attention"},
+              {"design": "pfeiffer", "layer_norm": True}, {"scaling": 0.0}):
+    with pytest.raises(ValueError):
+      AdapterConfig.from_dict(bad)
+
+
+@pytest.mark.parametrize("design,placement,per_layer", [
+    # A bottleneck of width m on hidden h: W1 h*m + b1 m + W2 m*h + b2 h.
+    ("houlsby", None, 2 * (2 * H * 5 + 5 + H)),
+    ("houlsby", "attention", 2 * H * 5 + 5 + H),
+    ("pfeiffer", None, 2 * H * 5 + 5 + H),
+    ("parallel", None, 2 * H * 5 + 5 + H),
+    ("parallel", "both", 2 * (2 * H * 5 + 5 + H)),
+    # LoRA of rank r on the query and on the value projection: A h*r + B r*h each.
+    ("lora", None, 2 * (H * 5 + 5 * H))])
+def test_parameter_counts_are_the_hand_arithmetic(design, placement, per_layer):
+  config = AdapterConfig(size=5, design=design, placement=placement)
+  model = modeling.BertClassifier(CONFIG, 3, config)
+  model.ensure_built()
+  counts = trainable.parameter_counts(model)
+  assert counts["adapter"] == L * per_layer == config.parameter_count(H, L)
+  trainable.set_trainable(model, trainable.TrainMode("adapters"))
+  layer_norms = (1 + 2 * L) * 2 * H
+  head = H * 3 + 3
+  assert trainable.parameter_counts(model)["trainable"] == L * per_layer + layer_norms + head
+
+
+def test_lora_merged_into_the_kernels_equals_the_unmerged_model():
+  encoder, _ = _random_encoder(AdapterConfig(size=4, design="lora", scaling=1.5))
+  inputs = _inputs()
+  expected = encoder(inputs, training=False)["sequence_output"].numpy()
+  merged = modeling.merge_lora(encoder)
+  assert merged.adapter_config == modeling.NO_ADAPTERS
+  assert not any("/adapters/" in n for n in merged.tf1_variable_map())
+  got = merged(inputs, training=False)["sequence_output"].numpy()
+  np.testing.assert_allclose(got, expected, atol=2e-5)
+  # The kernels changed by exactly s A B; nothing else changed.
+  names, merged_names = encoder.tf1_variable_map(), merged.tf1_variable_map()
+  p = "bert/encoder/layer_1/attention/self/value/"
+  update = 1.5 * names[p + "adapters/lora_a"].numpy() @ names[p + "adapters/lora_b"].numpy()
+  np.testing.assert_allclose(merged_names[p + "kernel"].numpy(),
+                             names[p + "kernel"].numpy() + update, atol=1e-5)
+  key = "bert/encoder/layer_1/attention/self/key/kernel"
+  np.testing.assert_array_equal(merged_names[key].numpy(), names[key].numpy())
+
+
+@pytest.mark.parametrize("design", ["pfeiffer", "parallel", "lora"])
+def test_a_design_trains_logs_its_count_and_its_adapter_file_reproduces_predictions(
+    base, design, tmp_path):
+  """run_classifier.py --adapter_design: the parameter-count lines are the hand
+  arithmetic, run_config.json and the adapter-only file record the design, and
+  evaluating from the adapter file alone (no design flag) gives the trained
+  run's predictions."""
+  out, again = str(tmp_path / "train"), str(tmp_path / "again")
+  data = dict(task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"))
+  logs = run_main(**_flags(base, **data, output_dir=out, do_train=True, do_predict=True,
+                           num_train_epochs=1, adapter_size=3, adapter_design=design))
+  config = modeling.BertConfig.from_json_file(base["bert_config_file"])
+  h, layers = config.hidden_size, config.num_hidden_layers
+  adapters = AdapterConfig(size=3, design=design).parameter_count(h, layers)
+  trained = adapters + (1 + 2 * layers) * 2 * h + 2 * h + 2
+  assert f"***** Total Trainable Parameters = {trained} *****" in logs
+  recorded = json.loads(_read(os.path.join(out, "run_config.json")))["adapter_config"]
+  assert recorded["design"] == design
+  header, _ = adapter_weights.read_adapter_shapes(
+      os.path.join(out, "adapter_model", "adapter_weights.safetensors"))
+  assert AdapterConfig.from_dict(header["adapter_config"]) == AdapterConfig(
+      size=3, design=design)
+  run_main(**_flags(base, **data, output_dir=again, do_predict=True, adapter_size=None,
+                    adapter_checkpoint=os.path.join(out, "adapter_model")))
+  np.testing.assert_allclose(_test_results(os.path.join(again, "test_results.tsv")),
+                             _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
+  # Another design's model refuses the file in one line.
+  with pytest.raises(errors.UserError, match="adapter_design"):
+    run_main(**_flags(base, **data, output_dir=str(tmp_path / "wrong"), do_predict=True,
+                      adapter_size=None, adapter_design="houlsby",
+                      adapter_checkpoint=os.path.join(out, "adapter_model")))
+
+
+def test_the_savedmodel_refuses_a_design_it_cannot_serve_in_one_line():
+  from serving import multitask
+  task = types.SimpleNamespace(name="lexname", path="bank/lexname/adapter_weights.safetensors",
+                               arrays={"output_weights": np.zeros((2, H), np.float32)},
+                               adapter_config=AdapterConfig(size=3, design="lora"))
+  with pytest.raises(errors.UserError, match=r"^bank/lexname/.*: task lexname has lora "
+                                             r"adapters; .* --bank_task\)$"):
+    multitask.MultiTaskBert(CONFIG, {}, [task])
