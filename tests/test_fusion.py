@@ -174,3 +174,28 @@ def test_per_example_fusion_is_each_examples_own_over_its_own_adapters():
   # Query, key and value 0 (a SavedModel's task without fusion there): exactly the input.
   zeros = fusion._replace(**{k: tf.zeros_like(getattr(fusion, k)) for k in weights})
   np.testing.assert_array_equal(zeros(tf.constant(h), "gelu", batch).numpy(), h)
+
+
+def test_fusion_model_under_mixed_precision_computes_what_float32_does():
+  """bfloat16 compute (--mixed_precision): the fusion casts its float32 variables and
+  the fused adapters to the tokens' dtype; logits within bfloat16's precision."""
+  from runtime import model_setup  # pylint: disable=g-import-not-at-top
+  model_setup.set_seed(4)
+  full = _tiny_fusion_model(np.random.default_rng(4))
+  with model_setup.dtype_policy("bfloat16"):
+    mixed = _tiny_fusion_model(np.random.default_rng(4))
+  names = mixed.tf1_variable_map()
+  for name, variable in full.tf1_variable_map().items():
+    names[name].assign(variable)
+  features = {"input_ids": tf.constant(np.random.default_rng(5).integers(5, 99, (2, 7)),
+                                       tf.int32),
+              "input_mask": tf.ones([2, 7], tf.int32), "segment_ids": tf.zeros([2, 7], tf.int32)}
+  expected = full(features).numpy()
+  got = mixed(features)
+  assert got.dtype == tf.float32
+  error = np.abs(got.numpy() - expected).max()
+  assert error < 5e-4
+  # Far within what the fusion changes: without it the logits are 5x further off.
+  for block in mixed.bert.transformer_layers:
+    block.adapters_enabled = False
+  assert np.abs(mixed(features).numpy() - expected).max() > 5 * error
