@@ -267,6 +267,7 @@ def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task]) -
       "tasks": [{"name": t.name, "task_index": i, "labels": list(t.labels),
                  "is_regression": t.is_regression, "max_seq_length": t.max_seq_length,
                  "adapter_size": t.adapter_config.size,
+                 "adapter_design": t.adapter_config.design,
                  "global_step": t.metadata.get("global_step")}
                 for i, t in enumerate(tasks)],
       "seq_length": max(t.max_seq_length for t in tasks),
