@@ -218,6 +218,32 @@ class AdapterWeights(NamedTuple):
       names.update({"LayerNorm/gamma": self.layer_norm[0], "LayerNorm/beta": self.layer_norm[1]})
     return names
 
+  def scaled(self, scaling: float) -> "AdapterWeights":
+    """The same adapter with its output factor s folded into its last weights
+    (s (W2 a + b2) = (s W2) a + s b2; s LN(u) = LN(u) with s gamma and s beta),
+    so it applies with scaling 1: how a task's weights travel without its config."""
+    if scaling == 1.0:
+      return self
+    if self.layer_norm:
+      return self._replace(layer_norm=tuple(v * scaling for v in self.layer_norm))
+    return self._replace(weights2=self.weights2 * scaling, biases2=self.biases2 * scaling)
+
+
+class LowRankWeights(NamedTuple):
+  """One LoRA update's weights, its scaling folded into b: a [in, r], b [r, out],
+  or with a leading batch axis each example's own (as AdapterWeights)."""
+  a: tf.Tensor
+  b: tf.Tensor
+
+
+def apply_low_rank(tokens, weights: LowRankWeights, batch_size=None):
+  """`(x a) b` for tokens [batch_size * seq_length, in]; per example where the
+  weights have a batch axis (then `batch_size` is needed)."""
+  if len(weights.a.shape) == 2:
+    return tf.matmul(tf.matmul(tokens, weights.a), weights.b)
+  x = tf.reshape(tokens, [batch_size, -1, weights.a.shape[-2]])
+  return tf.reshape(tf.matmul(tf.matmul(x, weights.a), weights.b), [-1, weights.b.shape[-1]])
+
 
 def apply_adapter(tokens, weights: AdapterWeights, activation: str = "gelu",
                   batch_size=None, adapter_input=None, scaling: float = 1.0):
@@ -369,9 +395,10 @@ class LowRankUpdate(keras.layers.Layer):
     y = tf.matmul(tf.matmul(inputs, self.lora_a), self.lora_b)
     return y * self.scaling if self.scaling != 1.0 else y
 
-  def kernel_update(self):
-    """`s A B`, what merging adds to the projection's kernel [in, out]."""
-    return self.scaling * tf.matmul(self.lora_a, self.lora_b)
+  def low_rank_weights(self) -> LowRankWeights:
+    """Its variables as LowRankWeights (s folded into b)."""
+    return LowRankWeights(self.lora_a, self.lora_b * self.scaling
+                          if self.scaling != 1.0 else self.lora_b)
 
   def tf1_variable_names(self) -> dict:
     """Its variables by their names under the projection's `adapters` scope."""

@@ -32,8 +32,8 @@ from typing import Dict, NamedTuple, Optional, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_layers import (Adapter, AdapterConfig, AdapterWeights, LowRankUpdate, apply_adapter,
-                            get_activation)
+from adapter_layers import (Adapter, AdapterConfig, AdapterWeights, LowRankUpdate, LowRankWeights,
+                            apply_adapter, apply_low_rank, get_activation)
 from adapter_layers import KERAS_PACKAGE as _PACKAGE
 import errors
 from storage import input_files
@@ -162,18 +162,28 @@ def _normalize(layer: keras.layers.LayerNormalization, x, gamma_beta: tuple, sha
 class LayerTaskWeights(NamedTuple):
   """Weights passed to a TransformerBlock's call (the module docstring).
 
-  attention_adapters, feed_forward_adapters: AdapterWeights applied in turn
-  after that sub-layer's own adapter (if any), before the residual add; an
-  item may instead be an AdapterFusion over frozen adapters (adapter_layers'
-  FusedAdapters or FusionWeights: fusion/), called with the tokens.
+  attention_adapters, feed_forward_adapters: AdapterWeights of Houlsby's design
+  applied in turn after that sub-layer's own adapter (if any), before the
+  residual add; an item may instead be an AdapterFusion over frozen Houlsby
+  adapters (adapter_layers' FusedAdapters or FusionWeights: fusion/), called
+  with the tokens; *_parallel and *_pfeiffer: adapters of those designs
+  (adapter_layers.DESIGNS), after them. Their scaling is folded in
+  (AdapterWeights.scaled).
   attention_layer_norm, output_layer_norm: () for the layer's own, or
   (gamma, beta) to use instead.
+  query_lora, value_lora: LowRankWeights added to that projection.
   Every array has shape [...] (the whole batch) or [batch_size, ...] (each example).
   """
   attention_adapters: tuple = ()
   feed_forward_adapters: tuple = ()
   attention_layer_norm: tuple = ()
   output_layer_norm: tuple = ()
+  attention_parallel: tuple = ()
+  feed_forward_parallel: tuple = ()
+  attention_pfeiffer: tuple = ()
+  feed_forward_pfeiffer: tuple = ()
+  query_lora: tuple = ()
+  value_lora: tuple = ()
 
 
 class EncoderTaskWeights(NamedTuple):
@@ -376,9 +386,11 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     shape = tf.shape(x)
     heads = [shape[0], shape[1], self.num_heads, self.head_size]
     tokens = tf.reshape(x, [-1, self.config.hidden_size])  # [batch * seq, hidden]
-    q = tf.reshape(self._projection(self.query, self.query_lora, tokens), heads)
+    q = tf.reshape(self._projection(self.query, self.query_lora, given.query_lora, tokens,
+                                    shape), heads)
     k = tf.reshape(self.key(tokens), heads)
-    v = tf.reshape(self._projection(self.value, self.value_lora, tokens), heads)
+    v = tf.reshape(self._projection(self.value, self.value_lora, given.value_lora, tokens,
+                                    shape), heads)
     scores = tf.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(self.head_size))
     # Softmax in float32 under mixed precision (no-op casts otherwise): its
     # exponentials and sums are where 16-bit formats lose the most.
@@ -389,48 +401,57 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     context = tf.reshape(context, [-1, self.config.hidden_size])
     h = self.hidden_dropout(self.attention_output(context), training=training)
     norm = lambda y: _normalize(self.attention_layer_norm, y, given.attention_layer_norm, shape)
-    h = self._adapters(h, tokens, norm, self.attention_adapters, given.attention_adapters,
-                       shape)
+    h = self._adapters(h, tokens, norm, self.attention_adapters, {
+        "houlsby": given.attention_adapters, "parallel": given.attention_parallel,
+        "pfeiffer": given.attention_pfeiffer}, shape)
     attention_output = norm(h + tokens)
 
     h = self.output_dense(self.intermediate(attention_output))
     h = self.hidden_dropout(h, training=training)
     norm = lambda y: _normalize(self.output_layer_norm, y, given.output_layer_norm, shape)
-    h = self._adapters(h, attention_output, norm, self.output_adapters,
-                       given.feed_forward_adapters, shape)
+    h = self._adapters(h, attention_output, norm, self.output_adapters, {
+        "houlsby": given.feed_forward_adapters, "parallel": given.feed_forward_parallel,
+        "pfeiffer": given.feed_forward_pfeiffer}, shape)
     return tf.reshape(norm(h + attention_output), shape)
 
-  def _projection(self, dense: TokenDense, lora: Optional[LowRankUpdate], tokens):
-    """A query/value projection, with its LoRA update where the design has one."""
+  def _projection(self, dense: TokenDense, own: Optional[LowRankUpdate],
+                  given: Tuple[LowRankWeights, ...], tokens, shape):
+    """A query/value projection, with the LoRA updates of its design and the given ones."""
     y = dense(tokens)
-    if lora is None or not self.adapters_enabled:
+    if not self.adapters_enabled:
       return y
-    return y + lora(tokens)
-
-  def _adapters(self, h, residual, norm, own: Adapter, given: Tuple[AdapterWeights, ...],
-                shape):
-    """The layer's own adapter at this place, then the given ones, unless removed.
-
-    h: the sub-layer's output; residual: its input; norm: its LayerNorm. What
-    the adapter reads follows the design (adapter_layers.DESIGNS).
-    """
-    if not self.adapters_enabled or (own is None and not given):
-      return h
-    a = self.adapter_config
-    if a.design == "pfeiffer":
-      read = norm(h + residual)
-    elif a.design == "parallel":
-      read = residual
-    else:
-      read = None  # Houlsby's adapter reads h.
     if own is not None:
-      h = own(h, adapter_input=read)
+      y += own(tokens)
     for weights in given:
-      if isinstance(weights, AdapterWeights):
-        h = apply_adapter(h, weights, a.activation, shape[0], adapter_input=read,
-                          scaling=a.scaling)
-      else:  # An AdapterFusion (FusedAdapters, FusionWeights) over Houlsby adapters.
-        h = weights(h, a.activation, shape[0])
+      y += apply_low_rank(tokens, weights, shape[0])
+    return y
+
+  def _adapters(self, h, residual, norm, own: Optional[Adapter],
+                given: Dict[str, Tuple[AdapterWeights, ...]], shape):
+    """The layer's own adapter at this place, then the given ones of each design
+    in turn, unless removed.
+
+    h: the sub-layer's output; residual: its input; norm: its LayerNorm. What an
+    adapter reads follows its design (adapter_layers.DESIGNS): h, the residual,
+    or the normalized sub-layer output LN(h + residual), of h as the sub-layer
+    gave it (so an adapter of one design does not read another's output; in a
+    task's weights all but one design's are zero, and add exactly 0).
+    """
+    if not self.adapters_enabled or (own is None and not any(given.values())):
+      return h
+    sublayer_output = h
+    reads = {"houlsby": lambda: None, "parallel": lambda: residual,
+             "pfeiffer": lambda: norm(sublayer_output + residual)}
+    a = self.adapter_config
+    if own is not None:
+      h = own(h, adapter_input=reads[a.design]())
+    for design in ("houlsby", "parallel", "pfeiffer"):
+      read = reads[design]() if given[design] else None
+      for weights in given[design]:
+        if isinstance(weights, AdapterWeights):
+          h = apply_adapter(h, weights, a.activation, shape[0], adapter_input=read)
+        else:  # An AdapterFusion (FusedAdapters, FusionWeights) over Houlsby adapters.
+          h = weights(h, a.activation, shape[0])
     return h
 
   def tf1_variable_map(self, prefix: str) -> Dict[str, keras.Variable]:
@@ -456,11 +477,24 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
                             ((v.name, v) for v in layer.weights))}
 
   def own_task_weights(self) -> LayerTaskWeights:
-    """Its own adapters and LayerNorms, as the weights its call takes."""
-    adapters = lambda a: (a.adapter_weights(),) if a is not None else ()
+    """Its own adapters, LoRA updates and LayerNorms, as the weights its call
+    takes (each design's in its fields, the scaling folded in)."""
+    a = self.adapter_config
+    adapters = lambda layer: (
+        (layer.adapter_weights().scaled(a.scaling),) if layer is not None else ())
+    places = {"houlsby": ("attention_adapters", "feed_forward_adapters"),
+              "parallel": ("attention_parallel", "feed_forward_parallel"),
+              "pfeiffer": ("attention_pfeiffer", "feed_forward_pfeiffer")}
+    fields = {}
+    if a.design in places:
+      attention, feed_forward = places[a.design]
+      fields = {attention: adapters(self.attention_adapters),
+                feed_forward: adapters(self.output_adapters)}
+    lora = lambda layer: (layer.low_rank_weights(),) if layer is not None else ()
     norm = lambda n: (n.gamma, n.beta)
-    return LayerTaskWeights(adapters(self.attention_adapters), adapters(self.output_adapters),
-                            norm(self.attention_layer_norm), norm(self.output_layer_norm))
+    return LayerTaskWeights(**fields, attention_layer_norm=norm(self.attention_layer_norm),
+                            output_layer_norm=norm(self.output_layer_norm),
+                            query_lora=lora(self.query_lora), value_lora=lora(self.value_lora))
 
 
 def variable_role(tf1_name: str) -> str:

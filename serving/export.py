@@ -269,7 +269,8 @@ def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
   def entry(i, t):
     d = {"name": t.name, "task_index": i, "labels": list(t.labels),
          "is_regression": t.is_regression, "max_seq_length": t.max_seq_length,
-         "adapter_size": t.adapter_config.size, "global_step": t.metadata.get("global_step")}
+         "adapter_size": t.adapter_config.size, "adapter_design": t.adapter_config.design,
+         "global_step": t.metadata.get("global_step")}
     if t.name in (fusions or {}):
       d.update(adapter_size=fusions[t.name].fusion.adapter_config.size,
                fusion_tasks=list(fusions[t.name].fusion.task_names))

@@ -26,6 +26,11 @@ Stacking is exact:
   * an adapter with its own LayerNorm (HyperFormer++'s) and one without
     (Houlsby's) are two adapters in turn at that place, each task's other
     one all zeros: gamma = beta = 0 makes the normalized one add exactly 0;
+    so are adapters of different designs (adapter_layers.DESIGNS: each reads
+    the sub-layer's output as it came, whatever the others added, and an
+    all-zero one adds exactly 0), their scaling folded into their weights;
+  * LoRA updates of different ranks are zero-padded to the largest, and a
+    task without LoRA gets all-zero ones, which add exactly 0;
   * heads are zero-padded to the widest; the caller masks the padded logits;
   * a LayerNorm a task did not train keeps the base's values.
 """
@@ -36,14 +41,20 @@ from typing import List, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig, AdapterWeights
+from adapter_layers import AdapterConfig, AdapterWeights, LowRankWeights
 from checkpoints import checkpoint_io
 import errors
 from fusion import serving as fusion_serving
 import modeling
 
-# LayerTaskWeights' adapter fields and the AdapterConfig sub-layer each follows.
-_PLACES = (("attention_adapters", "attention"), ("feed_forward_adapters", "feed_forward"))
+# LayerTaskWeights' adapter fields, the AdapterConfig sub-layer each follows and
+# the design of its adapters.
+_PLACES = (("attention_adapters", "attention", "houlsby"),
+           ("feed_forward_adapters", "feed_forward", "houlsby"),
+           ("attention_parallel", "attention", "parallel"),
+           ("feed_forward_parallel", "feed_forward", "parallel"),
+           ("attention_pfeiffer", "attention", "pfeiffer"),
+           ("feed_forward_pfeiffer", "feed_forward", "pfeiffer"))
 
 
 class MultiTaskBert(tf.Module):
@@ -70,19 +81,13 @@ class MultiTaskBert(tf.Module):
         whose tasks in `tasks` have no adapters.
     Raises:
       errors.UserError: tasks whose adapters have different activations (the
-        encoder applies one), or a design other than Houlsby's.
+        encoder applies one).
     """
     super().__init__(name=name)
     if not tasks:
       raise ValueError("MultiTaskBert needs at least one task")
     self.task_names = tuple(t.name for t in tasks)
     self.num_outputs = tuple(int(t.arrays["output_weights"].shape[0]) for t in tasks)
-    for t in tasks:
-      if t.adapter_config.enabled and t.adapter_config.design != "houlsby":
-        raise errors.UserError(
-            f"task {t.name} has {t.adapter_config.design} adapters; the SavedModel serves "
-            f"houlsby-design tasks only (predict it with run_classifier.py --bank_task)",
-            t.path)
     activations = sorted({t.adapter_config.activation for t in tasks
                           if t.adapter_config.enabled})
     if len(activations) > 1:
@@ -111,7 +116,7 @@ class MultiTaskBert(tf.Module):
                                          (activations or ["gelu"])[0])
     stacked = stacked._replace(layers=tuple(
         layer._replace(**{field: getattr(layer, field) + (fused[(i, field)][0],)
-                          for field, _ in _PLACES if (i, field) in fused})
+                          for field, _ in fusion_serving.PLACES if (i, field) in fused})
         for i, layer in enumerate(stacked.layers)))
     shared = {place: adapters for place, (_, adapters) in fused.items()}
     self.fused_adapters = [variable(a) for a in tf.nest.flatten(shared)]
@@ -146,7 +151,8 @@ class MultiTaskBert(tf.Module):
         return items
       return items[:-1] + (items[-1]._replace(adapters=fused[(i, field)]),)
     return weights._replace(layers=tuple(
-        layer._replace(**{field: place(i, getattr(layer, field), field) for field, _ in _PLACES})
+        layer._replace(**{field: place(i, getattr(layer, field), field)
+                          for field, _ in fusion_serving.PLACES})
         for i, layer in enumerate(weights.layers)))
 
   def task_weights(self, stacked_weights=None) -> modeling.EncoderTaskWeights:
@@ -198,14 +204,14 @@ def _stack(weights: List[modeling.EncoderTaskWeights], tasks: Sequence, hidden: 
   for i in range(len(weights[0].layers)):
     mine = [w.layers[i] for w in weights]
     places = {}
-    for field, sublayer in _PLACES:
+    for field, sublayer, design in _PLACES:
       adapters = []
       # One adapter in turn for each kind (with or without its own LayerNorm)
       # that some task has here; every other task's is all zeros there.
-      for normalized in sorted({t.adapter_config.layer_norm for t in tasks
-                                if sublayer in t.adapter_config.sublayers}):
-        owners = [sublayer in t.adapter_config.sublayers and
-                  t.adapter_config.layer_norm == normalized for t in tasks]
+      has = lambda t: (sublayer in t.adapter_config.sublayers
+                       and t.adapter_config.design == design)
+      for normalized in sorted({t.adapter_config.layer_norm for t in tasks if has(t)}):
+        owners = [has(t) and t.adapter_config.layer_norm == normalized for t in tasks]
         size = max(t.adapter_config.size for t, owner in zip(tasks, owners) if owner)
         shapes = [(hidden, size), (size,), (size, hidden), (hidden,)]
         shapes += [(hidden,), (hidden,)] if normalized else []
@@ -222,6 +228,16 @@ def _stack(weights: List[modeling.EncoderTaskWeights], tasks: Sequence, hidden: 
         arrays = [stack(column) for column in zip(*per_task)]
         adapters.append(AdapterWeights(*arrays[:4], layer_norm=tuple(arrays[4:])))
       places[field] = tuple(adapters)
+    # LoRA: ranks zero-padded to the largest; a task without LoRA adds a 0 update.
+    lora_tasks = [t.adapter_config.lora for t in tasks]
+    if any(lora_tasks):
+      rank = max(t.adapter_config.size for t in tasks if t.adapter_config.lora)
+      for field in ("query_lora", "value_lora"):
+        a = [_pad(getattr(m, field)[0].a, (hidden, rank)) if lora else
+             np.zeros((hidden, rank), np.float32) for m, lora in zip(mine, lora_tasks)]
+        b = [_pad(getattr(m, field)[0].b, (rank, hidden)) if lora else
+             np.zeros((rank, hidden), np.float32) for m, lora in zip(mine, lora_tasks)]
+        places[field] = (LowRankWeights(stack(a), stack(b)),)
     norm = lambda field: tuple(stack(getattr(m, field)[k] for m in mine) for k in (0, 1))
     layers.append(modeling.LayerTaskWeights(
         **places, attention_layer_norm=norm("attention_layer_norm"),

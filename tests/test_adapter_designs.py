@@ -160,11 +160,61 @@ def test_a_design_trains_logs_its_count_and_its_adapter_file_reproduces_predicti
                       adapter_checkpoint=os.path.join(out, "adapter_model")))
 
 
-def test_the_savedmodel_refuses_a_design_it_cannot_serve_in_one_line():
+def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
+  """serving/multitask.MultiTaskBert (what the SavedModel runs) over tasks of
+  every design, different sizes and scalings, and a LayerNorm-only task: each
+  example of one mixed batch gets its own task model's logits, in Python and
+  from the exported SavedModel."""
+  import tensorflow as tf
+  from serving import bank_tasks
+  from serving import export
   from serving import multitask
-  task = types.SimpleNamespace(name="lexname", path="bank/lexname/adapter_weights.safetensors",
-                               arrays={"output_weights": np.zeros((2, H), np.float32)},
-                               adapter_config=AdapterConfig(size=3, design="lora"))
-  with pytest.raises(errors.UserError, match=r"^bank/lexname/.*: task lexname has lora "
-                                             r"adapters; .* --bank_task\)$"):
-    multitask.MultiTaskBert(CONFIG, {}, [task])
+  keras.utils.set_random_seed(0)
+  configs = {"houlsby": AdapterConfig(size=4, scaling=1.5),
+             "pfeiffer": AdapterConfig(size=6, design="pfeiffer", placement="both"),
+             "parallel": AdapterConfig(size=3, design="parallel"),
+             "lora": AdapterConfig(size=5, design="lora", scaling=2.0),
+             "lora_small": AdapterConfig(size=2, design="lora"),
+             "layer_norm": AdapterConfig(size=0)}
+  base = None
+  models, tasks = {}, []
+  for i, (name, config) in enumerate(configs.items()):
+    model = modeling.BertClassifier(CONFIG, 2 + i % 2, config)
+    model.ensure_built()
+    names = model.tf1_variable_map()
+    values = tiny_bert.random_weights({n: tuple(v.shape) for n, v in names.items()}, seed=i)
+    trained = {n for n in names if modeling.variable_role(n) in ("adapter", "layer_norm",
+                                                                 "head")}
+    if base is None:  # Every task's frozen weights (and base LayerNorms) are the first one's.
+      base = {n: values[n] for n in names if modeling.variable_role(n) not in
+              ("adapter", "head")}
+    for n, v in names.items():
+      v.assign(values[n] if n in trained else base[n])
+    models[name] = model
+    arrays = {n: v.numpy() for n, v in names.items() if n in trained}
+    tasks.append(types.SimpleNamespace(name=name, path=name, arrays=arrays,
+                                       adapter_config=config))
+  served = multitask.MultiTaskBert(CONFIG, base, tasks)
+  inputs = _inputs(seed=4, batch=12)
+  task_index = np.arange(12) % len(tasks)
+  logits = served(inputs, task_index).numpy()
+  for i, (name, model) in enumerate(models.items()):
+    own = model(inputs, training=False).numpy()
+    for row in np.flatnonzero(task_index == i):
+      width = own.shape[1]
+      np.testing.assert_allclose(logits[row, :width], own[row], atol=2e-5, err_msg=name)
+      assert not logits[row, width:].any()
+  # The same through the SavedModel that serving.export writes (token ids in).
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(tiny_bert.tiny_vocab(CONFIG.vocab_size)) + "\n")
+  base_info = bank_tasks.Base(CONFIG, base, str(vocab), True, "test base")
+  bank = [bank_tasks.Task(t.name, t.path, t.adapter_config, t.arrays,
+                          tuple(f"l{k}" for k in range(t.arrays["output_weights"].shape[0])),
+                          False, 9, "", {}) for t in tasks]
+  module = export.build_module(base_info, bank, str(tmp_path / "asset.txt"),
+                               token_ids_only=True)
+  tf.saved_model.save(module, str(tmp_path / "saved"), signatures=module.signatures())
+  signature = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+  outputs = signature(task=tf.constant([bank[i].name for i in task_index]),
+                      **{k: tf.constant(v) for k, v in inputs.items()})
+  np.testing.assert_allclose(outputs["logits"].numpy(), logits, atol=1e-5)
