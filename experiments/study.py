@@ -312,7 +312,8 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   lines = ["## Table 1: dev accuracy at each method's selected setting", "",
            f"Mean ± std over seeds (number of seeds), {EPOCHS} epochs, at the learning "
            "rate with the best mean dev accuracy (experiments.select).", "",
-           "| method | " + " | ".join(selected) + " |", "|---|" + "---|" * len(selected)]
+           "| method | " + " | ".join(_task_heading(t, r) for t, (r, _) in selected.items())
+           + " |", "|---|" + "---|" * len(selected)]
   for method in methods:
     cells = [_cell(rows.get(method)) for _, rows in selected.values()]
     lines.append(f"| {method} | " + " | ".join(cells) + " |")
@@ -353,6 +354,15 @@ def _methods_section(output_dir: str, figures: str, samples: int,
       lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
                      "Figures 3-5: dev accuracy vs trained parameters")
   return lines
+
+
+def _task_heading(task: str, results: Mapping) -> str:
+  """A task's column; while its sweep has points pending, how far it is (a rate
+  selected from part of the grid may change)."""
+  pending = len(results.get("pending", []))
+  if not pending:
+    return task
+  return f"{task} ({len(results['rows'])} of {len(results['rows']) + pending} runs)"
 
 
 def _runs_correct(predictions: claims.Predictions, output_dir: str, part: str, task: str,

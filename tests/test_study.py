@@ -176,6 +176,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                              "methods_wordnet_relation_results.csv")) as f:
     assert f.read() == "point,status\n"
   # full: 1e-4 selected (mean 0.85 over seeds, against 0.5 at 3e-5).
+  # One point pending: the column says how far the task's sweep is.
+  assert "| method | wordnet_relation (6 of 7 runs) |" in text
   assert "| full | 0.850 ± 0.071 (2) |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
   assert "full lr 0.0001" in text
