@@ -8,7 +8,8 @@ alike, and it stays there (nothing flows back through a constant output).
 the run logged to TensorBoard (runtime/loop.py, one mean per host call), and
 `timeline` says how low it got before the collapse, at what learning rate
 (also logged), and from which step on it sat at ln(labels), to set beside the
-step where warm-up ends.
+step where warm-up ends; `prediction_spread` checks that the collapsed
+model's dev predictions are indeed the same for every input.
 """
 
 import dataclasses
@@ -17,10 +18,12 @@ import os
 import struct
 from typing import List, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
 from experiments import tables
+from storage import input_files
 
 # Dev loss this close to ln(labels) (in nats) is chance. A run that learned
 # anything sits far below: 0.8-1.1 against ln 4 = 1.386 on wordnet_relation.
@@ -31,6 +34,16 @@ TRAIN_TOLERANCE = 0.02
 
 def collapsed(eval_loss: Optional[float], num_labels: int) -> bool:
   return eval_loss is not None and eval_loss >= math.log(num_labels) - DEV_TOLERANCE
+
+
+def prediction_spread(run_dir: str) -> float:
+  """How much the run's dev predictions depend on the input: the standard
+  deviation over examples of each label's predicted probability, averaged over
+  labels (eval_predictions.tsv). About 0 for a model that ignores its input."""
+  rows = [[float(p) for p in line.split("\t")] for line in
+          input_files.read_text(os.path.join(run_dir, "eval_predictions.tsv")).splitlines()
+          if line]
+  return float(np.std(np.array(rows), axis=0).mean())
 
 
 def curve(run_dir: str, tag: str = "loss") -> List[Tuple[int, float]]:

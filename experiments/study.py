@@ -463,10 +463,6 @@ def _ok_rows(output_dir: str, part: str, task: str) -> Optional[tuple]:
   return results, [r for r in results["rows"] if r["status"] == "ok"]
 
 
-def _timeline(output_dir: str, part: str, task: str, row) -> collapse.Timeline:
-  return collapse.timeline(os.path.join(sweep_dir(output_dir, part, task), row["output_dir"]))
-
-
 def _disagreements_section(output_dir: str, samples: int,
                            predictions: claims.Predictions) -> List[str]:
   """Where Table 1's runs collapsed to chance, and the stability part's test of why."""
@@ -533,16 +529,21 @@ def _stability_lines(output_dir: str, samples: int,
       "BERT), so clipping was in place when the runs collapsed. The training loss and "
       "the learning rate are each run's TensorBoard `loss` (a mean over a host call's "
       "few steps) and `learning_rate`.", "",
+      "The spread of a run's dev predictions is the standard deviation over dev "
+      "examples of each label's predicted probability (mean over labels): about 0 "
+      "where the model gives every input the same answer.", "",
       "| run | adapter size | learning rate | seed | warm-up | init scale | dev accuracy "
-      "| collapsed | if so: lowest training loss (step) | learning rate there | at "
-      "ln(labels) from step | warm-up ends at step |", "|---|" + "---|" * 11]
+      "| spread of dev predictions | collapsed | if so: lowest training loss (step) | "
+      "learning rate there | at ln(labels) from step | warm-up ends at step |",
+      "|---|" + "---|" * 12]
   by_setting, seen, replays = {}, {}, []
   runs = [("methods", r) for r in reference] + [("stability", r) for r in stability[1]]
   runs.sort(key=lambda run: (run[1]["adapter_size"], run[1]["learning_rate"],
                              run[1]["warmup_proportion"], -run[1]["adapter_init_scale"],
                              run[1]["seed"]))
   for part, row in runs:
-    line = _timeline(output_dir, part, task, row)
+    run_dir = os.path.join(sweep_dir(output_dir, part, task), row["output_dir"])
+    line = collapse.timeline(run_dir)
     fell = collapse.collapsed(row["eval_loss"], line.num_labels)
     setting = (row["adapter_size"], row["learning_rate"], row["warmup_proportion"],
                row["adapter_init_scale"])
@@ -552,15 +553,17 @@ def _stability_lines(output_dir: str, samples: int,
       seen[setting + (row["seed"],)] = row
       by_setting.setdefault(setting, []).append((part, row, fell, line))
     # Where a run learned throughout its lowest loss is at the end: not shown.
-    lowest, rate = "", None
+    lowest, rate = "", ""
     if fell and line.lowest_loss is not None:
-      lowest, rate = f"{line.lowest_loss:.3f} ({line.lowest_step})", line.lowest_learning_rate
+      lowest = f"{line.lowest_loss:.3f} ({line.lowest_step})"
+      rate = "" if line.lowest_learning_rate is None else f"{line.lowest_learning_rate:.2g}"
     lines.append(
         f"| `{part}/{task}/{row['output_dir']}` | {row['adapter_size']} | "
         f"{row['learning_rate']:g} | {row['seed']} | {row['warmup_proportion']:g} | "
         f"{row['adapter_init_scale']:g} | {row['eval_accuracy']:.3f} | "
-        f"{'yes' if fell else 'no'} | {lowest} | {'' if rate is None else f'{rate:.2g}'} | "
-        f"{'' if line.chance_from is None else line.chance_from} | {line.warmup_steps} |")
+        f"{collapse.prediction_spread(run_dir):.2g} | {'yes' if fell else 'no'} | {lowest} | "
+        f"{rate} | {'' if line.chance_from is None else line.chance_from} | "
+        f"{line.warmup_steps} |")
   _, selected = _selected(os.path.join(sweep_dir(output_dir, "methods", task),
                                        sweep_lib.RESULTS_JSON))
   full = _runs_correct(predictions, output_dir, "methods", task, methods[0],

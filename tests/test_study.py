@@ -314,9 +314,11 @@ def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
     for i, (settings, right, eval_loss, losses) in enumerate(runs):
       point = f"p{i}"
       run_dir = str(out / part / "wordnet_relation" / "runs" / point)
-      _write(os.path.join(run_dir, "eval_predictions.tsv"), "".join(
-          ("0.9\t0.1\n" if (l == "a") == (j < right) else "0.1\t0.9\n")
-          for j, l in enumerate(labels)))
+      # A collapsed run: 0.5 for both labels, argmax the first: right on the "a"s.
+      _write(os.path.join(run_dir, "eval_predictions.tsv"), "0.5\t0.5\n" * 10
+             if losses is fell else "".join(
+                 ("0.9\t0.1\n" if (l == "a") == (j < right) else "0.1\t0.9\n")
+                 for j, l in enumerate(labels)))
       _run(run_dir, losses)
       rows.append(dict(settings, point=point, status="ok", output_dir=f"runs/{point}",
                        eval_accuracy=right / 10, eval_loss=eval_loss, wall_seconds=60,
@@ -345,16 +347,19 @@ def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
           in section), section
   # Table 1's seed 2: lowest loss 0.6 at step 20 (learning rate 5e-4 there),
   # at ln 2 from step 40; warm-up 3 steps. Runs that did not collapse: no turn.
+  # The spread of the predictions: a collapsed run answers 0.5/0.5 for every
+  # example (0); the others 0.9 or 0.1 for "a": 5 and 5 times with 8 right (std
+  # 0.8 * sqrt(0.5 * 0.5) = 0.4), 6 and 4 times with 7 (0.8 * sqrt(0.24) = 0.39).
   runs = [l for l in section.splitlines() if l.startswith("| `")]
   assert runs == [
-      "| `methods/wordnet_relation/runs/p2` | 64 | 0.001 | 1 | 0.1 | 0.001 | 0.800 | no "
-      "|  |  |  | 3 |",
-      "| `methods/wordnet_relation/runs/p3` | 64 | 0.001 | 2 | 0.1 | 0.001 | 0.500 | yes "
-      "| 0.600 (20) | 0.0005 | 40 | 3 |",
-      "| `stability/wordnet_relation/runs/p1` | 64 | 0.001 | 2 | 0.1 | 0.001 | 0.500 | "
+      "| `methods/wordnet_relation/runs/p2` | 64 | 0.001 | 1 | 0.1 | 0.001 | 0.800 | 0.4 | "
+      "no |  |  |  | 3 |",
+      "| `methods/wordnet_relation/runs/p3` | 64 | 0.001 | 2 | 0.1 | 0.001 | 0.500 | 0 | "
       "yes | 0.600 (20) | 0.0005 | 40 | 3 |",
-      "| `stability/wordnet_relation/runs/p0` | 64 | 0.001 | 2 | 0.3 | 0.001 | 0.700 | no "
-      "|  |  |  | 3 |"], runs
+      "| `stability/wordnet_relation/runs/p1` | 64 | 0.001 | 2 | 0.1 | 0.001 | 0.500 | 0 | "
+      "yes | 0.600 (20) | 0.0005 | 40 | 3 |",
+      "| `stability/wordnet_relation/runs/p0` | 64 | 0.001 | 2 | 0.3 | 0.001 | 0.700 | 0.39 | "
+      "no |  |  |  | 3 |"], runs
   # Seeds 1 and 2 (the replay counted once) against full's 0.85: 0.65 - 0.85.
   assert "| 64 | 0.001 | 0.1 | 0.001 | 1, 2 | 1 of 2 | 0.650 | 0.800 (1) | -20.00 | [" in section
   assert "| 64 | 0.001 | 0.3 | 0.001 | 2 | 0 of 1 | 0.700 | 0.700 (1) | -15.00 | [" in section
