@@ -367,6 +367,8 @@ def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
           "run: 0.500).") in section
   assert ("- The collapsed points with warm-up 0.3: 0 of 1 collapsed (adapters 64 as in "
           "Table 1 at the same points: 1 of 1).") in section
-  assert "- Adapters 64 at 1e-3 with warm-up 0.1: 1 of 2 of seeds 1, 2 collapsed." in section
+  assert "- Adapters 64 at 1e-3 with warm-up 0.1, seeds 1, 2: 1 of 2 collapsed." in section
   assert ("- With warm-up 0.1, the collapsed runs' training loss was lowest at learning "
           "rates 0.0005 to 0.0005, and rose to ln(labels) from there.") in section
+  # The stability part has nothing pending: its reading follows.
+  assert study.STABILITY_READING in section
