@@ -35,6 +35,7 @@ Modules:
   ablation  the layer ablation (its own command; see its docstring)
   study     the study's grids and results page (its own command)
   claims    the paper's claims against full fine-tuning: bootstrap intervals, verdicts
+  collapse  runs that collapsed to chance: how to tell, and when their loss turned
   paper_table, embedding_baseline  their own commands (see their docstrings)
 
 grids/ holds example grid files for the pretrained MiniLM and WordNet tasks

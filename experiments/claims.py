@@ -84,13 +84,22 @@ def verdict(claim: Claim, low: float, high: float) -> str:
   return "fails" if low >= -claim.margin else "undecided"
 
 
-def dev_labels(task_dir: str, fixed: Mapping[str, object]) -> np.ndarray:
-  """The dev examples' label ids, as run_classifier.py numbers them."""
-  processor = processors.TsvProcessor(
+def _processor(task_dir: str, fixed: Mapping[str, object]) -> processors.TsvProcessor:
+  return processors.TsvProcessor(
       data_dir=task_dir, text_a_column=fixed["text_a_column"],
       text_b_column=fixed.get("text_b_column"), label_column=fixed["label_column"])
-  labels = processor.get_labels()
-  return np.array([labels.index(e.label) for e in processor.get_dev_examples(task_dir)])
+
+
+def labels(task_dir: str, fixed: Mapping[str, object]) -> list:
+  """The task's labels, in run_classifier.py's order."""
+  return _processor(task_dir, fixed).get_labels()
+
+
+def dev_labels(task_dir: str, fixed: Mapping[str, object]) -> np.ndarray:
+  """The dev examples' label ids, as run_classifier.py numbers them."""
+  processor = _processor(task_dir, fixed)
+  names = processor.get_labels()
+  return np.array([names.index(e.label) for e in processor.get_dev_examples(task_dir)])
 
 
 def correctness(run_dir: str, labels: np.ndarray) -> np.ndarray:
