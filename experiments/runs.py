@@ -90,16 +90,20 @@ def resolve_method(settings: Mapping[str, object], run_config: Optional[Mapping]
 
 
 def resolve_design(settings: Mapping[str, object], run_config: Optional[Mapping] = None) -> str:
-  """The adapter design the run used (adapter_layers.DESIGNS): from its
-  run_config.json, else its --adapter_design."""
+  """The adapter design the run used (adapter_layers.DESIGNS), or "fusion" for
+  an AdapterFusion over bank tasks: from its run_config.json, else its flags."""
   if run_config and "adapter_config" in run_config:
+    if run_config.get("fusion_tasks"):
+      return "fusion"
     return str((run_config.get("adapter_config") or {}).get("design", "houlsby"))
+  if settings.get("fusion_tasks"):
+    return "fusion"
   return str(settings.get("adapter_design") or "houlsby")
 
 
 def method_name(train_mode: str, adapter_size: int, design: str = "houlsby") -> str:
   """A method's short name: adapters_64 (Houlsby's), pfeiffer_64, parallel_64,
-  lora_8, full, top_layers_3, layer_norm, head."""
+  lora_8, fusion_64 (over adapters of size 64), full, top_layers_3, layer_norm, head."""
   if train_mode == "adapters" and design != "houlsby":
     return f"{design}_{adapter_size}"
   name = train_mode.replace(":", "_")
@@ -110,10 +114,10 @@ def method_name(train_mode: str, adapter_size: int, design: str = "houlsby") -> 
 
 def method_family(train_mode: str, method: str = "") -> str:
   """What the trade-off plot draws as one line: adapters (Houlsby's), another
-  adapter design (pfeiffer, parallel, lora), top_layers, full, ..."""
+  adapter design (pfeiffer, parallel, lora), fusion, top_layers, full, ..."""
   family = train_mode.partition(":")[0]
   design = method.rpartition("_")[0]
-  if family == "adapters" and design in adapter_layers.DESIGNS:
+  if family == "adapters" and design in adapter_layers.DESIGNS + ("fusion",):
     return design
   return family
 

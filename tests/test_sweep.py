@@ -499,7 +499,8 @@ def test_example_grids_parse():
   counts = {"wordnet_lexname_tradeoff.json": 48 + 54, "wordnet_lexname_data_size.json": 18,
             "wordnet_lexname_init_scale.json": 18,
             # Houlsby 8 and 64 at one rate, the 3 other designs at 2 rates; 3 seeds.
-            "wordnet_lexname_designs.json": (2 + 2 * 3 * 2) * 3}
+            "wordnet_lexname_designs.json": (2 + 2 * 3 * 2) * 3,
+            "wordnet_lexname_fusion.json": 3}  # One fusion per seed, each its own bank task.
   for name, count in counts.items():
     grid = grid_lib.Grid.from_json(tables.read_json(
         os.path.join(REPO, "experiments", "grids", name)))
@@ -516,9 +517,13 @@ def test_adapter_designs_are_methods_and_trade_off_lines(tmp_path):
   assert runs.resolve_design({"adapter_design": "lora"},
                              {"adapter_config": {"size": 8, "design": "parallel"}}) == "parallel"
   assert runs.resolve_design({}, {"adapter_config": {"size": 8}}) == "houlsby"
+  assert runs.resolve_design({}, {"adapter_config": {"size": 64},
+                                  "fusion_tasks": ["pos", "relation"]}) == "fusion"
+  assert runs.resolve_design({"fusion_tasks": "pos,relation"}) == "fusion"
   rows = []
   for design, size, params in [("houlsby", 8, 1000), ("houlsby", 64, 8000),
-                               ("pfeiffer", 8, 500), ("lora", 8, 700), ("lora", 64, 5000)]:
+                               ("pfeiffer", 8, 500), ("lora", 8, 700), ("lora", 64, 5000),
+                               ("fusion", 64, 90000)]:
     for seed in (1, 2):
       rows.append(_row(f"{design}{size}-{seed}", 1e-3, seed, 0.6 + size / 1000 + seed / 100,
                        size=size, adapter_design=design))
@@ -526,7 +531,7 @@ def test_adapter_designs_are_methods_and_trade_off_lines(tmp_path):
                       params_trainable=params)
   rows.append(_row("full-1", 1e-4, 1, 0.7, mode="full", size=0, adapter_design="houlsby"))
   assert [r["method"] for r in rows[::2]] == [
-      "adapters_8", "adapters_64", "pfeiffer_8", "lora_8", "lora_64", "full"]
+      "adapters_8", "adapters_64", "pfeiffer_8", "lora_8", "lora_64", "fusion_64", "full"]
   varied = ["train_mode", "adapter_size", "adapter_design", "learning_rate", "seed"]
   results = str(tmp_path / "results.json")
   tables.write_json(results, {"varied_keys": varied, "rows": rows})
@@ -534,4 +539,4 @@ def test_adapter_designs_are_methods_and_trade_off_lines(tmp_path):
   points = tables.read_json(os.path.join(str(tmp_path), "plots", "tradeoff.json"))["rows"]
   assert sorted((p["series"], p["label"], p["x"]) for p in points) == [
       ("adapters", "64", 8000), ("adapters", "8", 1000), ("full", "", 100000),
-      ("lora", "64", 5000), ("lora", "8", 700), ("pfeiffer", "8", 500)]
+      ("fusion", "64", 90000), ("lora", "64", 5000), ("lora", "8", 700), ("pfeiffer", "8", 500)]
