@@ -498,9 +498,9 @@ def test_example_grids_parse():
   # other designs x 3 sizes x 2 rates x 3 seeds.
   counts = {"wordnet_lexname_tradeoff.json": 48 + 54, "wordnet_lexname_data_size.json": 18,
             "wordnet_lexname_init_scale.json": 18,
-            # Houlsby 8 and 64 at one rate, the 3 other designs at 2 rates; 3 seeds.
-            "wordnet_lexname_designs.json": (2 + 2 * 3 * 2) * 3,
-            "wordnet_lexname_fusion.json": 3}  # One fusion per seed, each its own bank task.
+            # Houlsby 8 and 64 at one rate, the 3 other designs at 2 rates, 3 seeds;
+            # a fusion per seed, each its own bank task.
+            "wordnet_lexname_designs.json": (2 + 2 * 3 * 2) * 3 + 3}
   for name, count in counts.items():
     grid = grid_lib.Grid.from_json(tables.read_json(
         os.path.join(REPO, "experiments", "grids", name)))
