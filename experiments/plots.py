@@ -40,7 +40,9 @@ from experiments import tables
 from storage import file_io
 from storage import path_checks
 
-_METHOD_KEYS = ("train_mode", "adapter_size", "adapter_design", "method")
+# What names a method; a fusion's bank and fused tasks are part of it.
+_METHOD_KEYS = ("train_mode", "adapter_size", "adapter_design", "adapter_bank", "fusion_tasks",
+                "method")
 KINDS = {
     "data_size": dict(x="num_train_examples", needs="train_examples",
                       x_label="training examples", title="dev metric vs training-set size",

@@ -34,7 +34,8 @@ from experiments import tables
 from storage import path_checks
 
 DEFAULT_TUNE = ("learning_rate", "num_train_epochs", "train_steps")
-DEFAULT_SEED_KEYS = ("seed", "subset_seed")
+# bank_task: a fusion run per seed adds its own task to the bank (one name per seed).
+DEFAULT_SEED_KEYS = ("seed", "subset_seed", "bank_task")
 _AVERAGED = ("params_trainable", "params_total", "params_adapter", "trained_share",
              "num_train_examples", "num_train_steps", "global_step", "wall_seconds")
 

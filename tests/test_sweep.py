@@ -525,14 +525,17 @@ def test_adapter_designs_are_methods_and_trade_off_lines(tmp_path):
                                ("pfeiffer", 8, 500), ("lora", 8, 700), ("lora", 64, 5000),
                                ("fusion", 64, 90000)]:
     for seed in (1, 2):
+      fusion = dict(adapter_bank="bank", fusion_tasks="a,b", bank_task=f"t{seed}") \
+          if design == "fusion" else {}
       rows.append(_row(f"{design}{size}-{seed}", 1e-3, seed, 0.6 + size / 1000 + seed / 100,
-                       size=size, adapter_design=design))
+                       size=size, adapter_design=design, **fusion))
       rows[-1].update(method=runs.method_name("adapters", size, design),
                       params_trainable=params)
   rows.append(_row("full-1", 1e-4, 1, 0.7, mode="full", size=0, adapter_design="houlsby"))
   assert [r["method"] for r in rows[::2]] == [
       "adapters_8", "adapters_64", "pfeiffer_8", "lora_8", "lora_64", "fusion_64", "full"]
-  varied = ["train_mode", "adapter_size", "adapter_design", "learning_rate", "seed"]
+  varied = ["train_mode", "adapter_size", "adapter_design", "adapter_bank", "fusion_tasks",
+            "learning_rate", "seed", "bank_task"]
   results = str(tmp_path / "results.json")
   tables.write_json(results, {"varied_keys": varied, "rows": rows})
   plots.make_plot(results, "tradeoff")
