@@ -171,18 +171,6 @@ class AdapterConfig:
   def to_json_string(self) -> str:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
-  def parameter_count(self, hidden_size: int, num_layers: int) -> int:
-    """The adapters' weights in a model of that width and depth (hand arithmetic:
-    a bottleneck is 2hm + m + h, its own LayerNorm 2h more; LoRA is 2hr on
-    each of the query and value projections)."""
-    if not self.enabled:
-      return 0
-    h, m = hidden_size, self.size
-    if self.lora:
-      return num_layers * 2 * (2 * h * m)
-    per_adapter = 2 * h * m + m + h + (2 * h if self.layer_norm else 0)
-    return num_layers * len(self.sublayers) * per_adapter
-
 
 # The epsilon of an adapter's own LayerNorm: torch's default, as HyperFormer's
 # code. A generated gamma starts near 0, so such an adapter starts near the identity.
@@ -217,6 +205,14 @@ class AdapterWeights(NamedTuple):
     if self.layer_norm:
       names.update({"LayerNorm/gamma": self.layer_norm[0], "LayerNorm/beta": self.layer_norm[1]})
     return names
+
+  @classmethod
+  def from_tf1_names(cls, arrays, scope: str, layer_norm: bool = False) -> "AdapterWeights":
+    """The inverse of by_tf1_name: an adapter's arrays, read from `arrays` (TF1
+    name -> array) by their names under `scope`, as they are there."""
+    get = lambda name: arrays[f"{scope}/{name}"]
+    norm = (get("LayerNorm/gamma"), get("LayerNorm/beta")) if layer_norm else ()
+    return cls(get("weights1"), get("biases1"), get("weights2"), get("biases2"), norm)
 
   def scaled(self, scaling: float) -> "AdapterWeights":
     """The same adapter with its output factor s folded into its last weights

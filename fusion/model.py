@@ -33,8 +33,6 @@ import modeling
 FUSION_SCOPE = "fusion"
 # Where a Transformer layer's adapters sit (modeling.ADAPTER_SCOPES' keys), in call order.
 _SUBLAYERS = ("attention", "feed_forward")
-# An adapter's projections by their TF1 names under its scope, in AdapterWeights' order.
-_PROJECTIONS = ("weights1", "biases1", "weights2", "biases2")
 
 # The metadata keys of a fusion task's adapter file (fusion/fused_tasks.py): the
 # fused tasks' names, and their adapters' fingerprints.
@@ -173,10 +171,8 @@ class FusionClassifier(modeling.BertClassifier):
 def _adapter_weights(arrays: Mapping[str, np.ndarray], scope: str,
                      adapter_config: AdapterConfig) -> AdapterWeights:
   """A fused task's adapter at `scope`, as constants."""
-  get = lambda name: tf.constant(arrays[f"{scope}/{name}"])
-  norm = ((get("LayerNorm/gamma"), get("LayerNorm/beta")) if adapter_config.layer_norm
-          else ())
-  return AdapterWeights(*(get(n) for n in _PROJECTIONS), norm)
+  return tf.nest.map_structure(tf.constant, AdapterWeights.from_tf1_names(
+      arrays, scope, adapter_config.layer_norm))
 
 
 def log_parameter_counts(model: FusionClassifier) -> None:

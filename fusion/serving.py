@@ -20,6 +20,7 @@ import dataclasses
 from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from adapter_layers import AdapterConfig, AdapterWeights, FusionWeights
 from bank import adapter_bank
@@ -109,8 +110,6 @@ def _fusion_row(served, scope: str, sublayer: str, members: List[str], hidden: i
 
 def _adapter(arrays: Mapping[str, np.ndarray], scope: str,
              adapter_config: AdapterConfig) -> AdapterWeights:
-  get = lambda name: np.asarray(arrays[f"{scope}/{name}"], np.float32)
-  norm = ((get("LayerNorm/gamma"), get("LayerNorm/beta")) if adapter_config.layer_norm
-          else ())
-  return AdapterWeights(get("weights1"), get("biases1"), get("weights2"), get("biases2"), norm)
-
+  return tf.nest.map_structure(lambda a: np.asarray(a, np.float32),
+                               AdapterWeights.from_tf1_names(arrays, scope,
+                                                             adapter_config.layer_norm))
