@@ -228,3 +228,30 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
   outputs = signature(task=tf.constant([bank[i].name for i in task_index]),
                       **{k: tf.constant(v) for k, v in inputs.items()})
   np.testing.assert_allclose(outputs["logits"].numpy(), logits, atol=1e-5)
+
+
+def test_design_flags_become_the_config_and_contradictions_are_one_line():
+  from absl import flags
+  import run_classifier
+  from cli import options as cli_options
+
+  def parse(*argv):
+    fv = flags.FlagValues()
+    run_classifier.define_flags(fv)
+    fv(["prog", "--task_name=MRPC", "--data_dir=d", "--output_dir=o", "--do_eval", *argv])
+    return fv
+  config = cli_options.model_options(parse("--adapter_design=pfeiffer")).adapter_config()
+  assert config == AdapterConfig(64, design="pfeiffer", placement="feed_forward")
+  config = cli_options.model_options(
+      parse("--adapter_design=lora", "--adapter_size=8", "--adapter_scaling=2")).adapter_config()
+  assert (config.design, config.size, config.scaling, config.sublayers) == ("lora", 8, 2.0, ())
+  for argv, message in [
+      (["--adapter_design=prefix"], "flag --adapter_design=prefix"),
+      (["--adapter_scaling=0"], "flag --adapter_scaling=0.0: must be a positive number"),
+      (["--adapter_design=lora", "--adapter_placement=attention"],
+       "LoRA adapts every layer's query and value projections; leave "
+       "--adapter_placement=attention out"),
+      (["--adapter_design=parallel", "--train_mode=layer_norm"],
+       "--adapter_design=parallel needs adapters, but the model has none")]:
+    with pytest.raises(flags.IllegalFlagValueError, match=message):
+      parse(*argv)
