@@ -94,6 +94,11 @@ def define_flags(flag_values=flags.FLAGS):
                        "task projector.", **fv)
   flags.DEFINE_integer("projected_dim", 64, "HyperFormer++: width of the projected task "
                        "embedding that the generators read.", **fv)
+  flags.DEFINE_float("generator_init_stddev", 1e-2, "HyperFormer++: std of the task "
+                     "projector's and the generators' initial kernels (the authors': 0.01).",
+                     **fv)
+  flags.DEFINE_float("task_embedding_init_stddev", 1.0, "HyperFormer++: std of the initial "
+                     "task embeddings (the authors': 1).", **fv)
   check = flag_checks.check_flag
   for name in ("task_name", "data_dir", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=flag_values)
@@ -102,6 +107,8 @@ def define_flags(flag_values=flags.FLAGS):
   check(flag_values, "sampling_temperature", *flag_checks.POSITIVE)
   for name in ("task_embedding_dim", "projector_hidden_dim", "projected_dim"):
     check(flag_values, name, *flag_checks.POSITIVE_INT)
+  for name in ("generator_init_stddev", "task_embedding_init_stddev"):
+    check(flag_values, name, *flag_checks.POSITIVE)
   cli_flags.check_model_and_run_flags(flag_values)
 
 
@@ -132,7 +139,7 @@ def take_recorded_settings(F) -> None:
 
 # HyperFormer++'s flags, named as its config's fields.
 HYPERFORMER_FLAGS = ("adapter_size", "task_embedding_dim", "projector_hidden_dim",
-                     "projected_dim")
+                     "projected_dim", "generator_init_stddev", "task_embedding_init_stddev")
 
 
 def model_options(F) -> model_setup.ModelOptions:
@@ -166,7 +173,9 @@ def hyperformer_config(F):
   return HyperFormerConfig(adapter_size=F.adapter_size,
                            task_embedding_dim=F.task_embedding_dim,
                            projector_hidden_dim=F.projector_hidden_dim,
-                           projected_dim=F.projected_dim)
+                           projected_dim=F.projected_dim,
+                           generator_init_stddev=F.generator_init_stddev,
+                           task_embedding_init_stddev=F.task_embedding_init_stddev)
 
 
 def with_task_index(dataset: tf.data.Dataset, task_index: int) -> tf.data.Dataset:

@@ -75,6 +75,10 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("adapter_size", 64, "Houlsby adapters' size (houlsby, shared).", **fv)
   flags.DEFINE_integer("hyperformer_adapter_size", 16, "The generated adapters' size.", **fv)
   flags.DEFINE_float("sampling_temperature", 10.0, "Task sampling temperature.", **fv)
+  flags.DEFINE_float("generator_init_stddev", 1e-2, "HyperFormer++: std of the initial "
+                     "projector and generator kernels.", **fv)
+  flags.DEFINE_float("task_embedding_init_stddev", 1.0, "HyperFormer++: std of the initial "
+                     "task embeddings.", **fv)
   flags.DEFINE_integer("max_seq_length", 32, "Sequence length.", **fv)
   flags.DEFINE_integer("train_batch_size", 32, "Batch size.", **fv)
   flags.mark_flag_as_required("output_dir", flag_values=flag_values)
@@ -117,6 +121,9 @@ def commands(F, method: str, seed: int) -> List[tuple]:
       text_b_column=",".join(b for _, b in WORDNET_TASKS.values()),
       sampling_temperature=F.sampling_temperature,
       adapter_size=F.adapter_size if method == "shared" else F.hyperformer_adapter_size)
+  if adapter_type == "hyperformer":
+    settings.update(generator_init_stddev=F.generator_init_stddev,
+                    task_embedding_init_stddev=F.task_embedding_init_stddev)
   if method == "hyperformer_ln":
     settings["train_mode"] = "layer_norm"
   return [(base_dir, runs.command([python, os.path.join(ROOT, "run_multitask.py")],

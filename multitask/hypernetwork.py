@@ -15,8 +15,8 @@ has the generated, task-conditional gamma and beta (an adapter_layers.Adapter
 with its own LayerNorm, AdapterConfig.layer_norm). Everything here is shared by all tasks except the rows of
 the task-embedding table.
 
-Initialisation follows the authors' code: generators and projector dense
-layers N(0, 0.01^2) with zero biases, embeddings N(0, 1); the generated
+Initialisation follows the authors' code by default: generators and projector
+dense layers N(0, 0.01^2) with zero biases, embeddings N(0, 1); the generated
 adapters then start near the identity, as a Houlsby adapter at init scale 1e-3.
 """
 
@@ -43,18 +43,28 @@ class HyperFormerConfig:
     task_embedding_dim: width of z_t, l_i and p_j.
     projector_hidden_dim: hidden width of the task projector h_I.
     projected_dim: width of I, the generators' input.
-  The adapters' non-linearity is BERT's GeLU, as the paper's.
+    generator_init_stddev: std of the projector's and generators' initial kernels.
+    task_embedding_init_stddev: std of the initial task embeddings z_t.
+  The adapters' non-linearity is BERT's GeLU, as the paper's. The two initial
+  scales are the authors' (0.01 and 1) by default; they are settings because
+  the spread of HyperFormer++ between seeds is tested against them.
   """
   adapter_size: int = 64
   task_embedding_dim: int = 64
   projector_hidden_dim: int = 128
   projected_dim: int = 64
+  generator_init_stddev: float = 1e-2
+  task_embedding_init_stddev: float = 1.0
 
   def __post_init__(self):
     for f in ("adapter_size", "task_embedding_dim", "projector_hidden_dim", "projected_dim"):
       value = getattr(self, f)
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"hyperformer {f} must be a positive integer, got {value!r}")
+    for f in ("generator_init_stddev", "task_embedding_init_stddev"):
+      value = getattr(self, f)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"hyperformer {f} must be a positive number, got {value!r}")
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -94,7 +104,8 @@ class AdapterHyperNetwork(keras.layers.Layer):
     self.hidden_size = hidden_size
     c = config
     dense = lambda units, name, activation=None: keras.layers.Dense(
-        units, activation=activation, kernel_initializer=_normal(1e-2), name=name)
+        units, activation=activation, kernel_initializer=_normal(c.generator_init_stddev),
+        name=name)
     self.projector_hidden = dense(c.projector_hidden_dim, "projector_hidden", "relu")
     self.projector_output = dense(c.projected_dim, "projector_output")
     self._shapes = generated_shapes(config, hidden_size)
@@ -106,7 +117,7 @@ class AdapterHyperNetwork(keras.layers.Layer):
     c = self.config
     self.task_embeddings = self.add_weight(
         name="task_embeddings", shape=(self.num_tasks, c.task_embedding_dim),
-        initializer=_normal(1.0))
+        initializer=_normal(c.task_embedding_init_stddev))
     self.layer_embeddings = self.add_weight(
         name="layer_embeddings", shape=(self.num_layers, c.task_embedding_dim),
         initializer=_normal(1.0))

@@ -42,6 +42,13 @@ def test_commands_give_every_method_the_same_tasks_and_budget():
   assert "--adapter_type=hyperformer" in with_ln and "--train_mode=layer_norm" in with_ln
   [(_, shared)] = comparison.commands(F, "shared", 1)
   assert "--adapter_size=64" in shared and "--adapter_type=shared" in shared
+  # HyperFormer++'s initial scales reach its runs (both), and only them.
+  F = _flags("--generator_init_stddev=0.1", "--task_embedding_init_stddev=0.5")
+  for method in ("hyperformer", "hyperformer_ln"):
+    [(_, cmd)] = comparison.commands(F, method, 1)
+    assert "--generator_init_stddev=0.1" in cmd and "--task_embedding_init_stddev=0.5" in cmd
+  for method in ("shared", "houlsby"):
+    assert not any("stddev" in a for _, cmd in comparison.commands(F, method, 1) for a in cmd)
 
 
 def test_rows_are_means_and_stds_over_seeds():
