@@ -53,6 +53,7 @@ from cli import path_flags
 import errors
 from experiments import claims
 from experiments import collapse
+from experiments import cost
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import plots
@@ -172,22 +173,58 @@ PARTS = {
     # Not a sweep: experiments.multitask_comparison, on the four tasks at once.
     "multitask": (("all",), "HyperFormer++ against per-task and shared adapters"),
 }
-# The multi-task comparison: every method at the rate of the earlier runs, and
-# HyperFormer++ (encoder frozen) also at a third and three times it, to find
-# out whether its spread between seeds is its learning rate.
+# The multi-task comparison: every method at the rate of the earlier runs; and,
+# to find out why HyperFormer++ (encoder frozen) varies so much between seeds,
+# it again with one factor changed: the learning rate a third and three times,
+# the generators' initial scale (the authors' 0.01) ten times smaller and
+# larger, the task embeddings' (the authors' 1) ten times smaller.
 MULTITASK_EPOCHS = 3.0
-MULTITASK_RATES = {3e-4: ("houlsby", "shared", "hyperformer", "hyperformer_ln"),
-                   1e-4: ("hyperformer",), 1e-3: ("hyperformer",)}
+
+
+@dataclasses.dataclass(frozen=True)
+class MultitaskRun:
+  """One experiments.multitask_comparison run: its rate, methods, initial scales."""
+  learning_rate: float
+  methods: tuple
+  generator_init_stddev: float = 1e-2
+  task_embedding_init_stddev: float = 1.0
+
+  def _changed(self) -> List[tuple]:
+    """The initial scales that differ from the authors'."""
+    return [(f, getattr(self, f)) for f in ("generator_init_stddev",
+                                            "task_embedding_init_stddev")
+            if getattr(self, f) != getattr(MultitaskRun, f)]
+
+  @property
+  def name(self) -> str:
+    """Its directory under OUTPUT_DIR/multitask: the rate, then what differs."""
+    return "_".join([f"lr-{self.learning_rate:g}"] + [f"{f}-{v:g}" for f, v in self._changed()])
+
+  def describe(self) -> str:
+    return ", ".join([f"Learning rate {self.learning_rate:g}"]
+                     + [f"{f} {v:g}" for f, v in self._changed()])
+
+
+MULTITASK_RUNS = (
+    MultitaskRun(3e-4, ("houlsby", "shared", "hyperformer", "hyperformer_ln")),
+    MultitaskRun(1e-4, ("hyperformer",)), MultitaskRun(1e-3, ("hyperformer",)),
+    MultitaskRun(3e-4, ("hyperformer",), generator_init_stddev=1e-3),
+    MultitaskRun(3e-4, ("hyperformer",), generator_init_stddev=1e-1),
+    MultitaskRun(3e-4, ("hyperformer",), task_embedding_init_stddev=0.1))
 
 
 def multitask_runs(output_dir: str, model_dir: str, data_root: str,
                    seeds: Sequence[int]) -> List[List[str]]:
-  """experiments.multitask_comparison's flags, one list per learning rate."""
-  return [[f"--output_dir={os.path.join(output_dir, 'multitask', f'lr-{rate:g}')}",
-           f"--seeds={','.join(map(str, seeds))}", f"--methods={','.join(methods)}",
+  """experiments.multitask_comparison's flags, one list per MULTITASK_RUNS entry."""
+  return [[f"--output_dir={os.path.join(output_dir, 'multitask', run.name)}",
+           f"--seeds={','.join(map(str, seeds))}", f"--methods={','.join(run.methods)}",
            f"--model_dir={model_dir}", f"--data_root={data_root}",
-           f"--num_train_epochs={MULTITASK_EPOCHS:g}", f"--learning_rate={rate:g}"]
-          for rate, methods in MULTITASK_RATES.items()]
+           f"--num_train_epochs={MULTITASK_EPOCHS:g}", f"--learning_rate={run.learning_rate:g}",
+           f"--generator_init_stddev={run.generator_init_stddev:g}",
+           f"--task_embedding_init_stddev={run.task_embedding_init_stddev:g}"]
+          for run in MULTITASK_RUNS]
+
+
 TRADEOFF_TASKS = ("wordnet_lexname",)
 
 
@@ -264,7 +301,16 @@ def _setting(row: Mapping[str, object]) -> str:
   return f"lr {row.get('learning_rate'):g}"
 
 
-def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 2000) -> str:
+def whole_study(output_dir: str, model_dir: str, data_root: str) -> List[cost.Sweep]:
+  """Every sweep of the study with its defaults (parts, tasks, seeds), as on disk."""
+  return [(part, task, sweep_lib.Sweep(
+      grid_lib.Grid.from_json(part_grid(part, TASKS[task], model_dir, data_root)),
+      sweep_dir(output_dir, part, task)))
+          for part, (tasks, _) in PARTS.items() if part != "multitask" for task in tasks]
+
+
+def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 2000,
+           model_dir: str = "models/minilm", data_root: str = "data/wordnet") -> str:
   """Writes the results page (and its plots under PAGE's stem/); returns its text."""
   figures = os.path.splitext(page)[0]
   lines = [
@@ -279,7 +325,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
               "`last_finished`):", ""] + [
                   f"- `{s['command']}`: {s['started']} to {s['last_finished']}"
                   for s in tables.read_json(sittings_path)] + [""]
-  status, wall = [], {}
+  status = []
   for part in PARTS:
     for task in TASKS:
       path = os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_JSON)
@@ -288,7 +334,6 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
       results = tables.read_json(path)
       rows = results["rows"]
       seconds = sum(r.get("wall_seconds") or 0 for r in rows)
-      wall[part] = wall.get(part, 0) + seconds
       ok = sum(r["status"] == "ok" for r in rows)
       # The results table beside the page: every number traces to a point (its
       # settings, metrics and output_dir under OUTPUT_DIR/PART/TASK).
@@ -303,9 +348,9 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += ["## What ran", "",
             "| part | task | points ok | failed | pending | run hours (sum of points) | "
             "results |", "|---|---|---|---|---|---|---|"] + status + [""]
-  lines.append("Wall time by part (sum of the points' own times): " + ", ".join(
-      f"{part} {seconds / 3600:.2f} h" for part, seconds in wall.items()) + ".")
-  lines.append("")
+  lines += cost.section(whole_study(output_dir, model_dir, data_root), not_estimated=[
+      "the multitask part (experiments.multitask_comparison, not a sweep: its own "
+      "section gives its runs)"])
   predictions = claims.Predictions()
   lines += _methods_section(output_dir, figures, bootstrap_samples, predictions)
   lines += _epochs_section(output_dir, bootstrap_samples, predictions)
@@ -432,17 +477,17 @@ def _multitask_section(output_dir: str, figures: str) -> List[str]:
   """Each learning rate's comparison table (experiments.multitask_comparison's own),
   its CSV (every seed's value) copied beside the page."""
   lines = []
-  for rate, methods in MULTITASK_RATES.items():
-    directory = os.path.join(output_dir, "multitask", f"lr-{rate:g}")
+  for run in MULTITASK_RUNS:
+    directory = os.path.join(output_dir, "multitask", run.name)
     path = os.path.join(directory, "comparison.md")
     if tf.io.gfile.exists(path):
       if not lines:
         lines = [f"## Multi-task: {PARTS['multitask'][1]} ({MULTITASK_EPOCHS:g} epochs)", ""]
-      table = os.path.join(figures, f"multitask_lr-{rate:g}.csv")
+      table = os.path.join(figures, f"multitask_{run.name}.csv")
       file_io.make_parent_dirs(table)
       tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
       link = os.path.relpath(table, os.path.dirname(figures))
-      lines += [f"Learning rate {rate:g} ({', '.join(methods)}; every seed's value: "
+      lines += [f"{run.describe()} ({', '.join(run.methods)}; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
   return lines
@@ -765,7 +810,7 @@ def main(argv, flag_values=None):
         finally:
           record_sitting(F.output_dir, command, started)
     if not F.dry_run:
-      report(F.output_dir, F.page, command, F.bootstrap_samples)
+      report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root)
       print(f"Results page: {F.page}")
   except errors.UserError as e:
     print(f"ERROR: {e}", file=sys.stderr)

@@ -29,19 +29,27 @@ def _points(part, task):
 
 
 def test_the_grids_are_the_papers_design():
-  # Table 1's six methods, three learning rates each, seeds 1-3, 3 epochs.
+  # Table 1's six methods, three learning rates each (adapters 64 a fourth,
+  # below where they collapse), seeds 1-3, 3 epochs.
   relation = _points("methods", "wordnet_relation")
-  assert len(relation) == 6 * 3 * 3
+  assert len(relation) == (6 * 3 + 1) * 3
   assert {p.settings["num_train_epochs"] for p in relation} == {3}
   assert {(p.settings["train_mode"], p.settings["adapter_size"]) for p in relation} == {
       ("adapters", 8), ("adapters", 64), ("full", 0), ("top_layers:3", 0),
       ("layer_norm", 0), ("head", 0)}
   # wordnet_lexname adds the trade-off: adapters 2..256 and top-K for K = 1..6.
   lexname = _points("methods", "wordnet_lexname")
-  assert len(lexname) == (6 + 6 + 5) * 3 * 3
-  sizes = sorted({p.settings["adapter_size"] for p in lexname
-                  if p.settings["train_mode"] == "adapters"})
-  assert sizes == [2, 4, 8, 16, 32, 64, 128, 256]
+  assert len(lexname) == ((6 * 3 + 1) + (6 * 3 + 1) + 5 * 3) * 3
+  rates = {}
+  for p in lexname:
+    if p.settings["train_mode"] == "adapters":
+      rates.setdefault(p.settings["adapter_size"], set()).add(p.settings["learning_rate"])
+  assert sorted(rates) == [2, 4, 8, 16, 32, 64, 128, 256]
+  # The rates fall with the width (Adam moves an adapter's output by about its
+  # width times the rate): the paper's grid up to 16, then lower ones too.
+  assert all(rates[m] == {3e-4, 1e-3, 3e-3} for m in (2, 4, 8, 16))
+  assert rates[32] == rates[64] == {3e-4, 6e-4, 1e-3, 3e-3}
+  assert rates[128] == rates[256] == {1e-4, 3e-4, 6e-4}
   assert sorted(p.settings["train_mode"] for p in lexname
                 if p.settings["train_mode"].startswith("top_layers")
                 and p.settings["seed"] == 1 and p.settings["learning_rate"] == 1e-4) == [
@@ -215,20 +223,25 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
     assert os.listdir(local) == []
 
 
-def test_multitask_part_runs_the_comparison_at_three_rates_for_hyperformer(tmp_path):
+def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
   runs = study.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
   parsed = []
   for argv in runs:  # Flags multitask_comparison takes, as it parses them.
     fv = flags.FlagValues()
     multitask_comparison.define_flags(fv)
     fv(["multitask_comparison"] + argv)
-    parsed.append((fv.learning_rate, tuple(fv.methods), fv.seeds, fv.num_train_epochs,
-                   fv.output_dir))
+    assert fv.seeds == ["1", "2", "3"] and fv.num_train_epochs == 3.0
+    parsed.append((fv.learning_rate, tuple(fv.methods), fv.generator_init_stddev,
+                   fv.task_embedding_init_stddev, fv.output_dir))
+  hyper = ("hyperformer",)
   assert parsed == [
-      (3e-4, ("houlsby", "shared", "hyperformer", "hyperformer_ln"), ["1", "2", "3"], 3.0,
+      (3e-4, ("houlsby", "shared", "hyperformer", "hyperformer_ln"), 0.01, 1.0,
        "out/multitask/lr-0.0003"),
-      (1e-4, ("hyperformer",), ["1", "2", "3"], 3.0, "out/multitask/lr-0.0001"),
-      (1e-3, ("hyperformer",), ["1", "2", "3"], 3.0, "out/multitask/lr-0.001")]
+      (1e-4, hyper, 0.01, 1.0, "out/multitask/lr-0.0001"),
+      (1e-3, hyper, 0.01, 1.0, "out/multitask/lr-0.001"),
+      (3e-4, hyper, 0.001, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.001"),
+      (3e-4, hyper, 0.1, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
+      (3e-4, hyper, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1")]
   # The page shows each rate's table as the comparison wrote it.
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
@@ -372,3 +385,37 @@ def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
           "rates 0.0005 to 0.0005, and rose to ln(labels) from there.") in section
   # The stability part has nothing pending: its reading follows.
   assert study.STABILITY_READING in section
+
+
+def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_path):
+  from experiments import cost
+  from experiments import runs
+  from experiments import sweep as sweep_lib
+  from experiments import tables
+  data = tmp_path / "task"
+  _write(str(data / "train.tsv"), "sentence\tlabel\n" + "".join(f"s{i}\ta\n" for i in range(25)))
+  fixed = {"task_name": "tsv", "data_dir": str(data), "train_batch_size": 10}
+  # 25 rows, batch 10, 2 epochs: int(25 / 10 * 2) = 5 steps, as run_classifier.py.
+  methods = sweep_lib.Sweep(grid_lib.Grid.from_json(
+      {"fixed": dict(fixed, num_train_epochs=2), "vary": {"seed": [1, 2, 3]}}),
+      str(tmp_path / "methods"))
+  # Given as steps: 40 each, none finished.
+  sizes = sweep_lib.Sweep(grid_lib.Grid.from_json(
+      {"fixed": fixed, "vary": {"seed": [1, 2], "train_steps": [40]}}),
+      str(tmp_path / "sizes"))
+  assert [cost.point_steps(p.settings, {}) for p in methods.points + sizes.points] == [
+      5, 5, 5, 40, 40]
+  # Seed 1 finished in an hour: 720 s a step.
+  first = methods.points[0]
+  tables.write_json(os.path.join(methods.point_dir(first), runs.RECORD_FILE),
+                    {"point": first.name, "status": "ok", "wall_seconds": 3600,
+                     "num_train_steps": 5})
+  methods = sweep_lib.Sweep(methods.grid, methods.output_dir)
+  text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes)],
+                                not_estimated=["the multitask part"]))
+  # Pending: 2 x 5 steps x 720 s = 2 h; the sizes part has no finished point of
+  # its own, so every part's rate: 2 x 40 x 720 s = 16 h.
+  assert "| methods | t | 3 | 1 | 1.00 | 2 | 2.0 (720.00 s/step) |" in text
+  assert "| sizes | t | 2 | 0 | 0.00 | 2 | 16.0 (720.00 s/step) |" in text
+  assert "| all | | 5 | | 1.00 | 4 | 18.0 |" in text
+  assert "Not in these figures: the multitask part." in text

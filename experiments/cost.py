@@ -1,0 +1,74 @@
+"""What a study costs on this machine: hours measured, and hours still to run.
+
+A sweep's finished points carry their own wall time. A pending point's time is
+estimated from its training steps (its `train_steps`, or int(examples / batch
+* epochs) as run_classifier.py counts them) at the seconds per step measured
+over the finished points of the same part (over every part where none of its
+own has finished); a point's start-up and evaluation are in that rate, so it
+is a rough figure, printed as one.
+"""
+
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from experiments import data as data_lib
+from experiments import sweep as sweep_lib
+
+Sweep = Tuple[str, str, sweep_lib.Sweep]  # (part, task, its sweep)
+
+
+def point_steps(settings: Mapping[str, object], cache: Dict[tuple, int]) -> int:
+  """The training steps a point takes, as run_classifier.py computes them."""
+  if settings.get("train_steps") is not None:
+    return int(settings["train_steps"])
+  examples = settings.get("train_examples", "all")
+  if examples in (None, "all"):
+    key = (str(settings["data_dir"]), str(settings["task_name"]))
+    if key not in cache:
+      cache[key] = data_lib.count_rows(*key)
+    examples = cache[key]
+  batch = int(settings.get("train_batch_size", 32))
+  return int(int(examples) / batch * float(settings.get("num_train_epochs", 3.0)))
+
+
+def seconds_per_step(records: Sequence[Mapping[str, object]]) -> Optional[float]:
+  """Wall seconds over training steps of the finished points (None if none)."""
+  done = [r for r in records if r.get("status") == "ok" and r.get("wall_seconds")
+          and (r.get("num_train_steps") or r.get("global_step"))]
+  steps = sum(r.get("num_train_steps") or r["global_step"] for r in done)
+  return sum(r["wall_seconds"] for r in done) / steps if steps else None
+
+
+def section(sweeps: Sequence[Sweep], not_estimated: Sequence[str] = ()) -> List[str]:
+  """The page's table of measured and estimated hours per (part, task), with totals."""
+  records = {part: [] for part, _, _ in sweeps}
+  for part, _, sweep in sweeps:
+    records[part] += list(sweep.records.values())
+  every = [r for rs in records.values() for r in rs]
+  cache: Dict[tuple, int] = {}
+  rows, measured_total, estimated_total = [], 0.0, 0.0
+  for part, task, sweep in sweeps:
+    rate = seconds_per_step(records[part]) or seconds_per_step(every)
+    pending = sweep.pending()
+    measured = sum(r.get("wall_seconds") or 0 for r in sweep.records.values())
+    estimated = (None if rate is None else
+                 rate * sum(point_steps(p.settings, cache) for p in pending))
+    measured_total += measured
+    estimated_total += estimated or 0
+    rows.append(f"| {part} | {task} | {len(sweep.points)} | {len(sweep.points) - len(pending)} "
+                f"| {measured / 3600:.2f} | {len(pending)} | "
+                + ("no point has finished" if estimated is None else f"{estimated / 3600:.1f}")
+                + (f" ({rate:.2f} s/step)" if pending and rate else "") + " |")
+  lines = [
+      "## What the whole study costs here", "",
+      "Every part on its default tasks with 3 seeds. Hours measured are the finished "
+      "points' own wall times; the pending points' hours are estimated from their "
+      "training steps at the seconds per step that the part's finished points took "
+      "(start-up and evaluation included; every part's rate where none of its own has "
+      "finished), one point at a time on this machine.", "",
+      "| part | task | points | finished | hours measured | pending | hours estimated "
+      "for the pending |", "|---|---|---|---|---|---|---|"] + rows + [
+      f"| all | | {sum(len(s.points) for _, _, s in sweeps)} | | {measured_total / 3600:.2f} "
+      f"| {sum(len(s.pending()) for _, _, s in sweeps)} | {estimated_total / 3600:.1f} |", ""]
+  if not_estimated:
+    lines += [f"Not in these figures: {', '.join(not_estimated)}.", ""]
+  return lines
