@@ -33,7 +33,12 @@ Modules:
   plots     the figures and the data files beside them
   tables    JSON and CSV tables written whole or not at all
   ablation  the layer ablation (its own command; see its docstring)
-  study     the study's grids and results page (its own command)
+  study     the study's command: runs its sweeps in sittings, then the page
+  study_grids  the study's design: tasks, parts, grids, the multi-task runs
+  study_results  reading a study directory: results, selections, predictions
+  study_page  the results page; study_disagreements its collapse and
+            stability section
+  cost      what a study costs: hours measured, hours estimated for the pending
   claims    the paper's claims against full fine-tuning: bootstrap intervals, verdicts
   collapse  runs that collapsed to chance: how to tell, and when their loss turned
   paper_table, embedding_baseline  their own commands (see their docstrings)

@@ -21,10 +21,13 @@ from experiments import collapse
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import study
+from experiments import study_disagreements
+from experiments import study_grids
+from experiments import study_page
 
 
 def _points(part, task):
-  grid = study.part_grid(part, study.TASKS[task], "models/minilm", "data/wordnet")
+  grid = study_grids.part_grid(part, study_grids.TASKS[task], "models/minilm", "data/wordnet")
   return grid_lib.Grid.from_json(grid).points()
 
 
@@ -174,7 +177,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   study.record_sitting(str(out), "python -m experiments.study --seeds=1,2",
                        "2026-11-24T20:00:00")
   page = str(tmp_path / "docs" / "study.md")
-  text = study.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   assert "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to " in text
   with tf.io.gfile.GFile(page) as f:
     assert f.read() == text
@@ -214,7 +217,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   _write(str(epochs / "results.json"), json.dumps({
       "rows": rows, "pending": [], "grid": {"fixed": fixed},
       "varied_keys": ["num_train_epochs", "seed"]}))
-  text = study.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.700")]
   assert len(line) == 1, text
   assert line[0].startswith("| wordnet_relation | 0.700 ± 0.000 (2) | 0.900 ± 0.000 (2) | "
@@ -224,7 +227,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
 
 
 def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
-  runs = study.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
+  runs = study_grids.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
   parsed = []
   for argv in runs:  # Flags multitask_comparison takes, as it parses them.
     fv = flags.FlagValues()
@@ -246,7 +249,7 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
-  text = study.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
+  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
   assert ("## Multi-task: HyperFormer++ against per-task and shared adapters (3 epochs)\n\n"
           "Learning rate 0.001 (hyperformer; every seed's value: [multitask_lr-0.001.csv]"
           "(study/multitask_lr-0.001.csv)):\n\n| method | avg |\n|---|---|\n"
@@ -354,7 +357,7 @@ def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
   sweep("stability", [
       (dict(stability, seed=2, warmup_proportion=0.3), 7, 0.5, learned),
       (dict(stability, seed=2, warmup_proportion=0.1), 5, ln2 - 0.001, fell)])
-  text = study.report(str(out), str(tmp_path / "study.md"), "cmd", bootstrap_samples=200)
+  text = study_page.report(str(out), str(tmp_path / "study.md"), "cmd", bootstrap_samples=200)
   section = text[text.index("## Disagreements with the paper"):]
   assert ("| wordnet_relation | adapters_64 | 0.001 | 1 of 2 | 2 | 0.800 (1), 0.500 (2) |"
           in section), section
@@ -384,7 +387,7 @@ def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
   assert ("- With warm-up 0.1, the collapsed runs' training loss was lowest at learning "
           "rates 0.0005 to 0.0005, and rose to ln(labels) from there.") in section
   # The stability part has nothing pending: its reading follows.
-  assert study.STABILITY_READING in section
+  assert study_disagreements.STABILITY_READING in section
 
 
 def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_path):

@@ -1,0 +1,240 @@
+"""The evidence study's results page (docs/study.md), written from a study directory."""
+
+import datetime
+import os
+import platform
+from typing import List, Mapping, Optional
+
+import tensorflow as tf
+
+import errors
+from experiments import claims
+from experiments import cost
+from experiments import plots
+from experiments import select as select_lib
+from experiments import sweep as sweep_lib
+from experiments import tables
+from experiments.study_disagreements import disagreements_section
+from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, MULTITASK_EPOCHS,
+                                     MULTITASK_RUNS, PARTS, TASKS, TRADEOFF_TASKS)
+from experiments.study_results import (SITTINGS_FILE, read_selection, runs_correct, sweep_dir,
+                                       whole_study)
+from storage import file_io
+from storage import input_files
+
+
+def _cell(row: Optional[Mapping[str, object]]) -> str:
+  if row is None:
+    return "pending"
+  mean, std = row.get("eval_accuracy_mean"), row.get("eval_accuracy_std")
+  if mean is None:
+    return "failed"
+  return f"{mean:.3f}" + (f" ± {std:.3f}" if std is not None else "") + f" ({row['n_seeds']})"
+
+
+def _setting(row: Mapping[str, object]) -> str:
+  return f"lr {row.get('learning_rate'):g}"
+
+
+def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 2000,
+           model_dir: str = "models/minilm", data_root: str = "data/wordnet") -> str:
+  """Writes the results page (and its plots under PAGE's stem/); returns its text."""
+  figures = os.path.splitext(page)[0]
+  lines = [
+      "# The evidence study: the paper's claims with seeds", "",
+      "[Back to the README](../README.md#results)", "",
+      f"Written by `{command}` (experiments/study.py) from the runs under `{output_dir}`; "
+      f"`--report_only` rewrites it. {datetime.date.today().isoformat()}, "
+      f"{platform.machine()} with {os.cpu_count()} CPUs ({platform.platform()}).", ""]
+  sittings_path = os.path.join(output_dir, SITTINGS_FILE)
+  if tf.io.gfile.exists(sittings_path):
+    lines += ["The sittings that ran the points (a sweep's last point finished at "
+              "`last_finished`):", ""] + [
+                  f"- `{s['command']}`: {s['started']} to {s['last_finished']}"
+                  for s in tables.read_json(sittings_path)] + [""]
+  status = []
+  for part in PARTS:
+    for task in TASKS:
+      path = os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_JSON)
+      if not tf.io.gfile.exists(path):
+        continue
+      results = tables.read_json(path)
+      rows = results["rows"]
+      seconds = sum(r.get("wall_seconds") or 0 for r in rows)
+      ok = sum(r["status"] == "ok" for r in rows)
+      # The results table beside the page: every number traces to a point (its
+      # settings, metrics and output_dir under OUTPUT_DIR/PART/TASK).
+      table = os.path.join(figures, f"{part}_{task}_results.csv")
+      file_io.make_parent_dirs(table)
+      tf.io.gfile.copy(os.path.join(sweep_dir(output_dir, part, task),
+                                    sweep_lib.RESULTS_CSV), table, overwrite=True)
+      status.append(f"| {part} | {task} | {ok} | {len(rows) - ok} | "
+                    f"{len(results.get('pending', []))} | {seconds / 3600:.2f} | "
+                    f"[{os.path.basename(table)}]"
+                    f"({os.path.relpath(table, os.path.dirname(page))}) |")
+  lines += ["## What ran", "",
+            "| part | task | points ok | failed | pending | run hours (sum of points) | "
+            "results |", "|---|---|---|---|---|---|---|"] + status + [""]
+  lines += cost.section(whole_study(output_dir, model_dir, data_root), not_estimated=[
+      "the multitask part (experiments.multitask_comparison, not a sweep: its own "
+      "section gives its runs)"])
+  predictions = claims.Predictions()
+  lines += _methods_section(output_dir, figures, bootstrap_samples, predictions)
+  lines += _epochs_section(output_dir, bootstrap_samples, predictions)
+  for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
+    lines += _figure_section(output_dir, part, kind, figures)
+  lines += _multitask_section(output_dir, figures)
+  lines += disagreements_section(output_dir, bootstrap_samples, predictions)
+  text = "\n".join(lines) + "\n"
+  file_io.atomic_write(page, text)
+  return text
+
+
+def _methods_section(output_dir: str, figures: str, samples: int,
+                     predictions: claims.Predictions) -> List[str]:
+  selected = {}
+  for task in TASKS:
+    path = os.path.join(sweep_dir(output_dir, "methods", task), sweep_lib.RESULTS_JSON)
+    if tf.io.gfile.exists(path):
+      selected[task] = read_selection(path)
+  if not selected:
+    return ["## Table 1: not run yet", ""]
+  methods = ["adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head"]
+  lines = ["## Table 1: dev accuracy at each method's selected setting", "",
+           f"Mean ± std over seeds (number of seeds), {EPOCHS} epochs, at the learning "
+           "rate with the best mean dev accuracy (experiments.select).", "",
+           "| method | " + " | ".join(_task_heading(t, r) for t, (r, _) in selected.items())
+           + " |", "|---|" + "---|" * len(selected)]
+  for method in methods:
+    cells = [_cell(rows.get(method)) for _, rows in selected.values()]
+    lines.append(f"| {method} | " + " | ".join(cells) + " |")
+  lines += ["", "Selected settings: " + "; ".join(
+      f"{task}: " + ", ".join(f"{m} {_setting(r)}" for m, r in rows.items() if m in methods)
+      for task, (_, rows) in selected.items()) + ".", ""]
+  lines += ["## The claims", "",
+            "Difference of dev accuracy from full fine-tuning, mean over the tasks that "
+            "have both methods, with a 95% interval from a paired bootstrap over dev "
+            f"examples and seeds ({samples} samples).", "",
+            "| claim | paper | tasks | difference | 95% interval | verdict |",
+            "|---|---|---|---|---|---|"]
+  for claim in claims.CLAIMS:
+    task_pairs = []
+    for task, (results, rows) in selected.items():
+      if claim.method not in rows or claims.FULL not in rows:
+        continue
+      task_pairs.append({key: runs_correct(predictions, output_dir, "methods", task,
+                                            results, rows[name]["points"])
+                         for key, name in (("method", claim.method),
+                                           (claims.FULL, claims.FULL))})
+    what = (f"{claim.method} within {100 * claim.margin:g} point of full" if
+            claim.kind == "within" else
+            f"{claim.method} more than {100 * claim.margin:g} point below full")
+    if not task_pairs:
+      lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
+      continue
+    estimate, low, high = claims.bootstrap_difference(task_pairs, samples)
+    seeds = min(p[k].shape[0] for p in task_pairs for k in p)
+    # With one seed the interval covers the draw of dev examples only.
+    caveat = " (1 seed: the interval leaves out seed variation)" if seeds < 2 else ""
+    lines.append(f"| {what} | {claim.paper} | {len(task_pairs)} | {100 * estimate:+.2f} | "
+                 f"[{100 * low:+.2f}, {100 * high:+.2f}] | "
+                 f"{claims.verdict(claim, low, high)}{caveat} |")
+  lines.append("")
+  for task in TRADEOFF_TASKS:
+    if task in selected:
+      lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
+                     "Figures 3-5: dev accuracy vs trained parameters")
+  return lines
+
+
+def _task_heading(task: str, results: Mapping) -> str:
+  """A task's column; while its sweep has points pending, how far it is (a rate
+  selected from part of the grid may change)."""
+  pending = len(results.get("pending", []))
+  if not pending:
+    return task
+  return f"{task} ({len(results['rows'])} of {len(results['rows']) + pending} runs)"
+
+
+def _epochs_section(output_dir: str, samples: int,
+                    predictions: claims.Predictions) -> List[str]:
+  """Full fine-tuning at CONVERGENCE_EPOCHS: has its dev metric stopped rising?"""
+  lines = []
+  for task in TASKS:
+    path = os.path.join(sweep_dir(output_dir, "epochs", task), sweep_lib.RESULTS_JSON)
+    if not tf.io.gfile.exists(path):
+      continue
+    results = tables.read_json(path)
+    rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []), tune=())
+    by_epochs = {r["num_train_epochs"]: r for r in rows}
+    if not lines:
+      lines = [f"## Epochs: does full fine-tuning still gain after {EPOCHS}?", "",
+               "Full fine-tuning, learning rate 1e-4; the difference is the best longer "
+               f"budget minus {EPOCHS} epochs, with its 95% bootstrap interval.", "",
+               "| task | " + " | ".join(f"{e} epochs" for e in CONVERGENCE_EPOCHS)
+               + " | difference | 95% interval | reading |",
+               "|---|" + "---|" * (len(CONVERGENCE_EPOCHS) + 3)]
+    cells = [_cell(by_epochs.get(e)) for e in CONVERGENCE_EPOCHS]
+    longer = [r for e, r in by_epochs.items() if e != EPOCHS
+              and r.get("eval_accuracy_mean") is not None]
+    if EPOCHS not in by_epochs or not longer:
+      lines.append(f"| {task} | " + " | ".join(cells) + " | | | pending |")
+      continue
+    best = max(longer, key=lambda r: r["eval_accuracy_mean"])
+    pair = {"method": runs_correct(predictions, output_dir, "epochs", task, results,
+                                    best["points"]),
+            claims.FULL: runs_correct(predictions, output_dir, "epochs", task, results,
+                                by_epochs[EPOCHS]["points"])}
+    estimate, low, high = claims.bootstrap_difference([pair], samples)
+    reading = ("still rising" if low > 0 else f"stopped by {EPOCHS} epochs"
+               if high < 0.01 else "undecided")
+    lines.append(f"| {task} | " + " | ".join(cells) + f" | {100 * estimate:+.2f} "
+                 f"({best['num_train_epochs']:g} ep) | [{100 * low:+.2f}, {100 * high:+.2f}] "
+                 f"| {reading} |")
+  return lines + [""] if lines else []
+
+
+def _multitask_section(output_dir: str, figures: str) -> List[str]:
+  """Each learning rate's comparison table (experiments.multitask_comparison's own),
+  its CSV (every seed's value) copied beside the page."""
+  lines = []
+  for run in MULTITASK_RUNS:
+    directory = os.path.join(output_dir, "multitask", run.name)
+    path = os.path.join(directory, "comparison.md")
+    if tf.io.gfile.exists(path):
+      if not lines:
+        lines = [f"## Multi-task: {PARTS['multitask'][1]} ({MULTITASK_EPOCHS:g} epochs)", ""]
+      table = os.path.join(figures, f"multitask_{run.name}.csv")
+      file_io.make_parent_dirs(table)
+      tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
+      link = os.path.relpath(table, os.path.dirname(figures))
+      lines += [f"{run.describe()} ({', '.join(run.methods)}; every seed's value: "
+                f"[{os.path.basename(table)}]({link})):",
+                "", input_files.read_text(path).strip(), ""]
+  return lines
+
+
+def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List[str]:
+  lines = []
+  for task in TASKS:
+    directory = sweep_dir(output_dir, part, task)
+    if tf.io.gfile.exists(os.path.join(directory, sweep_lib.RESULTS_JSON)):
+      lines += _plot(directory, kind, figures, task, PARTS[part][1])
+  return lines
+
+
+def _plot(directory: str, kind: str, figures: str, task: str, title: str) -> List[str]:
+  out = os.path.join(figures, f"{kind}_{task}")
+  try:
+    paths = plots.make_plot(os.path.join(directory, sweep_lib.RESULTS_JSON), kind, out)
+  except errors.UserError as e:
+    return [f"## {title} ({task})", "", f"Not drawn: {e}", ""]
+  page_dir = os.path.dirname(figures)
+  points = tables.read_json(paths["json"])["rows"]
+  rows = [f"| {p['series']} | {p['label'] or ''} | {p['x']:g} | {p['y']:.3f} | "
+          f"{'' if p['y_std'] is None else format(p['y_std'], '.3f')} | {p['n_seeds']} |"
+          for p in points]
+  return [f"## {title} ({task})", "",
+          f"![{kind}]({os.path.relpath(paths['png'], page_dir)})", "",
+          "| series | label | x | dev accuracy | std | seeds |", "|---|---|---|---|---|---|"]\
+      + rows + ["", f"Points: `{os.path.relpath(paths['csv'], page_dir)}`.", ""]
