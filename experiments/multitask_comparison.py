@@ -26,9 +26,7 @@ and the parameters of all tasks as a multiple of the base).
 import os
 import posixpath
 import re
-import signal
 import sys
-import threading
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from absl import app
@@ -195,20 +193,8 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
   path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
                                       model_dir=path_checks.INPUT_DIR,
                                       data_root=path_checks.INPUT_DIR))
-  # SIGTERM stops the comparison as Ctrl-C does: the running child gets it
-  # too (runs.run_logged) and saves its checkpoint; a rerun resumes it.
-  on_main_thread = threading.current_thread() is threading.main_thread()
-  previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None
-  try:
+  with runs.sigterm_stops():
     _compare(F, popen)
-  finally:
-    if on_main_thread:
-      signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum, frame):
-  del signum, frame
-  raise KeyboardInterrupt()
 
 
 def _compare(F, popen: Optional[Callable]) -> None:

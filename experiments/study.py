@@ -42,7 +42,6 @@ through study_results.py; this module is the command.
 import datetime
 import os
 import shlex
-import signal
 import sys
 from typing import List
 
@@ -54,6 +53,7 @@ from cli import path_flags
 import errors
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
+from experiments import runs
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_grids import PARTS, SEEDS, TASKS, multitask_runs, part_grid
@@ -107,38 +107,41 @@ def main(argv, flag_values=None):
   del argv
   F = flag_values or FLAGS
   command = shlex.join(["python", "-m", "experiments.study"] + sys.argv[1:])
-  previous = signal.signal(signal.SIGTERM, _raise_interrupted)
   try:
-    path_flags.check_path_flags(F, dict(
-        output_dir=path_checks.OUTPUT_DIR, model_dir=path_checks.INPUT_DIR,
-        data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE))
-    if not F.report_only:
-      started = datetime.datetime.now().isoformat(timespec="seconds")
-      for part, task, grid in planned(F):
-        if part == "multitask":
-          _run_multitask(F, command, started)
-          continue
-        sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
-                                sweep_dir(F.output_dir, part, task), parallel=F.parallel)
-        if F.dry_run:
-          print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
-          continue
-        print(f"=== {part} on {task}: {PARTS[part][1]}")
-        try:
-          sweep.run()
-        finally:
-          record_sitting(F.output_dir, command, started)
-    if not F.dry_run:
-      report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root)
-      print(f"Results page: {F.page}")
+    with runs.sigterm_stops():
+      _run(F, command)
   except errors.UserError as e:
     print(f"ERROR: {e}", file=sys.stderr)
     return 2
-  except (KeyboardInterrupt, sweep_lib.Interrupted):
+  except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the points resume on a rerun.
     return 130
-  finally:
-    signal.signal(signal.SIGTERM, previous)
   return 0
+
+
+def _run(F, command: str) -> None:
+  """The sittings' sweeps the flags ask for, then the page."""
+  path_flags.check_path_flags(F, dict(
+      output_dir=path_checks.OUTPUT_DIR, model_dir=path_checks.INPUT_DIR,
+      data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE))
+  if not F.report_only:
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    for part, task, grid in planned(F):
+      if part == "multitask":
+        _run_multitask(F, command, started)
+        continue
+      sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
+                              sweep_dir(F.output_dir, part, task), parallel=F.parallel)
+      if F.dry_run:
+        print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
+        continue
+      print(f"=== {part} on {task}: {PARTS[part][1]}")
+      try:
+        sweep.run()
+      finally:
+        record_sitting(F.output_dir, command, started)
+  if not F.dry_run:
+    report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root)
+    print(f"Results page: {F.page}")
 
 
 def _run_multitask(F, command: str, started: str) -> None:
@@ -166,9 +169,6 @@ def record_sitting(output_dir: str, command: str, started: str) -> None:
       "last_finished": datetime.datetime.now().isoformat(timespec="seconds")}]
   tables.write_json(path, sittings)
 
-
-def _raise_interrupted(signum, frame):
-  raise sweep_lib.Interrupted()  # The sweep stops its points as on Ctrl-C.
 
 
 if __name__ == "__main__":

@@ -67,10 +67,6 @@ RESULT_COLUMNS = (
     "wall_seconds", "output_dir", "error")
 
 
-class Interrupted(Exception):
-  """SIGTERM to the sweep: stop as Ctrl-C does."""
-
-
 class Sweep:
   """The points of a grid under one output directory, and running them."""
 
@@ -139,7 +135,7 @@ class Sweep:
           continue
         done += 1
         self.log(f"[{done}/{len(pending)}] {record['point']}: " + describe(record))
-    except (KeyboardInterrupt, Interrupted):
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (runs.sigterm_stops).
       self.log("Stopping: SIGTERM to the running points; they are not recorded")
       self.stop()
       raise
@@ -291,24 +287,17 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
       for point, cmd in zip(sweep.pending(), sweep.commands(sweep.pending())):
         print(f"# {point.name}\n{shlex.join(cmd)}")
       return 0
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
-    try:
+    with runs.sigterm_stops():
       counts = sweep.run()
-    finally:
-      signal.signal(signal.SIGTERM, previous)
   except errors.UserError as e:  # Bad grids (GridError) and bad task files.
     print(f"ERROR: {e}", file=sys.stderr)
     return 2
-  except (KeyboardInterrupt, Interrupted):
+  except KeyboardInterrupt:
     return 130
   print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['pending']} pending: "
         f"{os.path.join(F.output_dir, RESULTS_CSV)}"
         + (" (--retry_failed runs the failed ones again)" if counts["failed"] else ""))
   return 0
-
-
-def _raise_interrupted(signum, frame):
-  raise Interrupted()
 
 
 if __name__ == "__main__":
