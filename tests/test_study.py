@@ -201,6 +201,10 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert low < -5.0 < high and cells[5].strip(" |") in ("fails", "undecided")
   assert "| head more than 1 point below full |" in text and "| 0 | | | pending |" in text
   assert "## Epochs" not in text  # Not run.
+  # The cost table lists every sweep of the whole study, counted as in
+  # test_the_grids_are_the_papers_design, none finished in this directory.
+  assert "| methods | wordnet_relation | 57 | 0 | 0.00 | 57 | no point has finished |" in text
+  assert "| init_scale | wordnet_lexname | 27 | 0 | 0.00 | 27 |" in text
 
   # Full fine-tuning at 3 and 6 epochs (10 pending): 6 is 2 points better.
   epochs = out / "epochs" / "wordnet_relation"
