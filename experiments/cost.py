@@ -38,8 +38,10 @@ def seconds_per_step(records: Sequence[Mapping[str, object]]) -> Optional[float]
   return sum(r["wall_seconds"] for r in done) / steps if steps else None
 
 
-def section(sweeps: Sequence[Sweep], not_estimated: Sequence[str] = ()) -> List[str]:
-  """The page's table of measured and estimated hours per (part, task), with totals."""
+def section(sweeps: Sequence[Sweep], scope: str,
+            not_estimated: Sequence[str] = ()) -> List[str]:
+  """The page's table of measured and estimated hours per (part, task), with totals;
+  `scope` says what the sweeps are (the first sentence)."""
   records = {part: [] for part, _, _ in sweeps}
   for part, _, sweep in sweeps:
     records[part] += list(sweep.records.values())
@@ -60,7 +62,7 @@ def section(sweeps: Sequence[Sweep], not_estimated: Sequence[str] = ()) -> List[
                 + (f" ({rate:.2f} s/step)" if pending and rate else "") + " |")
   lines = [
       "## What the whole study costs here", "",
-      "Every part on its default tasks with 3 seeds. Hours measured are the finished "
+      f"{scope} Hours measured are the finished "
       "points' own wall times; the pending points' hours are estimated from their "
       "training steps at the seconds per step that the part's finished points took "
       "(start-up and evaluation included; every part's rate where none of its own has "

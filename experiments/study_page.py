@@ -16,7 +16,8 @@ from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_disagreements import disagreements_section
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, MULTITASK_EPOCHS,
-                                     MULTITASK_RUNS, PARTS, TASKS, TRADEOFF_TASKS)
+                                     MULTITASK_RUNS, PARTS, SEEDS, TASKS,
+                                     TRADEOFF_TASKS)
 from experiments.study_results import (SITTINGS_FILE, read_selection, runs_correct, sweep_dir,
                                        whole_study)
 from storage import file_io
@@ -75,7 +76,9 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += ["## What ran", "",
             "| part | task | points ok | failed | pending | run hours (sum of points) | "
             "results |", "|---|---|---|---|---|---|---|"] + status + [""]
-  lines += cost.section(whole_study(output_dir, model_dir, data_root), not_estimated=[
+  lines += cost.section(whole_study(output_dir, model_dir, data_root),
+                        f"Every part on its default tasks with {len(SEEDS)} seeds.",
+                        not_estimated=[
       "the multitask part (experiments.multitask_comparison, not a sweep: its own "
       "section gives its runs)"])
   predictions = claims.Predictions()

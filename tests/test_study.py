@@ -424,10 +424,11 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
                      "num_train_steps": 5})
   methods = sweep_lib.Sweep(methods.grid, methods.output_dir)
   text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes)],
-                                not_estimated=["the multitask part"]))
+                                "Two parts.", not_estimated=["the multitask part"]))
   # Pending: 2 x 5 steps x 720 s = 2 h; the sizes part has no finished point of
   # its own, so every part's rate: 2 x 40 x 720 s = 16 h.
   assert "| methods | t | 3 | 1 | 1.00 | 2 | 2.0 (720.00 s/step) |" in text
   assert "| sizes | t | 2 | 0 | 0.00 | 2 | 16.0 (720.00 s/step) |" in text
   assert "| all | | 5 | | 1.00 | 4 | 18.0 |" in text
   assert "Not in these figures: the multitask part." in text
+  assert "\nTwo parts. Hours measured are the finished points' own wall times" in text
