@@ -47,10 +47,11 @@ def section(sweeps: Sequence[Sweep], scope: str,
     records[part] += list(sweep.records.values())
   every = [r for rs in records.values() for r in rs]
   cache: Dict[tuple, int] = {}
-  rows, measured_total, estimated_total = [], 0.0, 0.0
+  rows, measured_total, estimated_total, pending_total = [], 0.0, 0.0, 0
   for part, task, sweep in sweeps:
     rate = seconds_per_step(records[part]) or seconds_per_step(every)
     pending = sweep.pending()
+    pending_total += len(pending)
     measured = sum(r.get("wall_seconds") or 0 for r in sweep.records.values())
     estimated = (None if rate is None else
                  rate * sum(point_steps(p.settings, cache) for p in pending))
@@ -70,7 +71,7 @@ def section(sweeps: Sequence[Sweep], scope: str,
       "| part | task | points | finished | hours measured | pending | hours estimated "
       "for the pending |", "|---|---|---|---|---|---|---|"] + rows + [
       f"| all | | {sum(len(s.points) for _, _, s in sweeps)} | | {measured_total / 3600:.2f} "
-      f"| {sum(len(s.pending()) for _, _, s in sweeps)} | {estimated_total / 3600:.1f} |", ""]
+      f"| {pending_total} | {estimated_total / 3600:.1f} |", ""]
   if not_estimated:
     lines += [f"Not in these figures: {', '.join(not_estimated)}.", ""]
   return lines

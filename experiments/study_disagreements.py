@@ -8,11 +8,10 @@ import numpy as np
 
 from experiments import claims
 from experiments import collapse
-from experiments import sweep as sweep_lib
 from experiments.study_grids import (BETWEEN_RATE, COLLAPSED, INIT_SCALE, LONG_WARMUP, PARTS,
                                      SEEDS, SMALL_INIT_SCALE, STABILITY_SEEDS, TASKS, WARMUP,
                                      WIDE_ADAPTER, WIDE_RATE)
-from experiments.study_results import ok_rows, read_selection, runs_correct, sweep_dir
+from experiments.study_results import ok_rows, runs_correct, selected_methods, sweep_dir
 
 
 def disagreements_section(output_dir: str, samples: int,
@@ -116,8 +115,7 @@ def _stability_lines(output_dir: str, samples: int,
         f"{collapse.prediction_spread(run_dir):.2g} | {'yes' if fell else 'no'} | {lowest} | "
         f"{rate} | {'' if line.chance_from is None else line.chance_from} | "
         f"{line.warmup_steps} |")
-  _, selected = read_selection(os.path.join(sweep_dir(output_dir, "methods", task),
-                                       sweep_lib.RESULTS_JSON))
+  selected = selected_methods(methods[0])
   full = runs_correct(predictions, output_dir, "methods", task, methods[0],
                        selected[claims.FULL]["points"]) if claims.FULL in selected else None
   lines += ["", "By setting (Table 1 used warm-up "

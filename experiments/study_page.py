@@ -18,8 +18,8 @@ from experiments.study_disagreements import disagreements_section
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, MULTITASK_EPOCHS,
                                      MULTITASK_RUNS, PARTS, SEEDS, TASKS,
                                      TRADEOFF_TASKS)
-from experiments.study_results import (SITTINGS_FILE, read_selection, runs_correct, sweep_dir,
-                                       whole_study)
+from experiments.study_results import (SITTINGS_FILE, read_results, runs_correct,
+                                       selected_methods, sweep_dir, whole_study)
 from storage import file_io
 from storage import input_files
 
@@ -56,10 +56,9 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   status = []
   for part in PARTS:
     for task in TASKS:
-      path = os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_JSON)
-      if not tf.io.gfile.exists(path):
+      results = read_results(output_dir, part, task)
+      if results is None:
         continue
-      results = tables.read_json(path)
       rows = results["rows"]
       seconds = sum(r.get("wall_seconds") or 0 for r in rows)
       ok = sum(r["status"] == "ok" for r in rows)
@@ -97,9 +96,9 @@ def _methods_section(output_dir: str, figures: str, samples: int,
                      predictions: claims.Predictions) -> List[str]:
   selected = {}
   for task in TASKS:
-    path = os.path.join(sweep_dir(output_dir, "methods", task), sweep_lib.RESULTS_JSON)
-    if tf.io.gfile.exists(path):
-      selected[task] = read_selection(path)
+    results = read_results(output_dir, "methods", task)
+    if results is not None:
+      selected[task] = results, selected_methods(results)
   if not selected:
     return ["## Table 1: not run yet", ""]
   methods = ["adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head"]
@@ -164,10 +163,9 @@ def _epochs_section(output_dir: str, samples: int,
   """Full fine-tuning at CONVERGENCE_EPOCHS: has its dev metric stopped rising?"""
   lines, rising = [], []
   for task in TASKS:
-    path = os.path.join(sweep_dir(output_dir, "epochs", task), sweep_lib.RESULTS_JSON)
-    if not tf.io.gfile.exists(path):
+    results = read_results(output_dir, "epochs", task)
+    if results is None:
       continue
-    results = tables.read_json(path)
     rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []), tune=())
     by_epochs = {r["num_train_epochs"]: r for r in rows}
     if not lines:

@@ -2,7 +2,7 @@
 method's selected setting, the runs' dev predictions, the sittings."""
 
 import os
-from typing import List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,18 +30,23 @@ def whole_study(output_dir: str, model_dir: str, data_root: str) -> List[cost.Sw
           for part, (tasks, _) in PARTS.items() if part != "multitask" for task in tasks]
 
 
-def ok_rows(output_dir: str, part: str, task: str) -> Optional[tuple]:
+def read_results(output_dir: str, part: str, task: str) -> Optional[dict]:
+  """The (part, task) sweep's results.json; None where that sweep has not started."""
   path = os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_JSON)
-  if not tf.io.gfile.exists(path):
+  return tables.read_json(path) if tf.io.gfile.exists(path) else None
+
+
+def ok_rows(output_dir: str, part: str, task: str) -> Optional[tuple]:
+  results = read_results(output_dir, part, task)
+  if results is None:
     return None
-  results = tables.read_json(path)
   return results, [r for r in results["rows"] if r["status"] == "ok"]
 
 
-def read_selection(results_path: str):
-  results = tables.read_json(results_path)
+def selected_methods(results: Mapping) -> Dict[str, dict]:
+  """Each method's selected setting (experiments.select), by method name."""
   rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []))
-  return results, {r["method"]: r for r in rows}
+  return {r["method"]: r for r in rows}
 
 
 def runs_correct(predictions: claims.Predictions, output_dir: str, part: str, task: str,
