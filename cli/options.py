@@ -1,7 +1,7 @@
 """Parsed flags -> the plain option objects the library takes (it never reads flags)."""
 
 import dataclasses
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import adapter_layers
 from adapter_layers import AdapterConfig
@@ -18,6 +18,22 @@ ADAPTER_CONFIG_FLAGS = {"size": "adapter_size", "init_scale": "adapter_init_scal
                         "scaling": "adapter_scaling"}
 
 
+def _flag_values(flag_values) -> Tuple[Dict[str, object], set]:
+  """ModelOptions' flags by name, and the adapter-config flags that were given."""
+  values = {f.name: flag_values[f.name].value
+            for f in dataclasses.fields(model_setup.ModelOptions)}
+  given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
+           if flag_checks.flag_given(flag_values[flag])}
+  return values, given
+
+
+def _take_config(source: str, config: AdapterConfig, values: Dict[str, object],
+                 given) -> Dict[str, object]:
+  """`config`'s settings as flag values (take_recorded: a given flag must agree)."""
+  return take_recorded(source, {flag: getattr(config, key)
+                                for key, flag in ADAPTER_CONFIG_FLAGS.items()}, values, given)
+
+
 def model_options(flag_values,
                   adapter_checkpoint: Optional[str] = None) -> model_setup.ModelOptions:
   """The adapter flags as ModelOptions; --adapter_size left at its default counts
@@ -27,12 +43,9 @@ def model_options(flag_values,
   `adapter_checkpoint`: a bank task's), the adapter settings it records are
   taken for the flags left unset (`recorded_adapter_settings`).
   """
-  values = {f.name: flag_values[f.name].value
-            for f in dataclasses.fields(model_setup.ModelOptions)}
+  values, given = _flag_values(flag_values)
   if adapter_checkpoint:
     values["adapter_checkpoint"] = adapter_checkpoint
-  given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
-           if flag_checks.flag_given(flag_values[flag])}
   if values["adapter_checkpoint"]:
     values.update(recorded_adapter_settings(values["adapter_checkpoint"], values, given))
   elif "adapter_size" not in given:
@@ -45,12 +58,8 @@ def fusion_model_options(flag_values, adapter_config: AdapterConfig,
   """The adapter flags for training a fusion task: its model applies the fused
   tasks' adapters, so their config (`adapter_config`, from `source`) is its
   own, as an adapter file's for `recorded_adapter_settings`."""
-  values = {f.name: flag_values[f.name].value
-            for f in dataclasses.fields(model_setup.ModelOptions)}
-  given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
-           if flag_checks.flag_given(flag_values[flag])}
-  values.update(take_recorded(source, {flag: getattr(adapter_config, key) for key, flag
-                                       in ADAPTER_CONFIG_FLAGS.items()}, values, given))
+  values, given = _flag_values(flag_values)
+  values.update(_take_config(source, adapter_config, values, given))
   return model_setup.ModelOptions(**values)
 
 
@@ -70,8 +79,7 @@ def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object]
   """
   recorded = AdapterConfig.from_dict(
       adapter_weights.read_adapter_header(adapter_checkpoint)["adapter_config"])
-  taken = take_recorded(adapter_checkpoint, {flag: getattr(recorded, key) for key, flag
-                                             in ADAPTER_CONFIG_FLAGS.items()}, values, given)
+  taken = _take_config(adapter_checkpoint, recorded, values, given)
   if ("adapter_placement" not in given
       and recorded.placement == adapter_layers.DEFAULT_PLACEMENTS[recorded.design]):
     taken["adapter_placement"] = None  # As if left out: LoRA takes none.
