@@ -19,7 +19,9 @@ Each (part, task) is one sweep directory, OUTPUT_DIR/PART/TASK/, so the study
 resumes as a sweep does: rerun the same command, in as many sittings as it
 takes (finished points are kept; a point stopped midway resumes from its
 checkpoint). --parts and --tasks pick what runs in a sitting; the page shows
-what has finished and says what is pending.
+what has finished and says what is pending. The methods_long part (Table 1's
+epochs) runs each method at the rate the methods part selected, so on a task
+it waits until the methods part has finished there.
 
 The page's claims (experiments/claims.py) compare a method with full fine-tuning: the mean
 over tasks of the difference of their dev accuracies, at each method's
@@ -56,9 +58,9 @@ from experiments import multitask_comparison
 from experiments import runs
 from experiments import sweep as sweep_lib
 from experiments import tables
-from experiments.study_grids import PARTS, SEEDS, TASKS, multitask_runs, part_grid
+from experiments.study_grids import PARTS, SEEDS, TASKS, multitask_runs
 from experiments.study_page import report
-from experiments.study_results import SITTINGS_FILE, sweep_dir
+from experiments.study_results import SITTINGS_FILE, study_grid, sweep_dir
 from storage import path_checks
 
 
@@ -85,21 +87,19 @@ def define_flags(flag_values=FLAGS):
 
 
 def planned(flag_values) -> List[tuple]:
-  """(part, task, grid) of each sweep the flags ask for."""
-  seeds = [int(s) for s in flag_values.seeds]
+  """(part, task) of each sweep the flags ask for, in order ("all" for multitask)."""
   out = []
   for part in flag_values.parts:
     if part not in PARTS:
       raise errors.UserError(f"--parts: unknown part {part!r}; expected {', '.join(PARTS)}")
     if part == "multitask":
-      out.append((part, "all", None))
+      out.append((part, "all"))
       continue
     for name in flag_values.tasks or PARTS[part][0]:
       if name not in TASKS:
         raise errors.UserError(f"--tasks: unknown task {name!r}; expected "
                                f"{', '.join(TASKS)}")
-      out.append((part, name, part_grid(part, TASKS[name], flag_values.model_dir,
-                                        flag_values.data_root, seeds)))
+      out.append((part, name))
   return out
 
 
@@ -125,9 +125,17 @@ def _run(F, command: str) -> None:
       data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE))
   if not F.report_only:
     started = datetime.datetime.now().isoformat(timespec="seconds")
-    for part, task, grid in planned(F):
+    seeds = [int(s) for s in F.seeds]
+    for part, task in planned(F):
       if part == "multitask":
         _run_multitask(F, command, started)
+        continue
+      # Built when its turn comes: methods_long's grid is the methods part's
+      # selection, which an earlier sweep of this sitting may complete.
+      grid = study_grid(F.output_dir, part, task, F.model_dir, F.data_root, seeds)
+      if grid is None:
+        print(f"=== {part} on {task}: waits for the methods part's points on {task} "
+              f"(seeds {','.join(F.seeds)}) to finish: its grid is their selected rates")
         continue
       sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
                               sweep_dir(F.output_dir, part, task), parallel=F.parallel)

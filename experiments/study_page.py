@@ -15,11 +15,11 @@ from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_disagreements import disagreements_section
-from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, MULTITASK_EPOCHS,
+from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_EPOCHS,
                                      MULTITASK_RUNS, PARTS, SEEDS, TASKS,
                                      TRADEOFF_TASKS)
-from experiments.study_results import (SITTINGS_FILE, read_results, runs_correct,
-                                       selected_methods, sweep_dir, whole_study)
+from experiments.study_results import (SITTINGS_FILE, read_results, runs_correct, sweep_dir,
+                                       table_selection, whole_study)
 from storage import file_io
 from storage import input_files
 
@@ -94,25 +94,33 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
 
 def _methods_section(output_dir: str, figures: str, samples: int,
                      predictions: claims.Predictions) -> List[str]:
-  selected = {}
+  selected, results = {}, {}
   for task in TASKS:
-    results = read_results(output_dir, "methods", task)
-    if results is not None:
-      selected[task] = results, selected_methods(results)
+    rows = table_selection(output_dir, task)
+    if rows is not None:
+      selected[task] = rows
+      results[task] = {part: read_results(output_dir, part, task)
+                       for part in ("methods", "methods_long")}
   if not selected:
     return ["## Table 1: not run yet", ""]
   methods = ["adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head"]
   lines = ["## Table 1: dev accuracy at each method's selected setting", "",
-           f"Mean ± std over seeds (number of seeds), {EPOCHS} epochs, at the learning "
-           "rate with the best mean dev accuracy (experiments.select).", "",
-           "| method | " + " | ".join(_task_heading(t, r) for t, (r, _) in selected.items())
+           "Mean ± std over seeds (number of seeds). Each method's learning rate is the "
+           f"one with the best mean dev accuracy at {EPOCHS} epochs (experiments.select); "
+           f"its epochs, {EPOCHS} or {LONG_EPOCHS} at that rate (the methods_long part), "
+           f"are selected the same way where both have run; a cell at {LONG_EPOCHS} "
+           "epochs says so. The rate is not selected again at "
+           f"{LONG_EPOCHS} epochs, where the paper tuned both together.", "",
+           "| method | " + " | ".join(_task_heading(t, r) for t, r in results.items())
            + " |", "|---|" + "---|" * len(selected)]
   for method in methods:
-    cells = [_cell(rows.get(method)) for _, rows in selected.values()]
+    cells = [_cell(rows.get(method)) + _epochs_note(rows.get(method))
+             for rows in selected.values()]
     lines.append(f"| {method} | " + " | ".join(cells) + " |")
   lines += ["", "Selected settings: " + "; ".join(
-      f"{task}: " + ", ".join(f"{m} {_setting(r)}" for m, r in rows.items() if m in methods)
-      for task, (_, rows) in selected.items()) + ".", ""]
+      f"{task}: " + ", ".join(f"{m} {_setting(r)}, {r['num_train_epochs']:g} epochs"
+                              for m, r in rows.items() if m in methods)
+      for task, rows in selected.items()) + ".", ""]
   lines += ["## The claims", "",
             "Difference of dev accuracy from full fine-tuning, mean over the tasks that "
             "have both methods, with a 95% interval from a paired bootstrap over dev "
@@ -121,11 +129,12 @@ def _methods_section(output_dir: str, figures: str, samples: int,
             "|---|---|---|---|---|---|"]
   for claim in claims.CLAIMS:
     task_pairs = []
-    for task, (results, rows) in selected.items():
+    for task, rows in selected.items():
       if claim.method not in rows or claims.FULL not in rows:
         continue
-      task_pairs.append({key: runs_correct(predictions, output_dir, "methods", task,
-                                            results, rows[name]["points"])
+      task_pairs.append({key: runs_correct(predictions, output_dir, rows[name]["part"], task,
+                                            results[task][rows[name]["part"]],
+                                            rows[name]["points"])
                          for key, name in (("method", claim.method),
                                            (claims.FULL, claims.FULL))})
     what = (f"{claim.method} within {100 * claim.margin:g} point of full" if
@@ -149,13 +158,26 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   return lines
 
 
-def _task_heading(task: str, results: Mapping) -> str:
-  """A task's column; while its sweep has points pending, how far it is (a rate
-  selected from part of the grid may change)."""
-  pending = len(results.get("pending", []))
-  if not pending:
-    return task
-  return f"{task} ({len(results['rows'])} of {len(results['rows']) + pending} runs)"
+def _task_heading(task: str, results: Mapping[str, Optional[Mapping]]) -> str:
+  """A task's column, and how far its sweeps are while they have points pending
+  (a setting selected from part of a grid may change)."""
+  progress = [_progress(results["methods"], "runs")]
+  if results["methods_long"] is None:
+    progress.append(f"{LONG_EPOCHS} epochs pending")
+  else:
+    progress.append(_progress(results["methods_long"], f"{LONG_EPOCHS}-epoch runs"))
+  progress = [p for p in progress if p]
+  return task + (f" ({'; '.join(progress)})" if progress else "")
+
+
+def _progress(results: Mapping, what: str) -> str:
+  pending, done = len(results.get("pending", [])), len(results["rows"])
+  return f"{done} of {done + pending} {what}" if pending else ""
+
+
+def _epochs_note(row: Optional[Mapping]) -> str:
+  return "" if row is None or row["num_train_epochs"] == EPOCHS else (
+      f", {row['num_train_epochs']:g} ep")
 
 
 def _epochs_section(output_dir: str, samples: int,
@@ -194,12 +216,22 @@ def _epochs_section(output_dir: str, samples: int,
     lines.append(f"| {task} | " + " | ".join(cells) + f" | {100 * estimate:+.2f} "
                  f"({best['num_train_epochs']:g} ep) | [{100 * low:+.2f}, {100 * high:+.2f}] "
                  f"| {reading} |")
+  early = [t for t in rising if not _long_done(output_dir, t)]
   if rising:
     lines += ["", f"On {', '.join(rising)} full fine-tuning has not converged by {EPOCHS} "
-              "epochs, so Table 1 and the claims above compare runs stopped early there: "
-              "their verdicts hold for this budget only, until every method is also tuned "
-              "over epochs (the paper tuned 3 and 20)."]
+              f"epochs, which is why Table 1 also runs every method {LONG_EPOCHS} epochs "
+              "(the methods_long part; the paper tuned 3 and 20)."]
+  if early:
+    lines[-1] += (f" On {', '.join(early)} that part has not finished, so Table 1 and the "
+                  "claims above compare runs stopped early there: their verdicts hold for "
+                  f"{EPOCHS} epochs only.")
   return lines + [""] if lines else []
+
+
+def _long_done(output_dir: str, task: str) -> bool:
+  """Whether Table 1 has selected every method's epochs on the task."""
+  rows = table_selection(output_dir, task) or {}
+  return bool(rows) and all(r["epochs_tried"] == [EPOCHS, LONG_EPOCHS] for r in rows.values())
 
 
 def _multitask_section(output_dir: str, figures: str) -> List[str]:

@@ -1,5 +1,6 @@
 """Reading a study directory (OUTPUT_DIR/PART/TASK/ sweeps): results, each
-method's selected setting, the runs' dev predictions, the sittings."""
+method's selected setting (Table 1's rate, then its epochs), the grids that
+depend on them, the runs' dev predictions, the sittings."""
 
 import os
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -13,7 +14,8 @@ from experiments import grid as grid_lib
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
-from experiments.study_grids import PARTS, TASKS, part_grid
+from experiments.study_grids import (EPOCHS, LONG_EPOCHS, PARTS, SEEDS, TABLE_METHOD_KEYS,
+                                     TABLE_METHODS, TASKS, part_grid)
 
 SITTINGS_FILE = "sittings.json"
 
@@ -22,12 +24,50 @@ def sweep_dir(output_dir: str, part: str, task: str) -> str:
   return os.path.join(output_dir, part, task)
 
 
+def selected_rates(output_dir: str, task: str, model_dir: str, data_root: str,
+                   seeds: Sequence[int] = SEEDS) -> Optional[Dict[tuple, float]]:
+  """Each Table 1 method's learning rate selected by the methods part on `task`,
+  by (train_mode, adapter_size); None while any of its points (these seeds) is
+  pending, as the selection may still change."""
+  sweep = sweep_lib.Sweep(
+      grid_lib.Grid.from_json(part_grid("methods", TASKS[task], model_dir, data_root, seeds)),
+      sweep_dir(output_dir, "methods", task))
+  if sweep.pending():
+    return None
+  rows, _ = select_lib.select(sweep.rows(), sweep.grid.varied_keys())
+  return {(r["train_mode"], r["adapter_size"]): r["learning_rate"] for r in rows
+          if (r["train_mode"], r["adapter_size"]) in TABLE_METHOD_KEYS}
+
+
+def study_grid(output_dir: str, part: str, task: str, model_dir: str, data_root: str,
+               seeds: Sequence[int] = SEEDS) -> Optional[dict]:
+  """The part's grid on the task; None for methods_long until its rates are selected."""
+  rates = None
+  if part == "methods_long":
+    rates = selected_rates(output_dir, task, model_dir, data_root, seeds)
+    if rates is None:
+      return None
+  return part_grid(part, TASKS[task], model_dir, data_root, seeds, rates)
+
+
+# Stand-in rates for methods_long's cost before they are selected: a point's
+# steps, hence its estimated hours, do not depend on its rate.
+_ANY_RATES = {key: grid["learning_rate"][0] for grid in TABLE_METHODS
+              for key in map(tuple, grid["train_mode/adapter_size"])}
+
+
 def whole_study(output_dir: str, model_dir: str, data_root: str) -> List[cost.Sweep]:
   """Every sweep of the study with its defaults (parts, tasks, seeds), as on disk."""
-  return [(part, task, sweep_lib.Sweep(
-      grid_lib.Grid.from_json(part_grid(part, TASKS[task], model_dir, data_root)),
-      sweep_dir(output_dir, part, task)))
-          for part, (tasks, _) in PARTS.items() if part != "multitask" for task in tasks]
+  out = []
+  for part, (tasks, _) in PARTS.items():
+    if part == "multitask":
+      continue
+    for task in tasks:
+      grid = (study_grid(output_dir, part, task, model_dir, data_root)
+              or part_grid(part, TASKS[task], model_dir, data_root, rates=_ANY_RATES))
+      out.append((part, task, sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
+                                              sweep_dir(output_dir, part, task))))
+  return out
 
 
 def read_results(output_dir: str, part: str, task: str) -> Optional[dict]:
@@ -47,6 +87,41 @@ def selected_methods(results: Mapping) -> Dict[str, dict]:
   """Each method's selected setting (experiments.select), by method name."""
   rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []))
   return {r["method"]: r for r in rows}
+
+
+def table_selection(output_dir: str, task: str) -> Optional[Dict[str, dict]]:
+  """Table 1's row of each method on `task`, by method name, with its "part".
+
+  The methods part selects the learning rate at EPOCHS epochs; where
+  methods_long has run that rate for LONG_EPOCHS with as many seeds, the
+  epochs are selected as the rate was (experiments.select: the better mean dev
+  accuracy over seeds, then the lower dev loss, then EPOCHS), and
+  "epochs_tried" lists both. None before the methods part has results.
+  """
+  short = read_results(output_dir, "methods", task)
+  if short is None:
+    return None
+  chosen = {m: dict(r, part="methods", num_train_epochs=EPOCHS, epochs_tried=[EPOCHS])
+            for m, r in selected_methods(short).items()}
+  long = read_results(output_dir, "methods_long", task)
+  if long is None:
+    return chosen
+  for method, row in selected_methods(long).items():
+    three = chosen.get(method)
+    # A candidate: a long run of the rate selected now, with as many seeds.
+    if (three is None or row["learning_rate"] != three["learning_rate"]
+        or row["n_seeds"] + row["n_failed"] < three["n_seeds"] + three["n_failed"]):
+      continue
+    candidates = [dict(r, num_train_epochs=EPOCHS) for r in short["rows"]
+                  if r["point"] in three["points"]] + [
+                      dict(r, num_train_epochs=LONG_EPOCHS) for r in long["rows"]
+                      if r["point"] in row["points"]]
+    best, _ = select_lib.select(candidates, ["num_train_epochs", "seed"])
+    kept = three
+    if best[0]["num_train_epochs"] == LONG_EPOCHS:
+      kept = dict(row, part="methods_long", num_train_epochs=LONG_EPOCHS)
+    chosen[method] = dict(kept, epochs_tried=[EPOCHS, LONG_EPOCHS])
+  return chosen
 
 
 def runs_correct(predictions: claims.Predictions, output_dir: str, part: str, task: str,

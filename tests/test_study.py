@@ -20,10 +20,13 @@ from experiments import claims
 from experiments import collapse
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
+from experiments import runs as runs_lib
 from experiments import study
 from experiments import study_disagreements
 from experiments import study_grids
 from experiments import study_page
+from experiments import study_results
+from experiments import sweep as sweep_lib
 
 
 def _points(part, task):
@@ -135,6 +138,13 @@ def _write(path, text):
     f.write(text)
 
 
+def _write_predictions(run_dir, labels, right):
+  """A run's eval_predictions.tsv that gets the first `right` examples right."""
+  _write(str(run_dir / "eval_predictions.tsv"), "".join(
+      ("0.9\t0.1\n" if (l == "a") == (i < right) else "0.1\t0.9\n")
+      for i, l in enumerate(labels)))
+
+
 @pytest.mark.parametrize("file_system", ["local", "ram"])
 def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch):
   """Two methods, two seeds, on a 10-example dev set; the page's numbers by hand.
@@ -160,9 +170,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   rows = []
   for (mode, size, lr, seed), k in right.items():
     point = f"{mode}-{size}-{lr}-{seed}"
-    probs = "".join(("0.9\t0.1\n" if (l == "a") == (i < k) else "0.1\t0.9\n")
-                    for i, l in enumerate(labels))
-    _write(str(sweep / "runs" / point / "eval_predictions.tsv"), probs)
+    _write_predictions(sweep / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
                  "method": "full" if mode == "full" else f"adapters_{size}",
                  "learning_rate": lr, "num_train_epochs": 3, "seed": seed,
@@ -188,10 +196,10 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
     assert f.read() == "point,status\n"
   # full: 1e-4 selected (mean 0.85 over seeds, against 0.5 at 3e-5).
   # One point pending: the column says how far the task's sweep is.
-  assert "| method | wordnet_relation (6 of 7 runs) |" in text
+  assert "| method | wordnet_relation (6 of 7 runs; 20 epochs pending) |" in text
   assert "| full | 0.850 ± 0.071 (2) |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
-  assert "full lr 0.0001" in text
+  assert "full lr 0.0001, 3 epochs" in text
   claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
   # 0.80 - 0.85 = -5 points: far more than 1 point below, but 10 examples
   # leave the interval wide.
@@ -205,6 +213,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   # test_the_grids_are_the_papers_design, none finished in this directory.
   assert "| methods | wordnet_relation | 57 | 0 | 0.00 | 57 | no point has finished |" in text
   assert "| init_scale | wordnet_lexname | 27 | 0 | 0.00 | 27 |" in text
+  # methods_long's cost is estimated before its rates are selected.
+  assert "| methods_long | wordnet_relation | 18 | 0 | 0.00 | 18 |" in text
 
   # Full fine-tuning at 3 and 6 epochs (10 pending): 6 is right on 5 more of the
   # 10 examples in both seeds, so the interval is above 0: still rising.
@@ -212,9 +222,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   rows = []
   for (num_epochs, seed), k in {(3, 1): 5, (3, 2): 5, (6, 1): 10, (6, 2): 10}.items():
     point = f"e{num_epochs}-{seed}"
-    probs = "".join(("0.9\t0.1\n" if (l == "a") == (i < k) else "0.1\t0.9\n")
-                    for i, l in enumerate(labels))
-    _write(str(epochs / "runs" / point / "eval_predictions.tsv"), probs)
+    _write_predictions(epochs / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": "full", "adapter_size": 0,
                  "method": "full", "num_train_epochs": num_epochs, "seed": seed,
                  "eval_accuracy": k / 10, "eval_loss": 0.5, "wall_seconds": 60})
@@ -228,11 +236,93 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert line[0].startswith("| wordnet_relation | 0.500 ± 0.000 (2) | 1.000 ± 0.000 (2) | "
                             "pending | +50.00 (6 ep) | [+"), line
   assert line[0].endswith("| still rising |")
-  # Then Table 1's verdicts are said to hold for 3 epochs only.
-  assert ("On wordnet_relation full fine-tuning has not converged by 3 epochs, so Table 1 "
-          "and the claims above compare runs stopped early there") in text
+  # Then, while methods_long has not run, Table 1's verdicts are said to hold
+  # for 3 epochs only.
+  assert ("On wordnet_relation full fine-tuning has not converged by 3 epochs, which is why "
+          "Table 1 also runs every method 20 epochs") in text
+  assert ("On wordnet_relation that part has not finished, so Table 1 and the claims above "
+          "compare runs stopped early there: their verdicts hold for 3 epochs only.") in text
+
+  # methods_long: each selected rate 20 epochs. Full fine-tuning gains (10 of
+  # 10 in both seeds), adapters 64 lose (7 of 10): Table 1 keeps full's 20
+  # epochs and adapters' 3, and the claims compare those runs: 0.8 - 1.0.
+  long = out / "methods_long" / "wordnet_relation"
+  rows = []
+  for (mode, size, lr, seed), k in {("full", 0, 1e-4, 1): 10, ("full", 0, 1e-4, 2): 10,
+                                    ("adapters", 64, 1e-3, 1): 7,
+                                    ("adapters", 64, 1e-3, 2): 7}.items():
+    point = f"long-{mode}-{seed}"
+    _write_predictions(long / "runs" / point, labels, k)
+    rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
+                 "method": "full" if mode == "full" else f"adapters_{size}",
+                 "learning_rate": lr, "seed": seed, "eval_accuracy": k / 10,
+                 "eval_loss": 0.5, "wall_seconds": 600})
+  _write(str(long / "results.csv"), "point,status\n")
+  _write(str(long / "results.json"), json.dumps({
+      "rows": rows, "pending": [], "grid": {"fixed": fixed, "vary": {"seed": [1, 2]}},
+      "varied_keys": ["seed", "train_mode", "adapter_size", "learning_rate"]}))
+  text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  assert "| method | wordnet_relation (6 of 7 runs) |" in text
+  assert "| full | 1.000 ± 0.000 (2), 20 ep |" in text
+  assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
+  assert "full lr 0.0001, 20 epochs" in text and "adapters_64 lr 0.001, 3 epochs" in text
+  claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
+  assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim
+  assert "their verdicts hold for 3 epochs only" not in text
   if file_system == "ram":
     assert os.listdir(local) == []
+
+
+def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, capsys,
+                                                                 monkeypatch):
+  """Its grid waits for the methods part's points, then takes each method's
+  selected rate (here the second of its grid's rates: best mean dev accuracy)."""
+  monkeypatch.chdir(tmp_path)
+  os.makedirs("models/minilm")
+  os.makedirs("data/wordnet")
+  out, task = str(tmp_path / "study"), "wordnet_relation"
+  args = ("models/minilm", "data/wordnet", [1, 2])
+  sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(study_grids.part_grid(
+      "methods", study_grids.TASKS[task], *args)), os.path.join(out, "methods", task))
+  methods = sweep.points
+  rates = {}
+  for p in methods:
+    rates.setdefault((p.settings["train_mode"], p.settings["adapter_size"]), []).append(
+        p.settings["learning_rate"])
+  second = {key: sorted(set(r))[1] for key, r in rates.items()}
+
+  def record(p):
+    key = (p.settings["train_mode"], p.settings["adapter_size"])
+    accuracy = 0.9 if p.settings["learning_rate"] == second[key] else 0.5
+    path = os.path.join(sweep.point_dir(p), runs_lib.RECORD_FILE)
+    _write(path, json.dumps({"point": p.name, "status": "ok", "vary": p.vary,
+                             "train_mode": key[0], "adapter_size": key[1],
+                             "metrics": {"eval_accuracy": accuracy, "eval_loss": 0.5}}))
+
+  def dry_run():
+    fv = flags.FlagValues()
+    study.define_flags(fv)
+    fv(["study", f"--output_dir={out}", "--parts=methods_long", f"--tasks={task}",
+        "--seeds=1,2", "--model_dir=models/minilm", "--data_root=data/wordnet", "--dry_run"])
+    assert study.main([], fv) == 0
+    return capsys.readouterr().out
+
+  for p in methods[:-1]:
+    record(p)
+  assert study_results.selected_rates(out, task, *args) is None
+  assert study_results.study_grid(out, "methods_long", task, *args) is None
+  assert "=== methods_long on wordnet_relation: waits for the methods part" in dry_run()
+  record(methods[-1])
+  assert study_results.selected_rates(out, task, *args) == second
+  assert "methods_long/wordnet_relation: 12 points, 12 pending" in dry_run()
+  long = grid_lib.Grid.from_json(study_results.study_grid(out, "methods_long", task, *args))
+  assert sorted((p.settings["train_mode"], p.settings["adapter_size"],
+                 p.settings["learning_rate"], p.settings["seed"]) for p in long.points()) == \
+      sorted((mode, size, second[(mode, size)], seed) for mode, size in rates
+             for seed in (1, 2))
+  assert {p.settings["num_train_epochs"] for p in long.points()} == {20}
+  with pytest.raises(ValueError, match="selected rates"):
+    study_grids.part_grid("methods_long", study_grids.TASKS[task], *args)
 
 
 def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
