@@ -3,9 +3,10 @@
 A sweep's finished points carry their own wall time. A pending point's time is
 estimated from its training steps (its `train_steps`, or int(examples / batch
 * epochs) as run_classifier.py counts them) at the seconds per step measured
-over the finished points of the same part (over every part where none of its
-own has finished); a point's start-up and evaluation are in that rate, so it
-is a rough figure, printed as one.
+over the finished points of its own sweep; where none has finished, those of
+the same task (its examples' length sets the rate more than the part does),
+then the same part, then every sweep. A point's start-up and evaluation are in
+that rate, so it is a rough figure, printed as one.
 """
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -42,14 +43,17 @@ def section(sweeps: Sequence[Sweep], scope: str,
             not_estimated: Sequence[str] = ()) -> List[str]:
   """The page's table of measured and estimated hours per (part, task), with totals;
   `scope` says what the sweeps are (the first sentence)."""
-  records = {part: [] for part, _, _ in sweeps}
-  for part, _, sweep in sweeps:
-    records[part] += list(sweep.records.values())
-  every = [r for rs in records.values() for r in rs]
+  by_task: Dict[str, list] = {}
+  by_part: Dict[str, list] = {}
+  for part, task, sweep in sweeps:
+    by_task.setdefault(task, []).extend(sweep.records.values())
+    by_part.setdefault(part, []).extend(sweep.records.values())
+  every = [r for rs in by_part.values() for r in rs]
   cache: Dict[tuple, int] = {}
   rows, measured_total, estimated_total, pending_total = [], 0.0, 0.0, 0
   for part, task, sweep in sweeps:
-    rate = seconds_per_step(records[part]) or seconds_per_step(every)
+    rate = next((r for r in map(seconds_per_step, (
+        list(sweep.records.values()), by_task[task], by_part[part], every)) if r), None)
     pending = sweep.pending()
     pending_total += len(pending)
     measured = sum(r.get("wall_seconds") or 0 for r in sweep.records.values())
@@ -65,9 +69,10 @@ def section(sweeps: Sequence[Sweep], scope: str,
       "## What the whole study costs here", "",
       f"{scope} Hours measured are the finished "
       "points' own wall times; the pending points' hours are estimated from their "
-      "training steps at the seconds per step that the part's finished points took "
-      "(start-up and evaluation included; every part's rate where none of its own has "
-      "finished), one point at a time on this machine.", "",
+      "training steps at the seconds per step that the sweep's finished points took "
+      "(start-up and evaluation included; where none has finished, the rate of the "
+      "task's other sweeps, else of the part's, else of every sweep), one point at a "
+      "time on this machine.", "",
       "| part | task | points | finished | hours measured | pending | hours estimated "
       "for the pending |", "|---|---|---|---|---|---|---|"] + rows + [
       f"| all | | {sum(len(s.points) for _, _, s in sweeps)} | | {measured_total / 3600:.2f} "

@@ -513,12 +513,25 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
                     {"point": first.name, "status": "ok", "wall_seconds": 3600,
                      "num_train_steps": 5})
   methods = sweep_lib.Sweep(methods.grid, methods.output_dir)
-  text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes)],
+  # On a second task u, a sizes point finished at 360 s a step; u's methods
+  # have none finished.
+  sizes_u = sweep_lib.Sweep(sizes.grid, str(tmp_path / "sizes_u"))
+  done = sizes_u.points[0]
+  tables.write_json(os.path.join(sizes_u.point_dir(done), runs.RECORD_FILE),
+                    {"point": done.name, "status": "ok", "wall_seconds": 14400,
+                     "num_train_steps": 40})
+  sizes_u = sweep_lib.Sweep(sizes.grid, sizes_u.output_dir)
+  methods_u = sweep_lib.Sweep(methods.grid, str(tmp_path / "methods_u"))
+  text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes),
+                                 ("methods", "u", methods_u), ("sizes", "u", sizes_u)],
                                 "Two parts.", not_estimated=["the multitask part"]))
-  # Pending: 2 x 5 steps x 720 s = 2 h; the sizes part has no finished point of
-  # its own, so every part's rate: 2 x 40 x 720 s = 16 h.
+  # Pending: 2 x 5 steps x 720 s = 2 h; the sizes part has no finished point on
+  # t, so task t's rate: 2 x 40 x 720 s = 16 h; methods on u take u's rate
+  # (not the methods part's): 3 x 5 x 360 s = 1.5 h.
   assert "| methods | t | 3 | 1 | 1.00 | 2 | 2.0 (720.00 s/step) |" in text
   assert "| sizes | t | 2 | 0 | 0.00 | 2 | 16.0 (720.00 s/step) |" in text
-  assert "| all | | 5 | | 1.00 | 4 | 18.0 |" in text
+  assert "| methods | u | 3 | 0 | 0.00 | 3 | 1.5 (360.00 s/step) |" in text
+  assert "| sizes | u | 2 | 1 | 4.00 | 1 | 4.0 (360.00 s/step) |" in text
+  assert "| all | | 10 | | 5.00 | 8 | 23.5 |" in text
   assert "Not in these figures: the multitask part." in text
   assert "\nTwo parts. Hours measured are the finished points' own wall times" in text
