@@ -20,8 +20,9 @@ resumes as a sweep does: rerun the same command, in as many sittings as it
 takes (finished points are kept; a point stopped midway resumes from its
 checkpoint). --parts and --tasks pick what runs in a sitting; the page shows
 what has finished and says what is pending. The methods_long part (Table 1's
-epochs) runs each method at the rate the methods part selected, so on a task
-it waits until the methods part has finished there.
+epochs: each method 20 epochs) and the epochs part (full fine-tuning 6 and 10)
+run at the rates the methods part selected, so on a task they wait until the
+methods part has finished there.
 
 The page's claims (experiments/claims.py) compare a method with full fine-tuning: the mean
 over tasks of the difference of their dev accuracies, at each method's
@@ -130,8 +131,8 @@ def _run(F, command: str) -> None:
       if part == "multitask":
         _run_multitask(F, command, started)
         continue
-      # Built when its turn comes: methods_long's grid is the methods part's
-      # selection, which an earlier sweep of this sitting may complete.
+      # Built when its turn comes: methods_long's and epochs' grids are the
+      # methods part's selection, which an earlier sweep of this sitting may complete.
       grid = study_grid(F.output_dir, part, task, F.model_dir, F.data_root, seeds)
       if grid is None:
         print(f"=== {part} on {task}: waits for the methods part's points on {task} "

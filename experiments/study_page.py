@@ -11,15 +11,14 @@ import errors
 from experiments import claims
 from experiments import cost
 from experiments import plots
-from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_disagreements import disagreements_section
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_EPOCHS,
                                      MULTITASK_RUNS, PARTS, SEEDS, TASKS,
                                      TRADEOFF_TASKS)
-from experiments.study_results import (SITTINGS_FILE, read_results, runs_correct, sweep_dir,
-                                       table_selection, whole_study)
+from experiments.study_results import (SITTINGS_FILE, full_by_epochs, read_results,
+                                       runs_correct, sweep_dir, table_selection, whole_study)
 from storage import file_io
 from storage import input_files
 
@@ -182,40 +181,55 @@ def _epochs_note(row: Optional[Mapping]) -> str:
 
 def _epochs_section(output_dir: str, samples: int,
                     predictions: claims.Predictions) -> List[str]:
-  """Full fine-tuning at CONVERGENCE_EPOCHS: has its dev metric stopped rising?"""
-  lines, rising = [], []
+  """Full fine-tuning at its selected rate from EPOCHS to LONG_EPOCHS: when does
+  its dev metric stop rising?"""
+  budgets = (EPOCHS,) + CONVERGENCE_EPOCHS + (LONG_EPOCHS,)
+  lines, rising, still = [], [], []
   for task in TASKS:
-    results = read_results(output_dir, "epochs", task)
-    if results is None:
+    curve = full_by_epochs(output_dir, task)
+    if len(curve) < 2:
       continue
-    rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []), tune=())
-    by_epochs = {r["num_train_epochs"]: r for r in rows}
     if not lines:
-      lines = [f"## Epochs: does full fine-tuning still gain after {EPOCHS}?", "",
-               "Full fine-tuning, learning rate 1e-4; the difference is the best longer "
-               f"budget minus {EPOCHS} epochs, with its 95% bootstrap interval.", "",
-               "| task | " + " | ".join(f"{e} epochs" for e in CONVERGENCE_EPOCHS)
-               + " | difference | 95% interval | reading |",
-               "|---|" + "---|" * (len(CONVERGENCE_EPOCHS) + 3)]
-    cells = [_cell(by_epochs.get(e)) for e in CONVERGENCE_EPOCHS]
-    longer = [r for e, r in by_epochs.items() if e != EPOCHS
-              and r.get("eval_accuracy_mean") is not None]
-    if EPOCHS not in by_epochs or not longer:
-      lines.append(f"| {task} | " + " | ".join(cells) + " | | | pending |")
-      continue
-    best = max(longer, key=lambda r: r["eval_accuracy_mean"])
-    pair = {"method": runs_correct(predictions, output_dir, "epochs", task, results,
-                                    best["points"]),
-            claims.FULL: runs_correct(predictions, output_dir, "epochs", task, results,
-                                by_epochs[EPOCHS]["points"])}
-    estimate, low, high = claims.bootstrap_difference([pair], samples)
-    reading = ("still rising" if low > 0 else f"stopped by {EPOCHS} epochs"
-               if high < 0.01 else "undecided")
-    if low > 0:
+      lines = ["## Epochs: when does full fine-tuning stop rising?", "",
+               "Full fine-tuning at the learning rate Table 1 selected at "
+               f"{EPOCHS} epochs: {EPOCHS} epochs (the methods part), "
+               f"{' and '.join(map(str, CONVERGENCE_EPOCHS))} (the epochs part), "
+               f"{LONG_EPOCHS} (methods_long). \"After {EPOCHS}\" is the best longer "
+               f"budget minus {EPOCHS} epochs, \"{CONVERGENCE_EPOCHS[-1]} to {LONG_EPOCHS}\" "
+               f"is {LONG_EPOCHS} minus {CONVERGENCE_EPOCHS[-1]} epochs, in points of dev "
+               "accuracy with their 95% bootstrap intervals.", "",
+               "| task | lr | " + " | ".join(f"{e} epochs" for e in budgets)
+               + f" | after {EPOCHS} | {CONVERGENCE_EPOCHS[-1]} to {LONG_EPOCHS} | reading |",
+               "|---|---|" + "---|" * (len(budgets) + 3)]
+
+    def difference(longer, shorter):
+      pair = {"method": runs_correct(predictions, output_dir, longer[0], task, longer[1],
+                                     longer[2]["points"]),
+              claims.FULL: runs_correct(predictions, output_dir, shorter[0], task,
+                                        shorter[1], shorter[2]["points"])}
+      return claims.bootstrap_difference([pair], samples)
+
+    cells = [_cell(curve[e][2]) if e in curve else "pending" for e in budgets]
+    best = max((e for e in curve if e != EPOCHS),
+               key=lambda e: curve[e][2].get("eval_accuracy_mean") or -1.0)
+    after = difference(curve[best], curve[EPOCHS])
+    cells.append(_difference(after) + f" ({best:g} ep)")
+    last = CONVERGENCE_EPOCHS[-1]
+    if last in curve and LONG_EPOCHS in curve:
+      step = difference(curve[LONG_EPOCHS], curve[last])
+      cells.append(_difference(step))
+      reading = (f"still rising at {LONG_EPOCHS}" if step[1] > 0 else
+                 f"stopped by {last}" if step[2] < 0.01 else f"undecided at {LONG_EPOCHS}")
+      if step[1] > 0:
+        still.append(task)
+    else:
+      cells.append("pending")
+      reading = (f"still rising after {EPOCHS}" if after[1] > 0 else
+                 f"stopped by {EPOCHS}" if after[2] < 0.01 else "undecided")
+    if after[1] > 0:
       rising.append(task)
-    lines.append(f"| {task} | " + " | ".join(cells) + f" | {100 * estimate:+.2f} "
-                 f"({best['num_train_epochs']:g} ep) | [{100 * low:+.2f}, {100 * high:+.2f}] "
-                 f"| {reading} |")
+    rate = curve[EPOCHS][2]["learning_rate"]
+    lines.append(f"| {task} | {rate:g} | " + " | ".join(cells) + f" | {reading} |")
   early = [t for t in rising if not _long_done(output_dir, t)]
   if rising:
     lines += ["", f"On {', '.join(rising)} full fine-tuning has not converged by {EPOCHS} "
@@ -225,7 +239,16 @@ def _epochs_section(output_dir: str, samples: int,
     lines[-1] += (f" On {', '.join(early)} that part has not finished, so Table 1 and the "
                   "claims above compare runs stopped early there: their verdicts hold for "
                   f"{EPOCHS} epochs only.")
+  if still:
+    lines += ["", f"On {', '.join(still)} full fine-tuning still gains from "
+              f"{CONVERGENCE_EPOCHS[-1]} to {LONG_EPOCHS} epochs: Table 1 compares runs that "
+              f"have not converged even at {LONG_EPOCHS} there."]
   return lines + [""] if lines else []
+
+
+def _difference(estimate_low_high) -> str:
+  estimate, low, high = estimate_low_high
+  return f"{100 * estimate:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]"
 
 
 def _long_done(output_dir: str, task: str) -> bool:

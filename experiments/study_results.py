@@ -14,8 +14,8 @@ from experiments import grid as grid_lib
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
-from experiments.study_grids import (EPOCHS, LONG_EPOCHS, PARTS, SEEDS, TABLE_METHOD_KEYS,
-                                     TABLE_METHODS, TASKS, part_grid)
+from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, PARTS, SEEDS,
+                                     TABLE_METHOD_KEYS, TABLE_METHODS, TASKS, part_grid)
 
 SITTINGS_FILE = "sittings.json"
 
@@ -39,19 +39,23 @@ def selected_rates(output_dir: str, task: str, model_dir: str, data_root: str,
           if (r["train_mode"], r["adapter_size"]) in TABLE_METHOD_KEYS}
 
 
+# The parts whose grids are the methods part's selected rates.
+SELECTION_PARTS = ("methods_long", "epochs")
+
+
 def study_grid(output_dir: str, part: str, task: str, model_dir: str, data_root: str,
                seeds: Sequence[int] = SEEDS) -> Optional[dict]:
-  """The part's grid on the task; None for methods_long until its rates are selected."""
+  """The part's grid on the task; None for SELECTION_PARTS until the rates are selected."""
   rates = None
-  if part == "methods_long":
+  if part in SELECTION_PARTS:
     rates = selected_rates(output_dir, task, model_dir, data_root, seeds)
     if rates is None:
       return None
   return part_grid(part, TASKS[task], model_dir, data_root, seeds, rates)
 
 
-# Stand-in rates for methods_long's cost before they are selected: a point's
-# steps, hence its estimated hours, do not depend on its rate.
+# Stand-in rates for the SELECTION_PARTS' cost before the rates are selected: a
+# point's steps, hence its estimated hours, do not depend on its rate.
 _ANY_RATES = {key: grid["learning_rate"][0] for grid in TABLE_METHODS
               for key in map(tuple, grid["train_mode/adapter_size"])}
 
@@ -122,6 +126,28 @@ def table_selection(output_dir: str, task: str) -> Optional[Dict[str, dict]]:
       kept = dict(row, part="methods_long", num_train_epochs=LONG_EPOCHS)
     chosen[method] = dict(kept, epochs_tried=[EPOCHS, LONG_EPOCHS])
   return chosen
+
+
+def full_by_epochs(output_dir: str, task: str) -> Dict[float, tuple]:
+  """Full fine-tuning at the rate the methods part selected, by epochs: (part,
+  results, selected row) from the methods part (EPOCHS), the epochs part
+  (CONVERGENCE_EPOCHS) and methods_long (LONG_EPOCHS), where they ran that rate."""
+  short = read_results(output_dir, "methods", task)
+  full = selected_methods(short).get("full") if short is not None else None
+  if full is None:
+    return {}
+  rate = full["learning_rate"]
+  curve = {EPOCHS: ("methods", short, full)}
+  epochs = read_results(output_dir, "epochs", task)
+  if epochs is not None and epochs["grid"]["fixed"].get("learning_rate") == rate:
+    rows, _ = select_lib.select(epochs["rows"], epochs.get("varied_keys", []), tune=())
+    curve.update((r["num_train_epochs"], ("epochs", epochs, r)) for r in rows
+                 if r["num_train_epochs"] in CONVERGENCE_EPOCHS)
+  long = read_results(output_dir, "methods_long", task)
+  row = selected_methods(long).get("full") if long is not None else None
+  if row is not None and row["learning_rate"] == rate:
+    curve[LONG_EPOCHS] = ("methods_long", long, row)
+  return dict(sorted(curve.items()))
 
 
 def runs_correct(predictions: claims.Predictions, output_dir: str, part: str, task: str,

@@ -60,11 +60,15 @@ def test_the_grids_are_the_papers_design():
                 if p.settings["train_mode"].startswith("top_layers")
                 and p.settings["seed"] == 1 and p.settings["learning_rate"] == 1e-4) == [
                     f"top_layers:{k}" for k in range(1, 7)]
-  # Full fine-tuning at 3, 6 and 10 epochs: has it stopped rising by 3?
-  epochs = _points("epochs", "wordnet_pos")
+  # Full fine-tuning at 6 and 10 epochs, at the rate the methods part selected
+  # (3 epochs are the methods part's, 20 methods_long's).
+  epochs = grid_lib.Grid.from_json(study_grids.part_grid(
+      "epochs", study_grids.TASKS["wordnet_pos"], "models/minilm", "data/wordnet",
+      rates={("full", 0): 3e-5, ("adapters", 8): 1e-3})).points()
   assert sorted((p.settings["num_train_epochs"], p.settings["seed"]) for p in epochs) == [
-      (e, s) for e in (3, 6, 10) for s in (1, 2, 3)]
-  assert {p.settings["train_mode"] for p in epochs} == {"full"}
+      (e, s) for e in (6, 10) for s in (1, 2, 3)]
+  assert {(p.settings["train_mode"], p.settings["learning_rate"]) for p in epochs} == {
+      ("full", 3e-5)}
   # Figure 2: four sizes from 100 up, the small ones trained for many epochs.
   sizes = _points("data_size", "wordnet_lexname")
   assert len(sizes) == 4 * 3 * (2 + 2)
@@ -147,7 +151,7 @@ def _write_predictions(run_dir, labels, right):
 
 @pytest.mark.parametrize("file_system", ["local", "ram"])
 def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch):
-  """Two methods, two seeds, on a 10-example dev set; the page's numbers by hand.
+  """Two methods, two seeds, on a 100-example dev set; the page's numbers by hand.
 
   Also with every path on ram:// (as gs:// on a Colab TPU): nothing is written
   to the local disk then.
@@ -157,16 +161,16 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   if file_system == "ram":
     tmp_path = _Path(f"ram://study-{uuid.uuid4().hex[:8]}")
   data = tmp_path / "data" / "wordnet_relation"
-  labels = ["a", "b"] * 5
+  labels = ["a", "b"] * 50
   _write(str(data / "train.tsv"), "word_a\tword_b\tlabel\nx\ty\ta\nx\tz\tb\n")
   _write(str(data / "dev.tsv"), "word_a\tword_b\tlabel\n"
          + "".join(f"w{i}\tv{i}\t{l}\n" for i, l in enumerate(labels)))
   out = tmp_path / "study"
   sweep = out / "methods" / "wordnet_relation"
-  # How many of the 10 dev examples each run gets right.
-  right = {("full", 0, 1e-4, 1): 9, ("full", 0, 1e-4, 2): 8,
-           ("full", 0, 3e-5, 1): 5, ("full", 0, 3e-5, 2): 5,
-           ("adapters", 64, 1e-3, 1): 8, ("adapters", 64, 1e-3, 2): 8}
+  # How many of the 100 dev examples each run gets right.
+  right = {("full", 0, 1e-4, 1): 90, ("full", 0, 1e-4, 2): 80,
+           ("full", 0, 3e-5, 1): 50, ("full", 0, 3e-5, 2): 50,
+           ("adapters", 64, 1e-3, 1): 80, ("adapters", 64, 1e-3, 2): 80}
   rows = []
   for (mode, size, lr, seed), k in right.items():
     point = f"{mode}-{size}-{lr}-{seed}"
@@ -174,7 +178,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
     rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
                  "method": "full" if mode == "full" else f"adapters_{size}",
                  "learning_rate": lr, "num_train_epochs": 3, "seed": seed,
-                 "eval_accuracy": k / 10, "eval_loss": 1.0 - k / 10, "wall_seconds": 1800})
+                 "eval_accuracy": k / 100, "eval_loss": 1.0 - k / 100, "wall_seconds": 1800})
   fixed = {"data_dir": str(data), "text_a_column": "word_a", "text_b_column": "word_b",
            "label_column": "label"}
   _write(str(sweep / "results.csv"), "point,status\n")
@@ -201,8 +205,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
   assert "full lr 0.0001, 3 epochs" in text
   claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
-  # 0.80 - 0.85 = -5 points: far more than 1 point below, but 10 examples
-  # leave the interval wide.
+  # 0.80 - 0.85 = -5 points: more than 1 point below, but 100 examples and
+  # 2 seeds leave the interval wide.
   assert len(claim) == 1 and "| 1 | -5.00 | [" in claim[0], claim
   cells = claim[0].split(" | ")
   low, high = (float(v) for v in cells[4].strip("[]").split(", "))
@@ -216,26 +220,28 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   # methods_long's cost is estimated before its rates are selected.
   assert "| methods_long | wordnet_relation | 18 | 0 | 0.00 | 18 |" in text
 
-  # Full fine-tuning at 3 and 6 epochs (10 pending): 6 is right on 5 more of the
-  # 10 examples in both seeds, so the interval is above 0: still rising.
+  # The epochs part: full fine-tuning at its selected 1e-4 for 6 and 10
+  # epochs, right on 95 and 100 of the 100 examples. 10 minus 3 (the methods
+  # part's 90 and 80) is +15 points, far outside what resampling 100 examples
+  # gives: still rising after 3.
   epochs = out / "epochs" / "wordnet_relation"
   rows = []
-  for (num_epochs, seed), k in {(3, 1): 5, (3, 2): 5, (6, 1): 10, (6, 2): 10}.items():
+  for (num_epochs, seed), k in {(6, 1): 95, (6, 2): 95, (10, 1): 100, (10, 2): 100}.items():
     point = f"e{num_epochs}-{seed}"
     _write_predictions(epochs / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": "full", "adapter_size": 0,
                  "method": "full", "num_train_epochs": num_epochs, "seed": seed,
-                 "eval_accuracy": k / 10, "eval_loss": 0.5, "wall_seconds": 60})
+                 "eval_accuracy": k / 100, "eval_loss": 0.5, "wall_seconds": 60})
   _write(str(epochs / "results.csv"), "point,status\n")
   _write(str(epochs / "results.json"), json.dumps({
-      "rows": rows, "pending": [], "grid": {"fixed": fixed},
+      "rows": rows, "pending": [], "grid": {"fixed": dict(fixed, learning_rate=1e-4)},
       "varied_keys": ["num_train_epochs", "seed"]}))
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
-  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.500")]
+  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
   assert len(line) == 1, text
-  assert line[0].startswith("| wordnet_relation | 0.500 ± 0.000 (2) | 1.000 ± 0.000 (2) | "
-                            "pending | +50.00 (6 ep) | [+"), line
-  assert line[0].endswith("| still rising |")
+  assert line[0].startswith("| wordnet_relation | 0.0001 | 0.850 ± 0.071 (2) | 0.950 ± 0.000 (2) "
+                            "| 1.000 ± 0.000 (2) | pending | +15.00 [+"), line
+  assert line[0].endswith(" (10 ep) | pending | still rising after 3 |"), line
   # Then, while methods_long has not run, Table 1's verdicts are said to hold
   # for 3 epochs only.
   assert ("On wordnet_relation full fine-tuning has not converged by 3 epochs, which is why "
@@ -243,19 +249,20 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert ("On wordnet_relation that part has not finished, so Table 1 and the claims above "
           "compare runs stopped early there: their verdicts hold for 3 epochs only.") in text
 
-  # methods_long: each selected rate 20 epochs. Full fine-tuning gains (10 of
-  # 10 in both seeds), adapters 64 lose (7 of 10): Table 1 keeps full's 20
-  # epochs and adapters' 3, and the claims compare those runs: 0.8 - 1.0.
+  # methods_long: each selected rate 20 epochs. Full fine-tuning gains (all
+  # 100 in both seeds), adapters 64 lose (70): Table 1 keeps full's 20 epochs
+  # and adapters' 3, and the claims compare those runs: 0.8 - 1.0. Full
+  # fine-tuning gains nothing from 10 to 20 epochs: it stopped by 10.
   long = out / "methods_long" / "wordnet_relation"
   rows = []
-  for (mode, size, lr, seed), k in {("full", 0, 1e-4, 1): 10, ("full", 0, 1e-4, 2): 10,
-                                    ("adapters", 64, 1e-3, 1): 7,
-                                    ("adapters", 64, 1e-3, 2): 7}.items():
+  for (mode, size, lr, seed), k in {("full", 0, 1e-4, 1): 100, ("full", 0, 1e-4, 2): 100,
+                                    ("adapters", 64, 1e-3, 1): 70,
+                                    ("adapters", 64, 1e-3, 2): 70}.items():
     point = f"long-{mode}-{seed}"
     _write_predictions(long / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
                  "method": "full" if mode == "full" else f"adapters_{size}",
-                 "learning_rate": lr, "seed": seed, "eval_accuracy": k / 10,
+                 "learning_rate": lr, "seed": seed, "eval_accuracy": k / 100,
                  "eval_loss": 0.5, "wall_seconds": 600})
   _write(str(long / "results.csv"), "point,status\n")
   _write(str(long / "results.json"), json.dumps({
@@ -269,6 +276,10 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
   assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim
   assert "their verdicts hold for 3 epochs only" not in text
+  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
+  assert line[0].endswith("| 1.000 ± 0.000 (2) | +15.00 [+" + line[0].split(" | +15.00 [+")[1]
+                          .split(" (10 ep)")[0] + " (10 ep) | +0.00 [+0.00, +0.00] | "
+                          "stopped by 10 |"), line
   if file_system == "ram":
     assert os.listdir(local) == []
 
@@ -311,6 +322,7 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
     record(p)
   assert study_results.selected_rates(out, task, *args) is None
   assert study_results.study_grid(out, "methods_long", task, *args) is None
+  assert study_results.study_grid(out, "epochs", task, *args) is None
   assert "=== methods_long on wordnet_relation: waits for the methods part" in dry_run()
   record(methods[-1])
   assert study_results.selected_rates(out, task, *args) == second
@@ -321,6 +333,8 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
       sorted((mode, size, second[(mode, size)], seed) for mode, size in rates
              for seed in (1, 2))
   assert {p.settings["num_train_epochs"] for p in long.points()} == {20}
+  epochs = grid_lib.Grid.from_json(study_results.study_grid(out, "epochs", task, *args))
+  assert {p.settings["learning_rate"] for p in epochs.points()} == {second[("full", 0)]}
   with pytest.raises(ValueError, match="selected rates"):
     study_grids.part_grid("methods_long", study_grids.TASKS[task], *args)
 
