@@ -23,6 +23,10 @@ from storage import file_io
 from storage import input_files
 
 
+# Table 1's methods (study_grids.TABLE_METHODS), as experiments.select names them.
+TABLE_ROWS = ("adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head")
+
+
 def _cell(row: Optional[Mapping[str, object]]) -> str:
   if row is None:
     return "pending"
@@ -102,7 +106,6 @@ def _methods_section(output_dir: str, figures: str, samples: int,
                        for part in ("methods", "methods_long")}
   if not selected:
     return ["## Table 1: not run yet", ""]
-  methods = ["adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head"]
   lines = ["## Table 1: dev accuracy at each method's selected setting", "",
            "Mean ± std over seeds (number of seeds). Each method's learning rate is the "
            f"one with the best mean dev accuracy at {EPOCHS} epochs (experiments.select); "
@@ -112,13 +115,13 @@ def _methods_section(output_dir: str, figures: str, samples: int,
            f"{LONG_EPOCHS} epochs, where the paper tuned both together.", "",
            "| method | " + " | ".join(_task_heading(t, r) for t, r in results.items())
            + " |", "|---|" + "---|" * len(selected)]
-  for method in methods:
+  for method in TABLE_ROWS:
     cells = [_cell(rows.get(method)) + _epochs_note(rows.get(method))
              for rows in selected.values()]
     lines.append(f"| {method} | " + " | ".join(cells) + " |")
   lines += ["", "Selected settings: " + "; ".join(
       f"{task}: " + ", ".join(f"{m} {_setting(r)}, {r['num_train_epochs']:g} epochs"
-                              for m, r in rows.items() if m in methods)
+                              for m, r in rows.items() if m in TABLE_ROWS)
       for task, rows in selected.items()) + ".", ""]
   lines += ["## The claims", "",
             "Difference of dev accuracy from full fine-tuning, mean over the tasks that "
@@ -254,7 +257,8 @@ def _difference(estimate_low_high) -> str:
 def _long_done(output_dir: str, task: str) -> bool:
   """Whether Table 1 has selected every method's epochs on the task."""
   rows = table_selection(output_dir, task) or {}
-  return bool(rows) and all(r["epochs_tried"] == [EPOCHS, LONG_EPOCHS] for r in rows.values())
+  table = [rows[m] for m in TABLE_ROWS if m in rows]
+  return bool(table) and all(r["epochs_tried"] == [EPOCHS, LONG_EPOCHS] for r in table)
 
 
 def _multitask_section(output_dir: str, figures: str) -> List[str]:
