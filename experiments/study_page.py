@@ -10,6 +10,7 @@ import tensorflow as tf
 import errors
 from experiments import claims
 from experiments import cost
+from experiments import multitask_comparison
 from experiments import plots
 from experiments import sweep as sweep_lib
 from experiments import tables
@@ -23,6 +24,8 @@ from storage import file_io
 from storage import input_files
 
 
+# The multi-task comparison's tasks, in its table's order.
+_MULTITASK_TASKS = tuple(multitask_comparison.WORDNET_TASKS)
 # Table 1's methods (study_grids.TABLE_METHODS), as experiments.select names them.
 TABLE_ROWS = ("adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head")
 
@@ -278,7 +281,34 @@ def _multitask_section(output_dir: str, figures: str) -> List[str]:
       lines += [f"{run.describe()} ({', '.join(run.methods)}; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
-  return lines
+  return lines + _hyperformer_spread(output_dir)
+
+
+def _hyperformer_spread(output_dir: str) -> List[str]:
+  """HyperFormer++ (encoder frozen) in each MULTITASK_RUNS setting: its mean and
+  spread between seeds side by side, one factor changed at a time."""
+  rows = []
+  for run in MULTITASK_RUNS:
+    path = os.path.join(output_dir, "multitask", run.name, "comparison.json")
+    if "hyperformer" not in run.methods or not tf.io.gfile.exists(path):
+      continue
+    cells = {r["task"]: r for r in tables.read_json(path)["rows"]
+             if r["method"] == "hyperformer"}
+    average = cells.get("average")
+    if average is None:
+      continue
+    std = lambda r: "" if r.get("std") is None else f"{r['std']:.3f}"
+    rows.append(f"| {run.describe()} | {len(average['seeds'])} | {average['mean']:.3f} | "
+                f"{std(average)} | "
+                + " | ".join(std(cells[t]) if t in cells else "" for t in _MULTITASK_TASKS)
+                + " | " + ", ".join(f"{v:.3f}" for v in average["values"]) + " |")
+  if not rows:
+    return []
+  return ["HyperFormer++ with the encoder frozen, one factor changed at a time: the mean "
+          "dev accuracy over the four tasks, its std between seeds, each task's std, and "
+          "each seed's mean.", "",
+          "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
+          + " | each seed |", "|---" * (5 + len(_MULTITASK_TASKS)) + "|"] + rows + [""]
 
 
 def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List[str]:

@@ -371,6 +371,30 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
           "(study/multitask_lr-0.001.csv)):\n\n| method | avg |\n|---|---|\n"
           "| hyperformer | 0.5 |\n") in text
   assert (tmp_path / "study" / "multitask_lr-0.001.csv").read_text() == "method\n"
+  # Beside the tables, HyperFormer++'s spread per setting, from comparison.json
+  # as multitask_comparison.rows_of writes it (here two seeds of the average
+  # and of one task; the other tasks' rows left out).
+  def comparison(name, values, houlsby=()):
+    records = {}
+    for method, seed_values in (("hyperformer", values), ("houlsby", houlsby)):
+      for seed, v in enumerate(seed_values, start=1):
+        records.update({(method, seed, t): {"accuracy": v}
+                        for t in multitask_comparison.WORDNET_TASKS})
+        records[(method, seed, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
+    rows = multitask_comparison.rows_of(records)
+    _write(str(tmp_path / "out" / "multitask" / name / "comparison.json"),
+           json.dumps({"rows": rows}))
+
+  comparison("lr-0.0003", [0.3, 0.5], houlsby=[0.6, 0.6])
+  comparison("lr-0.0003_generator_init_stddev-0.1", [0.52, 0.5])
+  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
+  spread = text[text.index("HyperFormer++ with the encoder frozen, one factor"):]
+  # std of (0.3, 0.5) = 0.1414; of (0.52, 0.5) = 0.0141.
+  assert ("| Learning rate 0.0003 | 2 | 0.400 | 0.141 | 0.141 | 0.141 | 0.141 | 0.141 | "
+          "0.300, 0.500 |") in spread
+  assert ("| Learning rate 0.0003, generator_init_stddev 0.1 | 2 | 0.510 | 0.014 | 0.014 | "
+          "0.014 | 0.014 | 0.014 | 0.520, 0.500 |") in spread
+  assert "houlsby" not in spread and "Learning rate 0.001 |" not in spread
 
 
 def test_stability_grid_changes_one_factor_at_a_time():
