@@ -27,14 +27,16 @@ def sweep_dir(output_dir: str, part: str, task: str) -> str:
 def selected_rates(output_dir: str, task: str, model_dir: str, data_root: str,
                    seeds: Sequence[int] = SEEDS) -> Optional[Dict[tuple, float]]:
   """Each Table 1 method's learning rate selected by the methods part on `task`,
-  by (train_mode, adapter_size); None while any of its points (these seeds) is
-  pending, as the selection may still change."""
-  sweep = sweep_lib.Sweep(
-      grid_lib.Grid.from_json(part_grid("methods", TASKS[task], model_dir, data_root, seeds)),
-      sweep_dir(output_dir, "methods", task))
-  if sweep.pending():
+  by (train_mode, adapter_size): None while any of its points at `seeds` is
+  pending; else selected over every seed that has finished there (so a sitting
+  with --seeds=1 still runs the rates that three seeds chose)."""
+  def sweep(with_seeds):
+    grid = part_grid("methods", TASKS[task], model_dir, data_root, with_seeds)
+    return sweep_lib.Sweep(grid_lib.Grid.from_json(grid), sweep_dir(output_dir, "methods", task))
+  if sweep(seeds).pending():
     return None
-  rows, _ = select_lib.select(sweep.rows(), sweep.grid.varied_keys())
+  finished = sweep(sorted(set(seeds) | set(SEEDS)))
+  rows, _ = select_lib.select(finished.rows(), finished.grid.varied_keys())
   return {(r["train_mode"], r["adapter_size"]): r["learning_rate"] for r in rows
           if (r["train_mode"], r["adapter_size"]) in TABLE_METHOD_KEYS}
 
