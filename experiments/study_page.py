@@ -116,7 +116,8 @@ def _methods_section(output_dir: str, figures: str, samples: int,
            f"are selected the same way where both have run; a cell at {LONG_EPOCHS} "
            "epochs says so. The rate is not selected again at "
            f"{LONG_EPOCHS} epochs, where the paper tuned both together.", "",
-           "| method | " + " | ".join(_task_heading(t, r) for t, r in results.items())
+           "| method | " + " | ".join(_task_heading(t, results[t], selected[t])
+                                       for t in selected)
            + " |", "|---|" + "---|" * len(selected)]
   for method in TABLE_ROWS:
     cells = [_cell(rows.get(method)) + _epochs_note(rows.get(method))
@@ -163,21 +164,20 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   return lines
 
 
-def _task_heading(task: str, results: Mapping[str, Optional[Mapping]]) -> str:
-  """A task's column, and how far its sweeps are while they have points pending
-  (a setting selected from part of a grid may change)."""
-  progress = [_progress(results["methods"], "runs")]
-  if results["methods_long"] is None:
-    progress.append(f"{LONG_EPOCHS} epochs pending")
-  else:
-    progress.append(_progress(results["methods_long"], f"{LONG_EPOCHS}-epoch runs"))
-  progress = [p for p in progress if p]
+def _task_heading(task: str, results: Mapping[str, Optional[Mapping]],
+                  rows: Mapping[str, dict]) -> str:
+  """A task's column, and how far its Table 1 is: the methods part's points
+  pending (a rate selected from part of a grid may change), and the methods
+  whose epochs are not selected yet (methods_long has not run them with as
+  many seeds)."""
+  progress = []
+  pending, done = len(results["methods"].get("pending", [])), len(results["methods"]["rows"])
+  if pending:
+    progress.append(f"{done} of {done + pending} runs")
+  tried, total = _epochs_tried(rows)
+  if tried < total:
+    progress.append(f"{LONG_EPOCHS} epochs tried by {tried} of {total} methods")
   return task + (f" ({'; '.join(progress)})" if progress else "")
-
-
-def _progress(results: Mapping, what: str) -> str:
-  pending, done = len(results.get("pending", [])), len(results["rows"])
-  return f"{done} of {done + pending} {what}" if pending else ""
 
 
 def _epochs_note(row: Optional[Mapping]) -> str:
@@ -257,11 +257,16 @@ def _difference(estimate_low_high) -> str:
   return f"{100 * estimate:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]"
 
 
+def _epochs_tried(rows: Mapping[str, dict]) -> tuple:
+  """(Table 1 methods whose epochs are selected, Table 1 methods) of a task."""
+  table = [rows[m] for m in TABLE_ROWS if m in rows]
+  return sum(r["epochs_tried"] == [EPOCHS, LONG_EPOCHS] for r in table), len(table)
+
+
 def _long_done(output_dir: str, task: str) -> bool:
   """Whether Table 1 has selected every method's epochs on the task."""
-  rows = table_selection(output_dir, task) or {}
-  table = [rows[m] for m in TABLE_ROWS if m in rows]
-  return bool(table) and all(r["epochs_tried"] == [EPOCHS, LONG_EPOCHS] for r in table)
+  tried, total = _epochs_tried(table_selection(output_dir, task) or {})
+  return total > 0 and tried == total
 
 
 def _multitask_section(output_dir: str, figures: str) -> List[str]:

@@ -138,6 +138,8 @@ class _Path(str):
 
 def _write(path, text):
   tf.io.gfile.makedirs(os.path.dirname(path))
+  if tf.io.gfile.exists(path):  # ram:// keeps a longer old file's tail on "w".
+    tf.io.gfile.remove(path)
   with tf.io.gfile.GFile(path, "w") as f:
     f.write(text)
 
@@ -202,7 +204,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
     assert f.read() == "point,status\n"
   # full: 1e-4 selected (mean 0.85 over seeds, against 0.5 at 3e-5).
   # One point pending: the column says how far the task's sweep is.
-  assert "| method | wordnet_relation (8 of 9 runs; 20 epochs pending) |" in text
+  assert "| method | wordnet_relation (8 of 9 runs; 20 epochs tried by 0 of 2 methods) |" in text
   assert "| full | 0.850 ± 0.071 (2) |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
   assert "full lr 0.0001, 3 epochs" in text
@@ -267,9 +269,19 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                  "learning_rate": lr, "seed": seed, "eval_accuracy": k / 100,
                  "eval_loss": 0.5, "wall_seconds": 600})
   _write(str(long / "results.csv"), "point,status\n")
-  _write(str(long / "results.json"), json.dumps({
-      "rows": rows, "pending": [], "grid": {"fixed": fixed, "vary": {"seed": [1, 2]}},
-      "varied_keys": ["seed", "train_mode", "adapter_size", "learning_rate"]}))
+
+  def write_long(long_rows):
+    _write(str(long / "results.json"), json.dumps({
+        "rows": long_rows, "pending": [], "grid": {"fixed": fixed},
+        "varied_keys": ["seed", "train_mode", "adapter_size", "learning_rate"]}))
+
+  # A sitting with seed 1 only: fewer seeds than at 3 epochs, so no method's
+  # epochs are selected yet.
+  write_long([r for r in rows if r["seed"] == 1])
+  text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  assert "| method | wordnet_relation (8 of 9 runs; 20 epochs tried by 0 of 2 methods) |" in text
+  assert "| full | 0.850 ± 0.071 (2) |" in text
+  write_long(rows)
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   assert "| method | wordnet_relation (8 of 9 runs) |" in text
   assert "| full | 1.000 ± 0.000 (2), 20 ep |" in text
