@@ -565,20 +565,20 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
       str(tmp_path / "sizes"))
   assert [cost.point_steps(p.settings, {}) for p in methods.points + sizes.points] == [
       5, 5, 5, 40, 40]
+
+  def finish_first(sweep, seconds, steps):
+    """The sweep, read again after its first point finished in `seconds`."""
+    first = sweep.points[0]
+    tables.write_json(os.path.join(sweep.point_dir(first), runs.RECORD_FILE),
+                      {"point": first.name, "status": "ok", "wall_seconds": seconds,
+                       "num_train_steps": steps})
+    return sweep_lib.Sweep(sweep.grid, sweep.output_dir)
+
   # Seed 1 finished in an hour: 720 s a step.
-  first = methods.points[0]
-  tables.write_json(os.path.join(methods.point_dir(first), runs.RECORD_FILE),
-                    {"point": first.name, "status": "ok", "wall_seconds": 3600,
-                     "num_train_steps": 5})
-  methods = sweep_lib.Sweep(methods.grid, methods.output_dir)
+  methods = finish_first(methods, 3600, 5)
   # On a second task u, a sizes point finished at 360 s a step; u's methods
   # have none finished.
-  sizes_u = sweep_lib.Sweep(sizes.grid, str(tmp_path / "sizes_u"))
-  done = sizes_u.points[0]
-  tables.write_json(os.path.join(sizes_u.point_dir(done), runs.RECORD_FILE),
-                    {"point": done.name, "status": "ok", "wall_seconds": 14400,
-                     "num_train_steps": 40})
-  sizes_u = sweep_lib.Sweep(sizes.grid, sizes_u.output_dir)
+  sizes_u = finish_first(sweep_lib.Sweep(sizes.grid, str(tmp_path / "sizes_u")), 14400, 40)
   methods_u = sweep_lib.Sweep(methods.grid, str(tmp_path / "methods_u"))
   text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes),
                                  ("methods", "u", methods_u), ("sizes", "u", sizes_u)],
