@@ -87,8 +87,10 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
       "the multitask part (experiments.multitask_comparison, not a sweep: its own "
       "section gives its runs)"])
   predictions = claims.Predictions()
-  lines += _methods_section(output_dir, figures, bootstrap_samples, predictions)
-  lines += _epochs_section(output_dir, bootstrap_samples, predictions)
+  # Table 1's row per method and task, read once for the two sections.
+  selections = {task: table_selection(output_dir, task) for task in TASKS}
+  lines += _methods_section(output_dir, figures, bootstrap_samples, predictions, selections)
+  lines += _epochs_section(output_dir, bootstrap_samples, predictions, selections)
   for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
     lines += _figure_section(output_dir, part, kind, figures)
   lines += _multitask_section(output_dir, figures)
@@ -99,10 +101,10 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
 
 
 def _methods_section(output_dir: str, figures: str, samples: int,
-                     predictions: claims.Predictions) -> List[str]:
+                     predictions: claims.Predictions,
+                     selections: Mapping[str, Optional[dict]]) -> List[str]:
   selected, results = {}, {}
-  for task in TASKS:
-    rows = table_selection(output_dir, task)
+  for task, rows in selections.items():
     if rows is not None:
       selected[task] = rows
       results[task] = {part: read_results(output_dir, part, task)
@@ -185,8 +187,8 @@ def _epochs_note(row: Optional[Mapping]) -> str:
       f", {row['num_train_epochs']:g} ep")
 
 
-def _epochs_section(output_dir: str, samples: int,
-                    predictions: claims.Predictions) -> List[str]:
+def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictions,
+                    selections: Mapping[str, Optional[dict]]) -> List[str]:
   """Full fine-tuning at its selected rate from EPOCHS to LONG_EPOCHS: when does
   its dev metric stop rising?"""
   budgets = (EPOCHS,) + CONVERGENCE_EPOCHS + (LONG_EPOCHS,)
@@ -236,7 +238,7 @@ def _epochs_section(output_dir: str, samples: int,
       rising.append(task)
     rate = curve[EPOCHS][2]["learning_rate"]
     lines.append(f"| {task} | {rate:g} | " + " | ".join(cells) + f" | {reading} |")
-  early = [t for t in rising if not _long_done(output_dir, t)]
+  early = [t for t in rising if not _long_done(selections[t])]
   if rising:
     lines += ["", f"On {', '.join(rising)} full fine-tuning has not converged by {EPOCHS} "
               f"epochs, which is why Table 1 also runs every method {LONG_EPOCHS} epochs "
@@ -263,9 +265,9 @@ def _epochs_tried(rows: Mapping[str, dict]) -> tuple:
   return sum(r["epochs_tried"] == [EPOCHS, LONG_EPOCHS] for r in table), len(table)
 
 
-def _long_done(output_dir: str, task: str) -> bool:
-  """Whether Table 1 has selected every method's epochs on the task."""
-  tried, total = _epochs_tried(table_selection(output_dir, task) or {})
+def _long_done(rows: Optional[Mapping[str, dict]]) -> bool:
+  """Whether Table 1 has selected every method's epochs on a task (its rows)."""
+  tried, total = _epochs_tried(rows or {})
   return total > 0 and tried == total
 
 

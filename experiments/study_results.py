@@ -64,13 +64,17 @@ _ANY_RATES = {key: grid["learning_rate"][0] for grid in TABLE_METHODS
 
 def whole_study(output_dir: str, model_dir: str, data_root: str) -> List[cost.Sweep]:
   """Every sweep of the study with its defaults (parts, tasks, seeds), as on disk."""
-  out = []
+  out, rates = [], {}
   for part, (tasks, _) in PARTS.items():
     if part == "multitask":
       continue
     for task in tasks:
-      grid = (study_grid(output_dir, part, task, model_dir, data_root)
-              or part_grid(part, TASKS[task], model_dir, data_root, rates=_ANY_RATES))
+      task_rates = None
+      if part in SELECTION_PARTS:
+        if task not in rates:  # Selected once per task.
+          rates[task] = selected_rates(output_dir, task, model_dir, data_root)
+        task_rates = rates[task] or _ANY_RATES
+      grid = part_grid(part, TASKS[task], model_dir, data_root, rates=task_rates)
       out.append((part, task, sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
                                               sweep_dir(output_dir, part, task))))
   return out
