@@ -292,9 +292,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   # Every Table 1 method has tried both epochs (adapters 2 are not in it).
   assert "their verdicts hold for 3 epochs only" not in text
   line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
-  assert line[0].endswith("| 1.000 ± 0.000 (2) | +15.00 [+" + line[0].split(" | +15.00 [+")[1]
-                          .split(" (10 ep)")[0] + " (10 ep) | +0.00 [+0.00, +0.00] | "
-                          "stopped by 10 |"), line
+  assert "| 1.000 ± 0.000 (2) | 1.000 ± 0.000 (2) | +15.00 [+" in line[0], line
+  assert line[0].endswith(" (10 ep) | +0.00 [+0.00, +0.00] | stopped by 10 |"), line
   if file_system == "ram":
     assert os.listdir(local) == []
 
