@@ -15,7 +15,7 @@ from experiments import plots
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_disagreements import disagreements_section
-from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_EPOCHS,
+from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_METHODS,
                                      MULTITASK_RUNS, PARTS, SEEDS, TASKS,
                                      TRADEOFF_TASKS)
 from experiments.study_results import (SITTINGS_FILE, full_by_epochs, read_results,
@@ -280,7 +280,7 @@ def _multitask_section(output_dir: str, figures: str) -> List[str]:
     path = os.path.join(directory, "comparison.md")
     if tf.io.gfile.exists(path):
       if not lines:
-        lines = [f"## Multi-task: {PARTS['multitask'][1]} ({MULTITASK_EPOCHS:g} epochs)", ""]
+        lines = [f"## Multi-task: {PARTS['multitask'][1]}", ""]
       table = os.path.join(figures, f"multitask_{run.name}.csv")
       file_io.make_parent_dirs(table)
       tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
@@ -288,7 +288,34 @@ def _multitask_section(output_dir: str, figures: str) -> List[str]:
       lines += [f"{run.describe()} ({', '.join(run.methods)}; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
-  return lines + _hyperformer_spread(output_dir)
+  return lines + _multitask_epochs(output_dir) + _hyperformer_spread(output_dir)
+
+
+def _comparison_rows(output_dir: str, run) -> Optional[List[dict]]:
+  """The rows of a MULTITASK_RUNS entry's comparison.json; None before it has run."""
+  path = os.path.join(output_dir, "multitask", run.name, "comparison.json")
+  return tables.read_json(path)["rows"] if tf.io.gfile.exists(path) else None
+
+
+def _multitask_epochs(output_dir: str) -> List[str]:
+  """Every method's average over the four tasks at EPOCHS and at LONG_EPOCHS, side
+  by side: whether the multi-task comparison is still moving between the two."""
+  both = [r for r in MULTITASK_RUNS if r.methods == MULTITASK_METHODS]
+  averages = []
+  for run in sorted(both, key=lambda r: r.epochs):
+    rows = _comparison_rows(output_dir, run) or []
+    averages.append({r["method"]: r for r in rows if r["task"] == "average"})
+  methods = [m for m in MULTITASK_METHODS if all(m in a for a in averages)]
+  if len(averages) != 2 or not methods:
+    return []
+  cell = lambda r: f"{r['mean']:.3f} ± {r['std'] or 0:.3f} ({len(r['seeds'])})"
+  short, long_ = averages
+  return [f"Each method's mean dev accuracy over the four tasks at {EPOCHS} and at "
+          f"{LONG_EPOCHS} epochs (± std between seeds, the seeds in brackets), and the "
+          "change:", "",
+          f"| method | {EPOCHS} epochs | {LONG_EPOCHS} epochs | change |", "|---|---|---|---|"] + [
+      f"| {m} | {cell(short[m])} | {cell(long_[m])} | {long_[m]['mean'] - short[m]['mean']:+.3f} |"
+      for m in methods] + [""]
 
 
 def _hyperformer_spread(output_dir: str) -> List[str]:
@@ -296,11 +323,10 @@ def _hyperformer_spread(output_dir: str) -> List[str]:
   spread between seeds side by side, one factor changed at a time."""
   rows = []
   for run in MULTITASK_RUNS:
-    path = os.path.join(output_dir, "multitask", run.name, "comparison.json")
-    if "hyperformer" not in run.methods or not tf.io.gfile.exists(path):
+    comparison = _comparison_rows(output_dir, run)
+    if "hyperformer" not in run.methods or comparison is None:
       continue
-    cells = {r["task"]: r for r in tables.read_json(path)["rows"]
-             if r["method"] == "hyperformer"}
+    cells = {r["task"]: r for r in comparison if r["method"] == "hyperformer"}
     average = cells.get("average")
     if average is None:
       continue

@@ -365,27 +365,27 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
     fv = flags.FlagValues()
     multitask_comparison.define_flags(fv)
     fv(["multitask_comparison"] + argv)
-    assert fv.seeds == ["1", "2", "3"] and fv.num_train_epochs == 3.0
-    parsed.append((fv.learning_rate, tuple(fv.methods), fv.generator_init_stddev,
-                   fv.task_embedding_init_stddev, fv.output_dir))
-  hyper = ("hyperformer",)
+    assert fv.seeds == ["1", "2", "3"]
+    parsed.append((fv.learning_rate, tuple(fv.methods), fv.num_train_epochs,
+                   fv.generator_init_stddev, fv.task_embedding_init_stddev, fv.output_dir))
+  hyper, every = ("hyperformer",), ("houlsby", "shared", "hyperformer", "hyperformer_ln")
   assert parsed == [
-      (3e-4, ("houlsby", "shared", "hyperformer", "hyperformer_ln"), 0.01, 1.0,
-       "out/multitask/lr-0.0003"),
-      (1e-4, hyper, 0.01, 1.0, "out/multitask/lr-0.0001"),
-      (1e-3, hyper, 0.01, 1.0, "out/multitask/lr-0.001"),
-      (3e-4, hyper, 0.001, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.001"),
-      (3e-4, hyper, 0.1, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
-      (3e-4, hyper, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1")]
-  # The page shows each rate's table as the comparison wrote it.
+      (3e-4, every, 3.0, 0.01, 1.0, "out/multitask/lr-0.0003"),
+      (1e-4, hyper, 3.0, 0.01, 1.0, "out/multitask/lr-0.0001"),
+      (1e-3, hyper, 3.0, 0.01, 1.0, "out/multitask/lr-0.001"),
+      (3e-4, hyper, 3.0, 0.001, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.001"),
+      (3e-4, hyper, 3.0, 0.1, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
+      (3e-4, hyper, 3.0, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1"),
+      (3e-4, every, 20.0, 0.01, 1.0, "out/multitask/lr-0.0003_epochs-20")]
+  # The page shows each run's table as the comparison wrote it.
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
-  assert ("## Multi-task: HyperFormer++ against per-task and shared adapters (3 epochs)\n\n"
-          "Learning rate 0.001 (hyperformer; every seed's value: [multitask_lr-0.001.csv]"
-          "(study/multitask_lr-0.001.csv)):\n\n| method | avg |\n|---|---|\n"
-          "| hyperformer | 0.5 |\n") in text
+  assert ("## Multi-task: HyperFormer++ against per-task and shared adapters\n\n"
+          "Learning rate 0.001, 3 epochs (hyperformer; every seed's value: "
+          "[multitask_lr-0.001.csv](study/multitask_lr-0.001.csv)):\n\n| method | avg |\n"
+          "|---|---|\n| hyperformer | 0.5 |\n") in text
   assert (tmp_path / "study" / "multitask_lr-0.001.csv").read_text() == "method\n"
   # Beside the tables, HyperFormer++'s spread per setting, from comparison.json
   # as multitask_comparison.rows_of writes it (here two seeds of the average
@@ -404,13 +404,22 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
   comparison("lr-0.0003", [0.3, 0.5], houlsby=[0.6, 0.6])
   comparison("lr-0.0003_generator_init_stddev-0.1", [0.52, 0.5])
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
+  assert "at 3 and at 20 epochs" not in text  # Until the 20-epoch comparison has run.
   spread = text[text.index("HyperFormer++ with the encoder frozen, one factor"):]
   # std of (0.3, 0.5) = 0.1414; of (0.52, 0.5) = 0.0141.
-  assert ("| Learning rate 0.0003 | 2 | 0.400 | 0.141 | 0.141 | 0.141 | 0.141 | 0.141 | "
-          "0.300, 0.500 |") in spread
-  assert ("| Learning rate 0.0003, generator_init_stddev 0.1 | 2 | 0.510 | 0.014 | 0.014 | "
-          "0.014 | 0.014 | 0.014 | 0.520, 0.500 |") in spread
-  assert "houlsby" not in spread and "Learning rate 0.001 |" not in spread
+  assert ("| Learning rate 0.0003, 3 epochs | 2 | 0.400 | 0.141 | 0.141 | 0.141 | 0.141 | "
+          "0.141 | 0.300, 0.500 |") in spread
+  assert ("| Learning rate 0.0003, 3 epochs, generator_init_stddev 0.1 | 2 | 0.510 | 0.014 | "
+          "0.014 | 0.014 | 0.014 | 0.014 | 0.520, 0.500 |") in spread
+  assert "houlsby" not in spread and "Learning rate 0.001, 3 epochs |" not in spread
+  # At 20 epochs: each method's average beside its 3-epoch one, the change
+  # hand-computed (hyperformer 0.4 -> 0.7, houlsby 0.6 -> 0.65).
+  comparison("lr-0.0003_epochs-20", [0.7, 0.7], houlsby=[0.6, 0.7])
+  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
+  epochs = text[text.index("over the four tasks at 3 and at 20 epochs"):]
+  assert ("| houlsby | 0.600 ± 0.000 (2) | 0.650 ± 0.071 (2) | +0.050 |\n"
+          "| hyperformer | 0.400 ± 0.141 (2) | 0.700 ± 0.000 (2) | +0.300 |\n") in epochs
+  assert "| Learning rate 0.0003, 20 epochs | 2 | 0.700 | 0.000 |" in epochs
 
 
 def test_stability_grid_changes_one_factor_at_a_time():
