@@ -6,15 +6,16 @@ estimated from its training steps (its `train_steps`, or int(examples / batch
 over the finished points of its own sweep; where none has finished, those of
 the same task (its examples' length sets the rate more than the part does),
 then the same part, then every sweep. A point's start-up and evaluation are in
-that rate, so it is a rough figure, printed as one.
+that rate, so it is a rough figure, printed as one. Runs that are not a sweep's
+points (the study's multitask part) are counted the same way, as `Runs`.
 """
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+import dataclasses
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from experiments import data as data_lib
 from experiments import sweep as sweep_lib
 
-Sweep = Tuple[str, str, sweep_lib.Sweep]  # (part, task, its sweep)
 
 
 def point_steps(settings: Mapping[str, object], cache: Dict[tuple, int]) -> int:
@@ -39,33 +40,56 @@ def seconds_per_step(records: Sequence[Mapping[str, object]]) -> Optional[float]
   return sum(r["wall_seconds"] for r in done) / steps if steps else None
 
 
-def section(sweeps: Sequence[Sweep], scope: str,
-            not_estimated: Sequence[str] = ()) -> List[str]:
+@dataclasses.dataclass(frozen=True)
+class Runs:
+  """Runs that are not one sweep's points (the multitask part's): each finished
+  one's record (its status, wall_seconds and global_step or num_train_steps),
+  how many are pending, and a function giving their training steps summed
+  (called only where a rate prices them: it may read the training data)."""
+  records: Sequence[Mapping[str, object]]
+  pending: int
+  pending_steps: Callable[[], int]
+
+
+Sweep = Tuple[str, str, Union[sweep_lib.Sweep, Runs]]  # (part, task, its sweep or runs)
+
+
+def _runs(sweep: Union[sweep_lib.Sweep, Runs], cache: Dict[tuple, int]) -> Runs:
+  if isinstance(sweep, Runs):
+    return sweep
+  pending = sweep.pending()
+  return Runs(list(sweep.records.values()), len(pending),
+              lambda: sum(point_steps(p.settings, cache) for p in pending))
+
+
+def section(sweeps: Sequence[Sweep], scope: str) -> List[str]:
   """The page's table of measured and estimated hours per (part, task), with totals;
   `scope` says what the sweeps are (the first sentence)."""
+  cache: Dict[tuple, int] = {}
+  tallies = [(part, task, _runs(sweep, cache)) for part, task, sweep in sweeps]
   by_task: Dict[str, list] = {}
   by_part: Dict[str, list] = {}
-  for part, task, sweep in sweeps:
-    by_task.setdefault(task, []).extend(sweep.records.values())
-    by_part.setdefault(part, []).extend(sweep.records.values())
+  for part, task, runs in tallies:
+    by_task.setdefault(task, []).extend(runs.records)
+    by_part.setdefault(part, []).extend(runs.records)
   every = [r for rs in by_part.values() for r in rs]
-  cache: Dict[tuple, int] = {}
-  rows, measured_total, estimated_total, pending_total = [], 0.0, 0.0, 0
-  for part, task, sweep in sweeps:
+  rows, measured_total, estimated_total, pending_total, points_total = [], 0.0, 0.0, 0, 0
+  for part, task, runs in tallies:
     rate = next((r for r in map(seconds_per_step, (
-        list(sweep.records.values()), by_task[task], by_part[part], every)) if r), None)
-    pending = sweep.pending()
-    pending_total += len(pending)
-    measured = sum(r.get("wall_seconds") or 0 for r in sweep.records.values())
-    estimated = (None if rate is None else
-                 rate * sum(point_steps(p.settings, cache) for p in pending))
+        runs.records, by_task[task], by_part[part], every)) if r), None)
+    pending = runs.pending
+    points = len(runs.records) + pending
+    pending_total += pending
+    points_total += points
+    measured = sum(r.get("wall_seconds") or 0 for r in runs.records)
+    estimated = None if rate is None else rate * runs.pending_steps()
     measured_total += measured
     estimated_total += estimated or 0
-    rows.append(f"| {part} | {task} | {len(sweep.points)} | {len(sweep.points) - len(pending)} "
-                f"| {measured / 3600:.2f} | {len(pending)} | "
+    rows.append(f"| {part} | {task} | {points} | {len(runs.records)} "
+                f"| {measured / 3600:.2f} | {pending} | "
                 + ("no point has finished" if estimated is None else f"{estimated / 3600:.1f}")
                 + (f" ({rate:.2f} s/step)" if pending and rate else "") + " |")
-  lines = [
+  return [
       "## What the whole study costs here", "",
       f"{scope} Hours measured are the finished "
       "points' own wall times; the pending points' hours are estimated from their "
@@ -75,8 +99,5 @@ def section(sweeps: Sequence[Sweep], scope: str,
       "time on this machine.", "",
       "| part | task | points | finished | hours measured | pending | hours estimated "
       "for the pending |", "|---|---|---|---|---|---|---|"] + rows + [
-      f"| all | | {sum(len(s.points) for _, _, s in sweeps)} | | {measured_total / 3600:.2f} "
+      f"| all | | {points_total} | | {measured_total / 3600:.2f} "
       f"| {pending_total} | {estimated_total / 3600:.1f} |", ""]
-  if not_estimated:
-    lines += [f"Not in these figures: {', '.join(not_estimated)}.", ""]
-  return lines

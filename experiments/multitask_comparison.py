@@ -27,7 +27,7 @@ import os
 import posixpath
 import re
 import sys
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -56,6 +56,7 @@ _PER_TASK = re.compile(r"\*\*\*\*\* Trained Parameters per Task = (\d+) ")
 _ALL_TASKS = re.compile(r"\*\*\*\*\* Parameters for \d+ Tasks = ([\d.]+) x the base")
 _BASE = re.compile(r"of the base's (\d+)\)")
 DONE_FILE = "comparison_run.json"
+TRAIN_BATCH_SIZE = 32
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -78,7 +79,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_float("task_embedding_init_stddev", 1.0, "HyperFormer++: std of the initial "
                      "task embeddings.", **fv)
   flags.DEFINE_integer("max_seq_length", 32, "Sequence length.", **fv)
-  flags.DEFINE_integer("train_batch_size", 32, "Batch size.", **fv)
+  flags.DEFINE_integer("train_batch_size", TRAIN_BATCH_SIZE, "Batch size.", **fv)
   flags.mark_flag_as_required("output_dir", flag_values=flag_values)
   flags.register_validator("methods", lambda v: set(v) <= set(METHODS),
                            "methods: " + ", ".join(METHODS), flag_values=flag_values)
@@ -95,22 +96,31 @@ def _common(F, seed) -> Dict[str, object]:
           "save_checkpoints_steps": 100000, "seed": seed, "do_train": True, "do_eval": True}
 
 
+def run_dirs(output_dir: str, method: str, seed: int) -> List[Tuple[str, Tuple[str, ...]]]:
+  """(output_dir, the tasks it trains) of each run of `method` at `seed`: per-task
+  Houlsby adapters are one run per task, the other methods one for all."""
+  base_dir = os.path.join(output_dir, method, f"seed-{seed}")
+  if method == "houlsby":
+    return [(os.path.join(base_dir, task), (task,)) for task in WORDNET_TASKS]
+  return [(base_dir, tuple(WORDNET_TASKS))]
+
+
 def commands(F, method: str, seed: int) -> List[tuple]:
   """(output_dir, command) of each run of `method` at `seed`."""
-  base_dir = os.path.join(F.output_dir, method, f"seed-{seed}")
   python = sys.executable
   if method == "houlsby":
     out = []
-    for task, (text_a, text_b) in WORDNET_TASKS.items():
+    for output_dir, (task,) in run_dirs(F.output_dir, method, seed):
+      text_a, text_b = WORDNET_TASKS[task]
       settings = dict(_common(F, seed), task_name="tsv",
                       data_dir=os.path.join(F.data_root, task), text_a_column=text_a,
                       adapter_size=F.adapter_size, train_mode="adapters")
       if text_b:
         settings["text_b_column"] = text_b
-      out.append((os.path.join(base_dir, task), runs.command(
-          [python, os.path.join(ROOT, "run_classifier.py")], settings,
-          os.path.join(base_dir, task))))
+      out.append((output_dir, runs.command(
+          [python, os.path.join(ROOT, "run_classifier.py")], settings, output_dir)))
     return out
+  [(base_dir, _)] = run_dirs(F.output_dir, method, seed)
   adapter_type = "shared" if method == "shared" else "hyperformer"
   settings = dict(
       _common(F, seed), adapter_type=adapter_type, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),

@@ -18,8 +18,9 @@ from experiments.study_disagreements import disagreements_section
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_METHODS,
                                      MULTITASK_RUNS, PARTS, SEEDS, TASKS,
                                      TRADEOFF_TASKS)
-from experiments.study_results import (SITTINGS_FILE, full_by_epochs, read_results,
-                                       runs_correct, sweep_dir, table_selection, whole_study)
+from experiments.study_results import (SITTINGS_FILE, full_by_epochs, multitask_cost,
+                                       read_results, runs_correct, sweep_dir, table_selection,
+                                       whole_study)
 from storage import file_io
 from storage import input_files
 
@@ -81,11 +82,12 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += ["## What ran", "",
             "| part | task | points ok | failed | pending | run hours (sum of points) | "
             "results |", "|---|---|---|---|---|---|---|"] + status + [""]
-  lines += cost.section(whole_study(output_dir, model_dir, data_root),
-                        f"Every part on its default tasks with {len(SEEDS)} seeds.",
-                        not_estimated=[
-      "the multitask part (experiments.multitask_comparison, not a sweep: its own "
-      "section gives its runs)"])
+  multitask = multitask_cost(output_dir, data_root)
+  lines += cost.section(
+      whole_study(output_dir, model_dir, data_root)
+      + [("multitask", name, runs) for name, runs in multitask.items()],
+      f"Every part on its default tasks with {len(SEEDS)} seeds; the multitask part "
+      "(experiments.multitask_comparison's runs, not a sweep's points) per setting.")
   predictions = claims.Predictions()
   # Table 1's row per method and task, read once for the two sections.
   selections = {task: table_selection(output_dir, task) for task in TASKS}
@@ -93,7 +95,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += _epochs_section(output_dir, bootstrap_samples, predictions, selections)
   for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
     lines += _figure_section(output_dir, part, kind, figures)
-  lines += _multitask_section(output_dir, figures)
+  lines += _multitask_section(output_dir, figures, multitask)
   lines += disagreements_section(output_dir, bootstrap_samples, predictions)
   text = "\n".join(lines) + "\n"
   file_io.atomic_write(page, text)
@@ -271,9 +273,11 @@ def _long_done(rows: Optional[Mapping[str, dict]]) -> bool:
   return total > 0 and tried == total
 
 
-def _multitask_section(output_dir: str, figures: str) -> List[str]:
-  """Each learning rate's comparison table (experiments.multitask_comparison's own),
-  its CSV (every seed's value) copied beside the page."""
+def _multitask_section(output_dir: str, figures: str,
+                       multitask: Mapping[str, cost.Runs]) -> List[str]:
+  """Each setting's comparison table (experiments.multitask_comparison's own), its
+  wall time (`multitask`: each setting's runs), its CSV (every seed's value)
+  copied beside the page."""
   lines = []
   for run in MULTITASK_RUNS:
     directory = os.path.join(output_dir, "multitask", run.name)
@@ -285,7 +289,10 @@ def _multitask_section(output_dir: str, figures: str) -> List[str]:
       file_io.make_parent_dirs(table)
       tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
       link = os.path.relpath(table, os.path.dirname(figures))
-      lines += [f"{run.describe()} ({', '.join(run.methods)}; every seed's value: "
+      records = multitask[run.name].records
+      seconds = sum(r.get("wall_seconds") or 0 for r in records)
+      lines += [f"{run.describe()} ({', '.join(run.methods)}; {len(records)} runs, "
+                f"{seconds / 3600:.2f} h of wall time; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
   return lines + _multitask_epochs(output_dir) + _hyperformer_spread(output_dir)

@@ -2,6 +2,7 @@
 method's selected setting (Table 1's rate, then its epochs), the grids that
 depend on them, the runs' dev predictions, the sittings."""
 
+import functools
 import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -10,18 +11,58 @@ import tensorflow as tf
 
 from experiments import claims
 from experiments import cost
+from experiments import data as data_lib
 from experiments import grid as grid_lib
+from experiments import multitask_comparison
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
-from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, PARTS, SEEDS,
-                                     TABLE_METHOD_KEYS, TABLE_METHODS, TASKS, part_grid)
+from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_RUNS,
+                                     PARTS, SEEDS, TABLE_METHOD_KEYS, TABLE_METHODS, TASKS,
+                                     part_grid)
 
 SITTINGS_FILE = "sittings.json"
 
 
 def sweep_dir(output_dir: str, part: str, task: str) -> str:
   return os.path.join(output_dir, part, task)
+
+
+def multitask_cost(output_dir: str, data_root: str,
+                   seeds: Sequence[int] = SEEDS) -> Dict[str, cost.Runs]:
+  """Each MULTITASK_RUNS setting's runs, by its name, as experiments.cost counts
+  them: a finished run's record (multitask_comparison.DONE_FILE, with its wall
+  time and steps), a pending one's training steps (int(examples / batch *
+  epochs), as runtime/loop.py counts them, over the tasks the run trains)."""
+  examples: Dict[str, int] = {}
+
+  def steps(runs_tasks: Sequence[Sequence[str]], epochs: float) -> int:
+    """The training steps of runs, each given by the tasks it trains, summed."""
+    total = 0
+    for tasks in runs_tasks:
+      for t in tasks:
+        if t not in examples:
+          examples[t] = data_lib.count_rows(os.path.join(data_root, t), "tsv")
+      total += int(sum(examples[t] for t in tasks) / multitask_comparison.TRAIN_BATCH_SIZE
+                   * epochs)
+    return total
+
+  out = {}
+  for run in MULTITASK_RUNS:
+    records, pending = [], []
+    for method in run.methods:
+      for seed in seeds:
+        for directory, tasks in multitask_comparison.run_dirs(
+            os.path.join(output_dir, "multitask", run.name), method, seed):
+          done = os.path.join(directory, multitask_comparison.DONE_FILE)
+          if tf.io.gfile.exists(done):
+            record = tables.read_json(done)
+            records.append(dict(record, global_step=record["metrics"].get("global_step")))
+          else:
+            pending.append(tasks)
+    out[run.name] = cost.Runs(records, len(pending),
+                              functools.partial(steps, pending, run.epochs))
+  return out
 
 
 def selected_rates(output_dir: str, task: str, model_dir: str, data_root: str,

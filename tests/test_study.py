@@ -381,11 +381,29 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
   _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
+  # Each run's record with its wall time and steps, as multitask_comparison.run_once
+  # leaves it (a Houlsby run per task one level deeper): 0.5 h here, 1.5 h in all.
+  for run, seconds, steps in (("lr-0.001/hyperformer/seed-1", 1000, 1000),
+                              ("lr-0.001/hyperformer/seed-2", 800, 1000),
+                              ("lr-0.0003/houlsby/seed-1/wordnet_pos", 3600, 375)):
+    _write(str(tmp_path / "out" / "multitask" / run / multitask_comparison.DONE_FILE),
+           json.dumps({"status": "ok", "wall_seconds": seconds,
+                       "metrics": {"global_step": steps}}))
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
   assert ("## Multi-task: HyperFormer++ against per-task and shared adapters\n\n"
-          "Learning rate 0.001, 3 epochs (hyperformer; every seed's value: "
-          "[multitask_lr-0.001.csv](study/multitask_lr-0.001.csv)):\n\n| method | avg |\n"
-          "|---|---|\n| hyperformer | 0.5 |\n") in text
+          "Learning rate 0.001, 3 epochs (hyperformer; 2 runs, 0.50 h of wall time; every "
+          "seed's value: [multitask_lr-0.001.csv](study/multitask_lr-0.001.csv)):\n\n"
+          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n") in text
+  # The cost table counts them per setting, the pending runs at the setting's
+  # own seconds per step. lr-0.001: 3 hyperformer runs (one per seed); the
+  # pending one trains 3 epochs of the four tasks' examples (the repository's
+  # data: 4,000 each), int(16,000 / 32 * 3) = 1,500 steps, at 1,800 s / 2,000
+  # steps: 0.375 h.
+  assert "| multitask | lr-0.001 | 3 | 2 | 0.50 | 1 | 0.4 (0.90 s/step) |" in text
+  # lr-0.0003: 4 methods x 3 seeds, Houlsby's a run per task: 3 x 4 + 3 x 3 =
+  # 21. Pending: 11 Houlsby runs of int(4,000 / 32 * 3) = 375 steps, 9 of
+  # 1,500, at 3,600 s / 375 steps: 17,625 x 9.6 s = 47 h.
+  assert "| multitask | lr-0.0003 | 21 | 1 | 1.00 | 20 | 47.0 (9.60 s/step) |" in text
   assert (tmp_path / "study" / "multitask_lr-0.001.csv").read_text() == "method\n"
   # Beside the tables, HyperFormer++'s spread per setting, from comparison.json
   # as multitask_comparison.rows_of writes it (here two seeds of the average
@@ -588,9 +606,12 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
   # have none finished.
   sizes_u = finish_first(sweep_lib.Sweep(sizes.grid, str(tmp_path / "sizes_u")), 14400, 40)
   methods_u = sweep_lib.Sweep(methods.grid, str(tmp_path / "methods_u"))
+  # Runs that are not a sweep's: one finished, 10 steps in half an hour; two pending.
+  multitask = cost.Runs([{"status": "ok", "wall_seconds": 1800, "global_step": 10}], 2,
+                        lambda: 20 + 40)
   text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes),
-                                 ("methods", "u", methods_u), ("sizes", "u", sizes_u)],
-                                "Two parts.", not_estimated=["the multitask part"]))
+                                 ("methods", "u", methods_u), ("sizes", "u", sizes_u),
+                                 ("multitask", "lr-1", multitask)], "Two parts."))
   # Pending: 2 x 5 steps x 720 s = 2 h; the sizes part has no finished point on
   # t, so task t's rate: 2 x 40 x 720 s = 16 h; methods on u take u's rate
   # (not the methods part's): 3 x 5 x 360 s = 1.5 h.
@@ -598,6 +619,7 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
   assert "| sizes | t | 2 | 0 | 0.00 | 2 | 16.0 (720.00 s/step) |" in text
   assert "| methods | u | 3 | 0 | 0.00 | 3 | 1.5 (360.00 s/step) |" in text
   assert "| sizes | u | 2 | 1 | 4.00 | 1 | 4.0 (360.00 s/step) |" in text
-  assert "| all | | 10 | | 5.00 | 8 | 23.5 |" in text
-  assert "Not in these figures: the multitask part." in text
+  # The runs at their own 180 s a step: 60 steps = 3 h.
+  assert "| multitask | lr-1 | 3 | 1 | 0.50 | 2 | 3.0 (180.00 s/step) |" in text
+  assert "| all | | 13 | | 5.50 | 10 | 26.5 |" in text
   assert "\nTwo parts. Hours measured are the finished points' own wall times" in text
