@@ -179,6 +179,11 @@ def create_optimizer(strategy: tf.distribute.Strategy, model: keras.Model,
 def training_iterator(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset,
                       step: int):
   """The iterator of per-replica batches that training from `step` reads."""
+  return iter(strategy.experimental_distribute_dataset(training_dataset(dataset, step)))
+
+
+def training_dataset(dataset: tf.data.Dataset, step: int) -> tf.data.Dataset:
+  """The batches training from `step` reads: `dataset`'s from that step on."""
   if step:
     # The stream is the same on every run (seeded shuffle), and each step took
     # one batch of it: going on after them gives what an uninterrupted run
@@ -191,7 +196,16 @@ def training_iterator(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset
   # the same seed), splits each global batch into per-replica batches and
   # keeps its own: the global batch is the one-device batch.
   dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.DATA)
-  return iter(strategy.experimental_distribute_dataset(dataset))
+  # Without tf.data's autotuner: deleting an iterator that a tf.function has
+  # read waits for the autotuner's thread to wake up (TF 2.20), which it does
+  # less often as a run goes on, so training runs stalled at their end, up to
+  # a minute (100-step runs here stalled 14-15 s in 7 of 12 with it, in none
+  # of 12 without: benchmarks/iterator_teardown.py). The pipeline
+  # (runtime/records.py) parses over 800 batches a second on two CPU cores
+  # either way, far ahead of any train step.
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return dataset.with_options(options)
 
 
 def _run_training(t: _Training) -> Dict[str, float]:
