@@ -17,7 +17,6 @@ from experiments import data as data_lib
 from experiments import sweep as sweep_lib
 
 
-
 def point_steps(settings: Mapping[str, object], cache: Dict[tuple, int]) -> int:
   """The training steps a point takes, as run_classifier.py computes them."""
   if settings.get("train_steps") is not None:
