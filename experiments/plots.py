@@ -151,6 +151,34 @@ def draw(points: Sequence[Mapping[str, object]], kind: str, metric: str, path: s
   file_io.atomic_write(path, png.getvalue(), binary=True)
 
 
+def draw_curves(panels: Mapping[str, Mapping[str, Sequence[tuple]]], y_label: str,
+                path: str) -> None:
+  """Training curves as a PNG: a panel per entry of `panels` (its title), three
+  to a row, a line per entry of its mapping (the legend), each a sequence of
+  (step, value). The panels share the value axis, so they can be read
+  against each other; each has its own steps (runs may differ in length)."""
+  columns = min(3, len(panels))
+  rows = -(-len(panels) // columns)
+  fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns + 0.6, 3.2 * rows),
+                           sharey=True, squeeze=False)
+  for ax, (title, lines) in zip(axes.flat, panels.items()):
+    for name, points in lines.items():
+      ax.plot([x for x, _ in points], [y for _, y in points], label=name, linewidth=1)
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel("training step")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+  for ax in list(axes.flat)[len(panels):]:
+    ax.set_visible(False)
+  for row in axes:
+    row[0].set_ylabel(y_label)
+  fig.tight_layout()
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=120)
+  plt.close(fig)
+  file_io.atomic_write(path, png.getvalue(), binary=True)
+
+
 def make_plot(results_path: str, kind: str, output_dir: Optional[str] = None,
               **options) -> Dict[str, str]:
   """Selects on `results_path` and writes KIND.png, .csv, .json; returns their paths."""

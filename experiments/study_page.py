@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import errors
 from experiments import claims
+from experiments import collapse
 from experiments import cost
 from experiments import multitask_comparison
 from experiments import plots
@@ -295,7 +296,8 @@ def _multitask_section(output_dir: str, figures: str,
                 f"{seconds / 3600:.2f} h of wall time; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
-  return lines + _multitask_epochs(output_dir) + _hyperformer_spread(output_dir)
+  return (lines + _multitask_epochs(output_dir) + _hyperformer_spread(output_dir)
+          + _hyperformer_curves(output_dir, figures))
 
 
 def _comparison_rows(output_dir: str, run) -> Optional[List[dict]]:
@@ -349,6 +351,36 @@ def _hyperformer_spread(output_dir: str) -> List[str]:
           "each seed's mean.", "",
           "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
           + " | each seed |", "|---" * (5 + len(_MULTITASK_TASKS)) + "|"] + rows + [""]
+
+
+def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:
+  """Each seed's training loss of HyperFormer++ (encoder frozen), a panel per
+  MULTITASK_RUNS setting, as the runs logged it, with the points as a CSV."""
+  panels, rows = {}, []
+  for run in MULTITASK_RUNS:
+    if "hyperformer" not in run.methods:
+      continue
+    for seed in SEEDS:
+      [(directory, _)] = multitask_comparison.run_dirs(
+          os.path.join(output_dir, "multitask", run.name), "hyperformer", seed)
+      points = collapse.curve(directory) if tf.io.gfile.isdir(directory) else []
+      if points:
+        panels.setdefault(run.describe(), {})[f"seed {seed}"] = points
+        # Logged as float32: 6 decimals hold all it has.
+        rows += [{"setting": run.name, "seed": seed, "step": x, "loss": round(y, 6)}
+                 for x, y in points]
+  if not panels:
+    return []
+  png = os.path.join(figures, "multitask_hyperformer_loss.png")
+  csv = os.path.join(figures, "multitask_hyperformer_loss.csv")
+  plots.draw_curves(panels, "training loss (mean of a host call)", png)
+  file_io.atomic_write(csv, tables.csv_text(rows, ["setting", "seed", "step", "loss"]))
+  page_dir = os.path.dirname(figures)
+  return ["HyperFormer++ with the encoder frozen: each seed's training loss as its run "
+          "logged it (the mean over a host call's steps, batches of all four tasks "
+          "mixed), a panel per setting: where the seeds part, and how early.", "",
+          f"![HyperFormer++ training loss]({os.path.relpath(png, page_dir)})", "",
+          f"Points: `{os.path.relpath(csv, page_dir)}`.", ""]
 
 
 def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List[str]:

@@ -438,6 +438,21 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
   assert ("| houlsby | 0.600 ± 0.000 (2) | 0.650 ± 0.071 (2) | +0.050 |\n"
           "| hyperformer | 0.400 ± 0.141 (2) | 0.700 ± 0.000 (2) | +0.300 |\n") in epochs
   assert "| Learning rate 0.0003, 20 epochs | 2 | 0.700 | 0.000 |" in epochs
+  # Each seed's training loss, as its run logged it to TensorBoard: a panel per
+  # setting, the points beside the page.
+  hyper = tmp_path / "out" / "multitask" / "lr-0.0003_generator_init_stddev-0.1" / "hyperformer"
+  _run(str(hyper / "seed-1"), [(50, 1.2), (100, 0.9)])
+  _run(str(hyper / "seed-2"), [(50, 1.3), (100, 1.25)])
+  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
+  assert ("![HyperFormer++ training loss](study/multitask_hyperformer_loss.png)\n\n"
+          "Points: `study/multitask_hyperformer_loss.csv`.") in text
+  assert (tmp_path / "study" / "multitask_hyperformer_loss.png").read_bytes()[:4] == b"\x89PNG"
+  assert (tmp_path / "study" / "multitask_hyperformer_loss.csv").read_text().splitlines() == [
+      "setting,seed,step,loss",
+      "lr-0.0003_generator_init_stddev-0.1,1,50,1.2",
+      "lr-0.0003_generator_init_stddev-0.1,1,100,0.9",
+      "lr-0.0003_generator_init_stddev-0.1,2,50,1.3",
+      "lr-0.0003_generator_init_stddev-0.1,2,100,1.25"]
 
 
 def test_stability_grid_changes_one_factor_at_a_time():
