@@ -4,6 +4,7 @@ r"""The evidence study: the paper's claims at budgets that decide them, with see
   python -m experiments.study --output_dir=output/study --parts=methods --tasks=wordnet_relation
   python -m experiments.study --output_dir=output/study --report_only  # the page from what finished
   python -m experiments.study --output_dir=output/study --dry_run      # the points and their count
+  python -m experiments.study --output_dir=output/study --retry_failed # failed points again
 
 Houlsby et al. (2019) tune each method's learning rate and epochs on dev,
 and compare adapters with full fine-tuning (Table 1: GLUE 80.0 vs 80.4), with
@@ -80,6 +81,8 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_string("model_dir", "models/minilm", "The converted MiniLM (demo.sh).", **fv)
   flags.DEFINE_string("data_root", "data/wordnet", "Where the WordNet tasks are.", **fv)
   flags.DEFINE_integer("parallel", 1, "Points run at a time.", **fv)
+  flags.DEFINE_bool("retry_failed", False, "Run the failed points again (a point "
+                    "resumes from its last checkpoint).", **fv)
   flags.DEFINE_string("page", "docs/study.md", "The results page.", **fv)
   flags.DEFINE_integer("bootstrap_samples", 2000, "Bootstrap samples per claim.", **fv)
   flags.DEFINE_bool("report_only", False, "Write the page from what has finished; run "
@@ -138,8 +141,8 @@ def _run(F, command: str) -> None:
         print(f"=== {part} on {task}: waits for the methods part's points on {task} "
               f"(seeds {','.join(F.seeds)}) to finish: its grid is their selected rates")
         continue
-      sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
-                              sweep_dir(F.output_dir, part, task), parallel=F.parallel)
+      sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid), sweep_dir(F.output_dir, part, task),
+                              parallel=F.parallel, retry_failed=F.retry_failed)
       if F.dry_run:
         print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
         continue

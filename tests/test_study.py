@@ -327,11 +327,12 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
                              "train_mode": key[0], "adapter_size": key[1],
                              "metrics": {"eval_accuracy": accuracy, "eval_loss": 0.5}}))
 
-  def dry_run():
+  def dry_run(*extra):
     fv = flags.FlagValues()
     study.define_flags(fv)
     fv(["study", f"--output_dir={out}", "--parts=methods_long", f"--tasks={task}",
-        "--seeds=1,2", "--model_dir=models/minilm", "--data_root=data/wordnet", "--dry_run"])
+        "--seeds=1,2", "--model_dir=models/minilm", "--data_root=data/wordnet", "--dry_run",
+        *extra])
     assert study.main([], fv) == 0
     return capsys.readouterr().out
 
@@ -352,6 +353,13 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
       sorted((mode, size, second[(mode, size)], seed) for mode, size in rates
              for seed in (1, 2))
   assert {p.settings["num_train_epochs"] for p in long.points()} == {20}
+  # A finished point and a failed one: --retry_failed runs the failed one again.
+  long_sweep = sweep_lib.Sweep(long, study_results.sweep_dir(out, "methods_long", task))
+  for point, status in zip(long_sweep.points, ("ok", "failed")):
+    _write(os.path.join(long_sweep.point_dir(point), runs_lib.RECORD_FILE),
+           json.dumps({"point": point.name, "status": status, "vary": point.vary}))
+  assert "methods_long/wordnet_relation: 12 points, 10 pending" in dry_run()
+  assert "methods_long/wordnet_relation: 12 points, 11 pending" in dry_run("--retry_failed")
   epochs = grid_lib.Grid.from_json(study_results.study_grid(out, "epochs", task, *args))
   assert {p.settings["learning_rate"] for p in epochs.points()} == {second[("full", 0)]}
   with pytest.raises(ValueError, match="selected rates"):
