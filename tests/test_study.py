@@ -216,6 +216,9 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   low, high = (float(v) for v in cells[4].strip("[]").split(", "))
   assert low < -5.0 < high and cells[5].strip(" |") in ("fails", "undecided")
   assert "| head more than 1 point below full |" in text and "| 0 | | | pending |" in text
+  assert ("On wordnet_relation Table 1's epochs are not selected yet (the methods_long part "
+          "has not finished there): its cells, and its share of each claim, are at 3 "
+          "epochs.") in text
   assert "## Epochs" not in text  # Not run.
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
@@ -291,6 +294,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim
   # Every Table 1 method has tried both epochs (adapters 2 are not in it).
   assert "their verdicts hold for 3 epochs only" not in text
+  assert "Table 1's epochs are not selected yet" not in text
   line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
   assert "| 1.000 ± 0.000 (2) | 1.000 ± 0.000 (2) | +15.00 [+" in line[0], line
   assert line[0].endswith(" (10 ep) | +0.00 [+0.00, +0.00] | stopped by 10 |"), line
