@@ -143,10 +143,14 @@ def draw(points: Sequence[Mapping[str, object]], kind: str, metric: str, path: s
   ax.grid(True, which="major", alpha=0.3)
   if points:
     ax.legend(fontsize=8)
+  _save_png(fig, path, dpi=150)
+
+
+def _save_png(fig, path: str, dpi: int) -> None:
   fig.tight_layout()
   # Drawn into memory and written whole through tf.io.gfile: a bucket path works.
   png = io.BytesIO()
-  fig.savefig(png, format="png", dpi=150)
+  fig.savefig(png, format="png", dpi=dpi)
   plt.close(fig)
   file_io.atomic_write(path, png.getvalue(), binary=True)
 
@@ -172,11 +176,7 @@ def draw_curves(panels: Mapping[str, Mapping[str, Sequence[tuple]]], y_label: st
     ax.set_visible(False)
   for row in axes:
     row[0].set_ylabel(y_label)
-  fig.tight_layout()
-  png = io.BytesIO()
-  fig.savefig(png, format="png", dpi=120)
-  plt.close(fig)
-  file_io.atomic_write(path, png.getvalue(), binary=True)
+  _save_png(fig, path, dpi=120)
 
 
 def make_plot(results_path: str, kind: str, output_dir: Optional[str] = None,

@@ -337,8 +337,8 @@ def _hyperformer_spread(output_dir: str) -> List[str]:
   spread between seeds side by side, one factor changed at a time."""
   rows = []
   for run in MULTITASK_RUNS:
-    comparison = _comparison_rows(output_dir, run)
-    if "hyperformer" not in run.methods or comparison is None:
+    comparison = _comparison_rows(output_dir, run) if "hyperformer" in run.methods else None
+    if comparison is None:
       continue
     cells = {r["task"]: r for r in comparison if r["method"] == "hyperformer"}
     average = cells.get("average")
@@ -360,7 +360,8 @@ def _hyperformer_spread(output_dir: str) -> List[str]:
 
 def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:
   """Each seed's training loss of HyperFormer++ (encoder frozen), a panel per
-  MULTITASK_RUNS setting, as the runs logged it, with the points as a CSV."""
+  MULTITASK_RUNS setting, as the finished runs logged it, with the points as a
+  CSV (a run still going is left out: its curve would read as a whole run's)."""
   panels, rows = {}, []
   for run in MULTITASK_RUNS:
     if "hyperformer" not in run.methods:
@@ -368,7 +369,8 @@ def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:
     for seed in SEEDS:
       [(directory, _)] = multitask_comparison.run_dirs(
           os.path.join(output_dir, "multitask", run.name), "hyperformer", seed)
-      points = collapse.curve(directory) if tf.io.gfile.isdir(directory) else []
+      done = tf.io.gfile.exists(os.path.join(directory, multitask_comparison.DONE_FILE))
+      points = collapse.curve(directory) if done else []
       if points:
         panels.setdefault(run.describe(), {})[f"seed {seed}"] = points
         # Logged as float32: 6 decimals hold all it has.

@@ -451,10 +451,15 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
           "| hyperformer | 0.400 ± 0.141 (2) | 0.700 ± 0.000 (2) | +0.300 |\n") in epochs
   assert "| Learning rate 0.0003, 20 epochs | 2 | 0.700 | 0.000 |" in epochs
   # Each seed's training loss, as its run logged it to TensorBoard: a panel per
-  # setting, the points beside the page.
+  # setting, the points beside the page; of finished runs only (with their
+  # record), so seed 3, still going, is left out.
   hyper = tmp_path / "out" / "multitask" / "lr-0.0003_generator_init_stddev-0.1" / "hyperformer"
-  _run(str(hyper / "seed-1"), [(50, 1.2), (100, 0.9)])
-  _run(str(hyper / "seed-2"), [(50, 1.3), (100, 1.25)])
+  for seed, losses in ((1, [(50, 1.2), (100, 0.9)]), (2, [(50, 1.3), (100, 1.25)]),
+                       (3, [(50, 1.4)])):
+    _run(str(hyper / f"seed-{seed}"), losses)
+    if seed < 3:
+      _write(str(hyper / f"seed-{seed}" / multitask_comparison.DONE_FILE),
+             json.dumps({"status": "ok", "wall_seconds": 60, "metrics": {"global_step": 100}}))
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
   assert ("![HyperFormer++ training loss](study/multitask_hyperformer_loss.png)\n\n"
           "Points: `study/multitask_hyperformer_loss.csv`.") in text
