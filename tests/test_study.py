@@ -17,34 +17,29 @@ import tensorflow as tf
 from absl import flags
 
 from experiments import claims
-from experiments import collapse
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import runs as runs_lib
 from experiments import study
-from experiments import study_disagreements
 from experiments import study_grids
 from experiments import study_page
 from experiments import study_results
 from experiments import sweep as sweep_lib
-
-
-def _points(part, task):
-  grid = study_grids.part_grid(part, study_grids.TASKS[task], "models/minilm", "data/wordnet")
-  return grid_lib.Grid.from_json(grid).points()
+from study_files import (JoinablePath, grid_points, write_predictions, write_run,
+                         write_text)
 
 
 def test_the_grids_are_the_papers_design():
   # Table 1's six methods, three learning rates each (adapters 64 a fourth,
   # below where they collapse), seeds 1-3, 3 epochs.
-  relation = _points("methods", "wordnet_relation")
+  relation = grid_points("methods", "wordnet_relation")
   assert len(relation) == (6 * 3 + 1) * 3
   assert {p.settings["num_train_epochs"] for p in relation} == {3}
   assert {(p.settings["train_mode"], p.settings["adapter_size"]) for p in relation} == {
       ("adapters", 8), ("adapters", 64), ("full", 0), ("top_layers:3", 0),
       ("layer_norm", 0), ("head", 0)}
   # wordnet_lexname adds the trade-off: adapters 2..256 and top-K for K = 1..6.
-  lexname = _points("methods", "wordnet_lexname")
+  lexname = grid_points("methods", "wordnet_lexname")
   assert len(lexname) == ((6 * 3 + 1) + (6 * 3 + 1) + 5 * 3) * 3
   rates = {}
   for p in lexname:
@@ -70,18 +65,18 @@ def test_the_grids_are_the_papers_design():
   assert {(p.settings["train_mode"], p.settings["learning_rate"]) for p in epochs} == {
       ("full", 3e-5)}
   # Figure 2: four sizes from 100 up, the small ones trained for many epochs.
-  sizes = _points("data_size", "wordnet_lexname")
+  sizes = grid_points("data_size", "wordnet_lexname")
   assert len(sizes) == 4 * 3 * (2 + 2)
   epochs = {p.settings["train_examples"]: p.settings["train_steps"] * 32
             / p.settings["train_examples"] for p in sizes}
   assert sorted(epochs) == [100, 250, 1000, 4000] and epochs[100] == 64 and epochs[4000] == 6
   # Figure 6: nine initial scales from 1e-4 to 1.
-  scales = sorted({p.settings["adapter_init_scale"] for p in _points("init_scale",
+  scales = sorted({p.settings["adapter_init_scale"] for p in grid_points("init_scale",
                                                                      "wordnet_lexname")})
   assert len(scales) == 9 and scales[0] == 1e-4 and scales[-1] == 1.0
   # Every run writes its dev predictions, for the bootstrap.
   assert all(p.settings["eval_predictions"] is True for p in relation)
-  pair = _points("methods", "wordnet_example")[0].settings
+  pair = grid_points("methods", "wordnet_example")[0].settings
   assert (pair["text_a_column"], pair["text_b_column"]) == ("gloss", "example")
 
 
@@ -129,28 +124,6 @@ def test_verdicts(kind, low, high, expected):
   assert claims.verdict(claim, low, high) == expected
 
 
-class _Path(str):
-  """A path string that joins with "/" (pathlib would fold ram:// into ram:/)."""
-
-  def __truediv__(self, name):
-    return _Path(os.path.join(self, name))
-
-
-def _write(path, text):
-  tf.io.gfile.makedirs(os.path.dirname(path))
-  if tf.io.gfile.exists(path):  # ram:// keeps a longer old file's tail on "w".
-    tf.io.gfile.remove(path)
-  with tf.io.gfile.GFile(path, "w") as f:
-    f.write(text)
-
-
-def _write_predictions(run_dir, labels, right):
-  """A run's eval_predictions.tsv that gets the first `right` examples right."""
-  _write(str(run_dir / "eval_predictions.tsv"), "".join(
-      ("0.9\t0.1\n" if (l == "a") == (i < right) else "0.1\t0.9\n")
-      for i, l in enumerate(labels)))
-
-
 @pytest.mark.parametrize("file_system", ["local", "ram"])
 def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch):
   """Two methods, two seeds, on a 100-example dev set; the page's numbers by hand.
@@ -161,11 +134,11 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   monkeypatch.chdir(tmp_path)
   local = tmp_path
   if file_system == "ram":
-    tmp_path = _Path(f"ram://study-{uuid.uuid4().hex[:8]}")
+    tmp_path = JoinablePath(f"ram://study-{uuid.uuid4().hex[:8]}")
   data = tmp_path / "data" / "wordnet_relation"
   labels = ["a", "b"] * 50
-  _write(str(data / "train.tsv"), "word_a\tword_b\tlabel\nx\ty\ta\nx\tz\tb\n")
-  _write(str(data / "dev.tsv"), "word_a\tword_b\tlabel\n"
+  write_text(str(data / "train.tsv"), "word_a\tword_b\tlabel\nx\ty\ta\nx\tz\tb\n")
+  write_text(str(data / "dev.tsv"), "word_a\tword_b\tlabel\n"
          + "".join(f"w{i}\tv{i}\t{l}\n" for i, l in enumerate(labels)))
   out = tmp_path / "study"
   sweep = out / "methods" / "wordnet_relation"
@@ -178,15 +151,15 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   rows = []
   for (mode, size, lr, seed), k in right.items():
     point = f"{mode}-{size}-{lr}-{seed}"
-    _write_predictions(sweep / "runs" / point, labels, k)
+    write_predictions(sweep / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
                  "method": "full" if mode == "full" else f"adapters_{size}",
                  "learning_rate": lr, "num_train_epochs": 3, "seed": seed,
                  "eval_accuracy": k / 100, "eval_loss": 1.0 - k / 100, "wall_seconds": 1800})
   fixed = {"data_dir": str(data), "text_a_column": "word_a", "text_b_column": "word_b",
            "label_column": "label"}
-  _write(str(sweep / "results.csv"), "point,status\n")
-  _write(str(sweep / "results.json"), json.dumps({
+  write_text(str(sweep / "results.csv"), "point,status\n")
+  write_text(str(sweep / "results.json"), json.dumps({
       "rows": rows, "pending": ["one-left"], "grid": {"fixed": fixed},
       "varied_keys": ["train_mode", "adapter_size", "learning_rate", "num_train_epochs",
                       "seed"]}))
@@ -235,12 +208,12 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   rows = []
   for (num_epochs, seed), k in {(6, 1): 95, (6, 2): 95, (10, 1): 100, (10, 2): 100}.items():
     point = f"e{num_epochs}-{seed}"
-    _write_predictions(epochs / "runs" / point, labels, k)
+    write_predictions(epochs / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": "full", "adapter_size": 0,
                  "method": "full", "num_train_epochs": num_epochs, "seed": seed,
                  "eval_accuracy": k / 100, "eval_loss": 0.5, "wall_seconds": 60})
-  _write(str(epochs / "results.csv"), "point,status\n")
-  _write(str(epochs / "results.json"), json.dumps({
+  write_text(str(epochs / "results.csv"), "point,status\n")
+  write_text(str(epochs / "results.json"), json.dumps({
       "rows": rows, "pending": [], "grid": {"fixed": dict(fixed, learning_rate=1e-4)},
       "varied_keys": ["num_train_epochs", "seed"]}))
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
@@ -266,15 +239,15 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                                     ("adapters", 64, 1e-3, 1): 70,
                                     ("adapters", 64, 1e-3, 2): 70}.items():
     point = f"long-{mode}-{seed}"
-    _write_predictions(long / "runs" / point, labels, k)
+    write_predictions(long / "runs" / point, labels, k)
     rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
                  "method": "full" if mode == "full" else f"adapters_{size}",
                  "learning_rate": lr, "seed": seed, "eval_accuracy": k / 100,
                  "eval_loss": 0.5, "wall_seconds": 600})
-  _write(str(long / "results.csv"), "point,status\n")
+  write_text(str(long / "results.csv"), "point,status\n")
 
   def write_long(long_rows):
-    _write(str(long / "results.json"), json.dumps({
+    write_text(str(long / "results.json"), json.dumps({
         "rows": long_rows, "pending": [], "grid": {"fixed": fixed},
         "varied_keys": ["seed", "train_mode", "adapter_size", "learning_rate"]}))
 
@@ -327,7 +300,7 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
     accuracy = ({1: 0.6, 2: 0.5}[seed] if rate == min(rates[key]) else
                 {1: 0.5, 2: 1.0}[seed] if rate == second[key] else 0.5)
     path = os.path.join(sweep.point_dir(p), runs_lib.RECORD_FILE)
-    _write(path, json.dumps({"point": p.name, "status": "ok", "vary": p.vary,
+    write_text(path, json.dumps({"point": p.name, "status": "ok", "vary": p.vary,
                              "train_mode": key[0], "adapter_size": key[1],
                              "metrics": {"eval_accuracy": accuracy, "eval_loss": 0.5}}))
 
@@ -360,7 +333,7 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
   # A finished point and a failed one: --retry_failed runs the failed one again.
   long_sweep = sweep_lib.Sweep(long, study_results.sweep_dir(out, "methods_long", task))
   for point, status in zip(long_sweep.points, ("ok", "failed")):
-    _write(os.path.join(long_sweep.point_dir(point), runs_lib.RECORD_FILE),
+    write_text(os.path.join(long_sweep.point_dir(point), runs_lib.RECORD_FILE),
            json.dumps({"point": point.name, "status": status, "vary": point.vary}))
   assert "methods_long/wordnet_relation: 12 points, 10 pending" in dry_run()
   assert "methods_long/wordnet_relation: 12 points, 11 pending" in dry_run("--retry_failed")
@@ -390,15 +363,15 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
       (3e-4, hyper, 3.0, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1"),
       (3e-4, every, 20.0, 0.01, 1.0, "out/multitask/lr-0.0003_epochs-20")]
   # The page shows each run's table as the comparison wrote it.
-  _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
+  write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
-  _write(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
+  write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
   # Each run's record with its wall time and steps, as multitask_comparison.run_once
   # leaves it (a Houlsby run per task one level deeper): 0.5 h here, 1.5 h in all.
   for run, seconds, steps in (("lr-0.001/hyperformer/seed-1", 1000, 1000),
                               ("lr-0.001/hyperformer/seed-2", 800, 1000),
                               ("lr-0.0003/houlsby/seed-1/wordnet_pos", 3600, 375)):
-    _write(str(tmp_path / "out" / "multitask" / run / multitask_comparison.DONE_FILE),
+    write_text(str(tmp_path / "out" / "multitask" / run / multitask_comparison.DONE_FILE),
            json.dumps({"status": "ok", "wall_seconds": seconds,
                        "metrics": {"global_step": steps}}))
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
@@ -428,7 +401,7 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
                         for t in multitask_comparison.WORDNET_TASKS})
         records[(method, seed, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
     rows = multitask_comparison.rows_of(records)
-    _write(str(tmp_path / "out" / "multitask" / name / "comparison.json"),
+    write_text(str(tmp_path / "out" / "multitask" / name / "comparison.json"),
            json.dumps({"rows": rows}))
 
   comparison("lr-0.0003", [0.3, 0.5], houlsby=[0.6, 0.6])
@@ -456,9 +429,9 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
   hyper = tmp_path / "out" / "multitask" / "lr-0.0003_generator_init_stddev-0.1" / "hyperformer"
   for seed, losses in ((1, [(50, 1.2), (100, 0.9)]), (2, [(50, 1.3), (100, 1.25)]),
                        (3, [(50, 1.4)])):
-    _run(str(hyper / f"seed-{seed}"), losses)
+    write_run(str(hyper / f"seed-{seed}"), losses)
     if seed < 3:
-      _write(str(hyper / f"seed-{seed}" / multitask_comparison.DONE_FILE),
+      write_text(str(hyper / f"seed-{seed}" / multitask_comparison.DONE_FILE),
              json.dumps({"status": "ok", "wall_seconds": 60, "metrics": {"global_step": 100}}))
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
   assert ("![HyperFormer++ training loss](study/multitask_hyperformer_loss.png)\n\n"
@@ -472,146 +445,13 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
       "lr-0.0003_generator_init_stddev-0.1,2,100,1.25"]
 
 
-def test_stability_grid_changes_one_factor_at_a_time():
-  points = [p.settings for p in _points("stability", "wordnet_relation")]
-  # The 4 collapsed (rate, seed) points with the long warm-up, seed 2 at 1e-3
-  # replayed, the 4 with the small init, adapters 256 at 1e-3 with seeds 1-3,
-  # seeds 4-6 at 1e-3 with either warm-up, 6e-4 with seeds 1-3.
-  assert len(points) == 4 + 1 + 4 + 3 + 3 * 2 + 3 == 21
-  assert {(p["train_mode"], p["num_train_epochs"]) for p in points} == {("adapters", 3)}
-  changed = {}
-  for p in points:
-    factors = tuple(k for k, table1 in (("warmup_proportion", 0.1), ("adapter_size", 64),
-                                        ("adapter_init_scale", 1e-3)) if p[k] != table1)
-    assert len(factors) <= 1, p
-    changed.setdefault(factors, []).append((p["learning_rate"], p["seed"]))
-  collapsed = [(3e-3, 1), (3e-3, 2), (3e-3, 3), (1e-3, 2)]
-  assert changed[("warmup_proportion",)] == collapsed + [(1e-3, s) for s in (4, 5, 6)]
-  assert changed[("adapter_init_scale",)] == collapsed
-  assert changed[("adapter_size",)] == [(1e-3, s) for s in (1, 2, 3)]
-  assert changed[()] == [(1e-3, s) for s in (2, 4, 5, 6)] + [(6e-4, s) for s in (1, 2, 3)]
-  assert {p["adapter_size"] for p in points} == {64, 256}
-  assert {p["warmup_proportion"] for p in points} == {0.1, 0.3}
-  assert {p["adapter_init_scale"] for p in points} == {1e-3, 1e-4}
-
-
-def _run(directory, losses, labels=("a", "b"), warmup_steps=3):
-  """A run directory as run_classifier.py leaves it: its config, and the training
-  loss and learning rate (step / 40000) in TensorBoard, one value per logged step."""
-  _write(os.path.join(directory, "run_config.json"), json.dumps(
-      {"label_list": list(labels), "num_warmup_steps": warmup_steps}))
-  writer = tf.summary.create_file_writer(directory)
-  with writer.as_default():
-    for step, loss in losses:
-      tf.summary.scalar("loss", loss, step=step)
-      tf.summary.scalar("learning_rate", step / 40000, step=step)
-  writer.close()
-
-
-def test_collapse_timeline_from_a_runs_loss(tmp_path):
-  ln2 = math.log(2)
-  # Falls to 0.6 by step 20, is back at ln 2 (within 0.02) from step 40 on.
-  _run(str(tmp_path / "fell"), [(1, 0.69), (10, 0.65), (20, 0.6), (30, 0.8),
-                                (40, ln2 + 0.015), (50, ln2 - 0.01), (60, ln2)])
-  line = collapse.timeline(str(tmp_path / "fell"))
-  assert (line.num_labels, line.warmup_steps, line.lowest_step, line.chance_from) == (
-      2, 3, 20, 40)
-  assert line.lowest_loss == pytest.approx(0.6)
-  assert line.lowest_learning_rate == pytest.approx(20 / 40000)
-  _run(str(tmp_path / "learned"), [(1, 0.69), (10, 0.5), (20, 0.3)])
-  assert collapse.timeline(str(tmp_path / "learned")).chance_from is None
-  assert collapse.collapsed(ln2 - 0.005, 2) and not collapse.collapsed(ln2 - 0.02, 2)
-  assert not collapse.collapsed(None, 2)
-
-
-def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
-  """Full fine-tuning and adapters 64 in Table 1 (adapters' seed 2 collapsed),
-  then the stability part: seed 2 with the long warm-up, and replayed."""
-  monkeypatch.chdir(tmp_path)
-  data = tmp_path / "data" / "wordnet_relation"
-  labels = ["a", "b"] * 5
-  _write(str(data / "train.tsv"), "word_a\tword_b\tlabel\nx\ty\ta\nx\tz\tb\n")
-  _write(str(data / "dev.tsv"), "word_a\tword_b\tlabel\n"
-         + "".join(f"w{i}\tv{i}\t{l}\n" for i, l in enumerate(labels)))
-  fixed = {"data_dir": str(data), "text_a_column": "word_a", "text_b_column": "word_b",
-           "label_column": "label"}
-  out = tmp_path / "study"
-  ln2 = math.log(2)
-  learned = [(1, 0.69), (20, 0.4)]
-  fell = [(1, 0.69), (20, 0.6), (40, ln2)]
-
-  def sweep(part, runs):
-    rows = []
-    for i, (settings, right, eval_loss, losses) in enumerate(runs):
-      point = f"p{i}"
-      run_dir = str(out / part / "wordnet_relation" / "runs" / point)
-      # A collapsed run: 0.5 for both labels, argmax the first: right on the "a"s.
-      _write(os.path.join(run_dir, "eval_predictions.tsv"), "0.5\t0.5\n" * 10
-             if losses is fell else "".join(
-                 ("0.9\t0.1\n" if (l == "a") == (j < right) else "0.1\t0.9\n")
-                 for j, l in enumerate(labels)))
-      _run(run_dir, losses)
-      rows.append(dict(settings, point=point, status="ok", output_dir=f"runs/{point}",
-                       eval_accuracy=right / 10, eval_loss=eval_loss, wall_seconds=60,
-                       num_train_epochs=3))
-    _write(str(out / part / "wordnet_relation" / "results.csv"), "point\n")
-    _write(str(out / part / "wordnet_relation" / "results.json"), json.dumps({
-        "rows": rows, "pending": [], "grid": {"fixed": fixed},
-        "varied_keys": sorted({k for r in runs for k in r[0]})}))
-
-  adapters = {"train_mode": "adapters", "adapter_size": 64, "method": "adapters_64",
-              "learning_rate": 1e-3}
-  sweep("methods", [
-      ({"train_mode": "full", "adapter_size": 0, "method": "full", "learning_rate": 1e-4,
-        "seed": 1}, 9, 0.3, learned),
-      ({"train_mode": "full", "adapter_size": 0, "method": "full", "learning_rate": 1e-4,
-        "seed": 2}, 8, 0.3, learned),
-      (dict(adapters, seed=1), 8, 0.4, learned),
-      (dict(adapters, seed=2), 5, ln2, fell)])
-  stability = dict(adapters, adapter_init_scale=1e-3)
-  sweep("stability", [
-      (dict(stability, seed=2, warmup_proportion=0.3), 7, 0.5, learned),
-      (dict(stability, seed=2, warmup_proportion=0.1), 5, ln2 - 0.001, fell)])
-  text = study_page.report(str(out), str(tmp_path / "study.md"), "cmd", bootstrap_samples=200)
-  section = text[text.index("## Disagreements with the paper"):]
-  assert ("| wordnet_relation | adapters_64 | 0.001 | 1 of 2 | 2 | 0.800 (1), 0.500 (2) |"
-          in section), section
-  # Table 1's seed 2: lowest loss 0.6 at step 20 (learning rate 5e-4 there),
-  # at ln 2 from step 40; warm-up 3 steps. Runs that did not collapse: no turn.
-  # The spread of the predictions: a collapsed run answers 0.5/0.5 for every
-  # example (0); the others 0.9 or 0.1 for "a": 5 and 5 times with 8 right (std
-  # 0.8 * sqrt(0.5 * 0.5) = 0.4), 6 and 4 times with 7 (0.8 * sqrt(0.24) = 0.39).
-  runs = [l for l in section.splitlines() if l.startswith("| `")]
-  assert runs == [
-      "| `methods/wordnet_relation/runs/p2` | 64 | 0.001 | 1 | 0.1 | 0.001 | 0.800 | 0.4 | "
-      "no |  |  |  | 3 |",
-      "| `methods/wordnet_relation/runs/p3` | 64 | 0.001 | 2 | 0.1 | 0.001 | 0.500 | 0 | "
-      "yes | 0.600 (20) | 0.0005 | 40 | 3 |",
-      "| `stability/wordnet_relation/runs/p1` | 64 | 0.001 | 2 | 0.1 | 0.001 | 0.500 | 0 | "
-      "yes | 0.600 (20) | 0.0005 | 40 | 3 |",
-      "| `stability/wordnet_relation/runs/p0` | 64 | 0.001 | 2 | 0.3 | 0.001 | 0.700 | 0.39 | "
-      "no |  |  |  | 3 |"], runs
-  # Seeds 1 and 2 (the replay counted once) against full's 0.85: 0.65 - 0.85.
-  assert "| 64 | 0.001 | 0.1 | 0.001 | 1, 2 | 1 of 2 | 0.650 | 0.800 (1) | -20.00 | [" in section
-  assert "| 64 | 0.001 | 0.3 | 0.001 | 2 | 0 of 1 | 0.700 | 0.700 (1) | -15.00 | [" in section
-  assert ("- Replayed unchanged, seed 2 at 0.001 reached dev accuracy 0.500 (Table 1's "
-          "run: 0.500).") in section
-  assert ("- The collapsed points with warm-up 0.3: 0 of 1 collapsed (adapters 64 as in "
-          "Table 1 at the same points: 1 of 1).") in section
-  assert "- Adapters 64 at 1e-3 with warm-up 0.1, seeds 1, 2: 1 of 2 collapsed." in section
-  assert ("- With warm-up 0.1, the collapsed runs' training loss was lowest at learning "
-          "rates 0.0005 to 0.0005, and rose to ln(labels) from there.") in section
-  # The stability part has nothing pending: its reading follows.
-  assert study_disagreements.STABILITY_READING in section
-
-
 def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_path):
   from experiments import cost
   from experiments import runs
   from experiments import sweep as sweep_lib
   from experiments import tables
   data = tmp_path / "task"
-  _write(str(data / "train.tsv"), "sentence\tlabel\n" + "".join(f"s{i}\ta\n" for i in range(25)))
+  write_text(str(data / "train.tsv"), "sentence\tlabel\n" + "".join(f"s{i}\ta\n" for i in range(25)))
   fixed = {"task_name": "tsv", "data_dir": str(data), "train_batch_size": 10}
   # 25 rows, batch 10, 2 epochs: int(25 / 10 * 2) = 5 steps, as run_classifier.py.
   methods = sweep_lib.Sweep(grid_lib.Grid.from_json(
