@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 
 from experiments import data as data_lib
 from experiments import sweep as sweep_lib
+from runtime import loop
 
 
 def point_steps(settings: Mapping[str, object], cache: Dict[tuple, int]) -> int:
@@ -28,7 +29,8 @@ def point_steps(settings: Mapping[str, object], cache: Dict[tuple, int]) -> int:
       cache[key] = data_lib.count_rows(*key)
     examples = cache[key]
   batch = int(settings.get("train_batch_size", 32))
-  return int(int(examples) / batch * float(settings.get("num_train_epochs", 3.0)))
+  return loop.steps_for_epochs(int(examples), batch,
+                               float(settings.get("num_train_epochs", 3.0)))
 
 
 def seconds_per_step(records: Sequence[Mapping[str, object]]) -> Optional[float]:

@@ -20,6 +20,7 @@ from experiments import tables
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_RUNS,
                                      PARTS, SEEDS, TABLE_METHOD_KEYS, TABLE_METHODS, TASKS,
                                      part_grid)
+from runtime import loop
 
 SITTINGS_FILE = "sittings.json"
 
@@ -32,8 +33,8 @@ def multitask_cost(output_dir: str, data_root: str,
                    seeds: Sequence[int] = SEEDS) -> Dict[str, cost.Runs]:
   """Each MULTITASK_RUNS setting's runs, by its name, as experiments.cost counts
   them: a finished run's record (multitask_comparison.DONE_FILE, with its wall
-  time and steps), a pending one's training steps (int(examples / batch *
-  epochs), as runtime/loop.py counts them, over the tasks the run trains)."""
+  time and steps), a pending one's training steps (runtime/loop.py's, over the
+  tasks the run trains)."""
   examples: Dict[str, int] = {}
 
   def steps(runs_tasks: Sequence[Sequence[str]], epochs: float) -> int:
@@ -43,8 +44,8 @@ def multitask_cost(output_dir: str, data_root: str,
       for t in tasks:
         if t not in examples:
           examples[t] = data_lib.count_rows(os.path.join(data_root, t), "tsv")
-      total += int(sum(examples[t] for t in tasks) / multitask_comparison.TRAIN_BATCH_SIZE
-                   * epochs)
+      total += loop.steps_for_epochs(sum(examples[t] for t in tasks),
+                                     multitask_comparison.TRAIN_BATCH_SIZE, epochs)
     return total
 
   out = {}

@@ -63,7 +63,7 @@ class TrainSettings:
       errors.UserError: if that gives no training step.
     """
     batch_size = settings["train_batch_size"]
-    num_train_steps = int(num_examples / batch_size * num_train_epochs)
+    num_train_steps = steps_for_epochs(num_examples, batch_size, num_train_epochs)
     if num_train_steps < 1:
       raise errors.UserError(
           f"num_train_steps = int({num_examples} examples / --train_batch_size="
@@ -71,6 +71,11 @@ class TrainSettings:
           f"lower --train_batch_size or raise --num_train_epochs")
     return cls(num_train_steps=num_train_steps,
                num_warmup_steps=int(num_train_steps * warmup_proportion), **settings)
+
+
+def steps_for_epochs(num_examples: int, batch_size: int, num_train_epochs: float) -> int:
+  """The original's training steps: int(examples / batch * epochs), rounded down."""
+  return int(num_examples / batch_size * num_train_epochs)
 
 
 def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
