@@ -63,6 +63,7 @@ from experiments import tables
 from experiments.study_grids import PARTS, SEEDS, TASKS, multitask_runs
 from experiments.study_page import report
 from experiments.study_results import SITTINGS_FILE, study_grid, sweep_dir
+from runtime import machine
 from storage import path_checks
 
 
@@ -173,11 +174,12 @@ def _run_multitask(F, command: str, started: str) -> None:
 
 
 def record_sitting(output_dir: str, command: str, started: str) -> None:
-  """Adds (or updates) this sitting in OUTPUT_DIR/sittings.json: the page lists them."""
+  """Adds (or updates) this sitting in OUTPUT_DIR/sittings.json, with the CPU it
+  ran on (its points' wall times depend on it): the page lists them."""
   path = os.path.join(output_dir, SITTINGS_FILE)
   sittings = tables.read_json(path) if tf.io.gfile.exists(path) else []
   sittings = [s for s in sittings if s["started"] != started] + [{
-      "command": command, "started": started,
+      "command": command, "started": started, "machine": machine.cpu_line(),
       "last_finished": datetime.datetime.now().isoformat(timespec="seconds")}]
   tables.write_json(path, sittings)
 

@@ -24,6 +24,7 @@ from experiments.study_results import (SITTINGS_FILE, full_by_epochs, multitask_
                                        whole_study)
 from storage import file_io
 from storage import input_files
+from runtime import machine
 
 
 # The multi-task comparison's tasks, in its table's order.
@@ -54,12 +55,13 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
       "[Back to the README](../README.md#results)", "",
       f"Written by `{command}` (experiments/study.py) from the runs under `{output_dir}`; "
       f"`--report_only` rewrites it. {datetime.date.today().isoformat()}, "
-      f"{platform.machine()} with {os.cpu_count()} CPUs ({platform.platform()}).", ""]
+      f"{machine.cpu_line()} ({platform.platform()}).", ""]
   sittings_path = os.path.join(output_dir, SITTINGS_FILE)
   if tf.io.gfile.exists(sittings_path):
     lines += ["The sittings that ran the points (a sweep's last point finished at "
-              "`last_finished`):", ""] + [
+              "`last_finished`), with the CPU each ran on where it recorded one:", ""] + [
                   f"- `{s['command']}`: {s['started']} to {s['last_finished']}"
+                  + (f", {s['machine']}" if s.get("machine") else "")
                   for s in tables.read_json(sittings_path)] + [""]
   status = []
   for part in PARTS:

@@ -25,6 +25,7 @@ from experiments import study_grids
 from experiments import study_page
 from experiments import study_results
 from experiments import sweep as sweep_lib
+from runtime import machine
 from study_files import (JoinablePath, grid_points, write_predictions, write_run,
                          write_text)
 
@@ -132,6 +133,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   to the local disk then.
   """
   monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(machine, "cpu_line", lambda: "AMD EPYC, 2 CPUs, avx512f, bfloat16 units")
   local = tmp_path
   if file_system == "ram":
     tmp_path = JoinablePath(f"ram://study-{uuid.uuid4().hex[:8]}")
@@ -167,7 +169,13 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                        "2026-11-24T20:00:00")
   page = str(tmp_path / "docs" / "study.md")
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
-  assert "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to " in text
+  # The sitting records the CPU its points ran on; the page's head says the one
+  # it was written on.
+  sitting = [l for l in text.splitlines() if l.startswith("- `python -m experiments.study --")]
+  assert len(sitting) == 1 and sitting[0].startswith(
+      "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to "), sitting
+  assert sitting[0].endswith(", AMD EPYC, 2 CPUs, avx512f, bfloat16 units"), sitting
+  assert "AMD EPYC, 2 CPUs, avx512f, bfloat16 units (" in text.splitlines()[4]
   with tf.io.gfile.GFile(page) as f:
     assert f.read() == text
   assert ("| methods | wordnet_relation | 8 | 0 | 1 | 4.00 | [methods_wordnet_relation_"
