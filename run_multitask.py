@@ -26,7 +26,8 @@ Files in output_dir: run_config.json, model.ckpt-STEP.* (trained variables
 only), adapter_model/ (them alone: the hypernetwork or the shared adapters,
 the task embeddings and the heads), eval_results.txt (every task's metrics,
 prefixed with its name); per task, TASK/{train,eval,predict}.tf_record,
-TASK/eval_results.txt, TASK/test_results.tsv and TASK/eval (TensorBoard).
+TASK/eval_results.txt, TASK/test_results.tsv, TASK/eval (TensorBoard) and
+with --eval_predictions TASK/eval_predictions.tsv.
 `python -m serving.export --multitask_run=OUTPUT_DIR` serves the tasks from
 raw text.
 """
@@ -75,6 +76,7 @@ def define_flags(flag_values=flags.FLAGS):
   # --adapter_size against --train_mode is checked in model_options: with
   # HyperFormer++ it is the size of the generated adapters.
   cli_flags.define_model_and_run_flags(flag_values, check_adapter_size=False)
+  cli_flags.define_eval_predictions_flag(flag_values)  # TASK/eval_predictions.tsv
   flags.DEFINE_list("text_a_column", ["sentence"], "tsv tasks: header name of the first "
                     "text, one for all tsv tasks or one each.", **fv)
   flags.DEFINE_list("text_b_column", None, "tsv tasks: header name of the second text, one "
@@ -257,8 +259,11 @@ def _outputs(run: setup.Run, task, index, head, split, examples, tokenizer, batc
   return outputs
 
 
-def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size) -> None:
-  """Each task's eval_results.txt and summaries, and every task's in output_dir's."""
+def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size,
+             write_predictions: bool = False) -> None:
+  """Each task's eval_results.txt and summaries, and every task's in output_dir's;
+  with `write_predictions` also each task's eval_predictions.tsv (as
+  run_classifier.py's, in the task's directory)."""
   logging.info("***** Running evaluation *****")
   output_dir, summary = run.options.output_dir, {}
   for index, task in enumerate(tasks):
@@ -272,6 +277,11 @@ def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size) -> N
                                           results)
     classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
                                          run.global_step)
+    if write_predictions:
+      classifier_metrics.write_test_results(
+          os.path.join(task_dir, "eval_predictions.tsv"),
+          classifier_task.probabilities(outputs["logits"], task.is_regression),
+          outputs["is_real_example"])
     summary.update((f"{task.name}/{k}", v) for k, v in results.items()
                    if k != "global_step")
   summary["global_step"] = run.global_step
@@ -336,7 +346,7 @@ def main(argv, flag_values=None):
   if F.do_train:
     train(run, tasks, heads, examples, tokenizer, F.sampling_temperature, model_facts)
   if F.do_eval:
-    evaluate(run, tasks, heads, examples, tokenizer, F.eval_batch_size)
+    evaluate(run, tasks, heads, examples, tokenizer, F.eval_batch_size, F.eval_predictions)
   if F.do_predict:
     predict(run, tasks, heads, examples, tokenizer, F.predict_batch_size)
 

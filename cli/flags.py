@@ -287,6 +287,15 @@ def check_model_and_run_flags(flag_values):
       "at least one of --do_train, --do_eval or --do_predict must be given")
 
 
+def define_eval_predictions_flag(flag_values=_FLAGS):
+  """--eval_predictions (run_classifier.py, and run_multitask.py per task)."""
+  flags.DEFINE_bool("eval_predictions", False, "With --do_eval, also write "
+                    "eval_predictions.tsv: each dev example's class probabilities (or "
+                    "score), in test_results.tsv's format and the dev set's order (for "
+                    "per-example analysis: experiments/study.py's bootstrap).",
+                    **_on(flag_values))
+
+
 def define_classifier_flags(flag_values=_FLAGS):
   """run_classifier.py's flags: one task (a GLUE task or your own TSV data), the
   model and run flags, and an adapter bank's. experiments/ablation.py takes them too."""
@@ -296,10 +305,7 @@ def define_classifier_flags(flag_values=_FLAGS):
                       "(or other data files) for the task.", **fv)
   flags.DEFINE_string("task_name", None, "The name of the task to train: cola, sst-2, mrpc, "
                       "sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, xnli, ax, or tsv.", **fv)
-  flags.DEFINE_bool("eval_predictions", False, "With --do_eval, also write "
-                    "eval_predictions.tsv: each dev example's class probabilities (or "
-                    "score), in test_results.tsv's format and the dev set's order (for "
-                    "per-example analysis: experiments/study.py's bootstrap).", **fv)
+  define_eval_predictions_flag(flag_values)
   define_model_and_run_flags(flag_values)
   define_tsv_flags(flag_values)
   define_bank_flags(flag_values)

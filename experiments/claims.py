@@ -1,10 +1,12 @@
-"""The paper's claims as comparisons with full fine-tuning, decided by a bootstrap.
+"""The papers' claims as comparisons of two methods, decided by a bootstrap.
 
-A claim (CLAIMS) says how a method's dev accuracy stands to full
-fine-tuning's. `bootstrap_difference` gives the mean difference over tasks
-with a 95% interval from a paired bootstrap over dev examples and seeds, from
-which `verdict` reads "holds", "fails" or "undecided". The per-example
-correctness comes from the runs' eval_predictions.tsv (run_classifier.py
+A claim says how a method's dev accuracy stands to a reference method's: to
+full fine-tuning's (CLAIMS, Houlsby et al.'s Table 1 and figures), or to
+per-task adapters' (MULTITASK_CLAIMS, HyperFormer++'s). `bootstrap_difference`
+gives the mean difference over tasks with a 95% interval from a paired
+bootstrap over dev examples and seeds, from which `verdict` reads "holds",
+"fails" or "undecided". The per-example correctness comes from the runs'
+eval_predictions.tsv (run_classifier.py and run_multitask.py
 --eval_predictions), read once each by a `Predictions` reader.
 """
 
@@ -19,14 +21,25 @@ import errors
 from storage import input_files
 
 
+FULL = "full"
+HOULSBY = "houlsby"  # experiments.multitask_comparison's per-task adapters.
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """Method vs full fine-tuning: `kind` "within" (no more than `margin` below) or
+  """Method vs `reference`: `kind` "within" (no more than `margin` below) or
   "below" (more than `margin` below, as the paper finds for the weak baselines)."""
   method: str
   kind: str
   margin: float
   paper: str
+  reference: str = FULL
+
+  def describe(self) -> str:
+    """E.g. "adapters_64 within 1 point of full"."""
+    points = f"{100 * self.margin:g} point"
+    return (f"{self.method} within {points} of {self.reference}" if self.kind == "within"
+            else f"{self.method} more than {points} below {self.reference}")
 
 
 CLAIMS = (
@@ -39,15 +52,25 @@ CLAIMS = (
     Claim("head", "below", 0.01, "Section 3.4: a frozen encoder with a trained head "
           "(feature extraction) is far behind"),
 )
-FULL = "full"
+
+# HyperFormer++ against one adapter set per task, all on one frozen encoder
+# (experiments.multitask_comparison's methods).
+_HYPERFORMER = ("Mahabadi et al. 2021, abstract: \"improved performance in multi-task "
+                "learning\" on GLUE, adding 0.29% parameters per task")
+MULTITASK_CLAIMS = (
+    Claim("hyperformer", "within", 0.01, _HYPERFORMER + "; here with the encoder frozen",
+          reference=HOULSBY),
+    Claim("hyperformer_ln", "within", 0.01, _HYPERFORMER + "; here with BERT's LayerNorms "
+          "trained, as the per-task adapters train them", reference=HOULSBY),
+)
 
 
 def bootstrap_difference(pairs: Sequence[Mapping[str, np.ndarray]], samples: int = 2000,
                          seed: int = 0):
-  """The mean over tasks of accuracy(method) - accuracy(full), with a 95% interval.
+  """The mean over tasks of accuracy(method) - accuracy(reference), with a 95% interval.
 
   Args:
-    pairs: per task {"method": bool [seeds, examples], "full": bool [seeds,
+    pairs: per task {"method": bool [seeds, examples], "reference": bool [seeds,
       examples]}: whether each seed's run got each dev example right (the same
       examples, in the same order, for both).
   Returns:
@@ -56,13 +79,13 @@ def bootstrap_difference(pairs: Sequence[Mapping[str, np.ndarray]], samples: int
     independently per method, its seeds.
   """
   rng = np.random.default_rng(seed)
-  estimate = float(np.mean([p["method"].mean() - p[FULL].mean() for p in pairs]))
+  estimate = float(np.mean([p["method"].mean() - p["reference"].mean() for p in pairs]))
   draws = np.zeros(samples)
   for pair in pairs:
-    n = pair[FULL].shape[1]
+    n = pair["reference"].shape[1]
     idx = rng.integers(0, n, size=(samples, n))
     task = np.zeros(samples)
-    for sign, key in ((1.0, "method"), (-1.0, FULL)):
+    for sign, key in ((1.0, "method"), (-1.0, "reference")):
       correct = pair[key].astype(np.float64)
       # [seeds, samples]: each seed's accuracy on each redrawn set of examples.
       per_seed = np.stack([c[idx].mean(axis=1) for c in correct])

@@ -85,7 +85,7 @@ def define_flags(flag_values=flags.FLAGS):
                            "methods: " + ", ".join(METHODS), flag_values=flag_values)
 
 
-def _common(F, seed) -> Dict[str, object]:
+def _common(F, seed, train: bool = True) -> Dict[str, object]:
   m = F.model_dir
   return {"vocab_file": os.path.join(m, "vocab.txt"),
           "bert_config_file": os.path.join(m, "bert_config.json"),
@@ -93,7 +93,10 @@ def _common(F, seed) -> Dict[str, object]:
           "max_seq_length": F.max_seq_length, "train_batch_size": F.train_batch_size,
           "eval_batch_size": 64, "learning_rate": F.learning_rate,
           "num_train_epochs": F.num_train_epochs, "iterations_per_loop": 50,
-          "save_checkpoints_steps": 100000, "seed": seed, "do_train": True, "do_eval": True}
+          # A run stopped midway (a sitting's end) resumes from at most 500 steps back.
+          "save_checkpoints_steps": 500, "seed": seed, "do_train": train, "do_eval": True,
+          # For the study's bootstrap over dev examples (experiments/claims.py).
+          "eval_predictions": True}
 
 
 def run_dirs(output_dir: str, method: str, seed: int) -> List[Tuple[str, Tuple[str, ...]]]:
@@ -105,14 +108,21 @@ def run_dirs(output_dir: str, method: str, seed: int) -> List[Tuple[str, Tuple[s
   return [(base_dir, tuple(WORDNET_TASKS))]
 
 
-def commands(F, method: str, seed: int) -> List[tuple]:
-  """(output_dir, command) of each run of `method` at `seed`."""
+def eval_predictions_path(output_dir: str, method: str, seed: int, task: str) -> str:
+  """Where the run of `method` at `seed` writes `task`'s eval_predictions.tsv: its
+  own directory (houlsby) or its task's directory in the multi-task run's."""
+  return os.path.join(output_dir, method, f"seed-{seed}", task, "eval_predictions.tsv")
+
+
+def commands(F, method: str, seed: int, train: bool = True) -> List[tuple]:
+  """(output_dir, command) of each run of `method` at `seed`; with `train` False
+  the command that evaluates its last checkpoint only."""
   python = sys.executable
   if method == "houlsby":
     out = []
     for output_dir, (task,) in run_dirs(F.output_dir, method, seed):
       text_a, text_b = WORDNET_TASKS[task]
-      settings = dict(_common(F, seed), task_name="tsv",
+      settings = dict(_common(F, seed, train), task_name="tsv",
                       data_dir=os.path.join(F.data_root, task), text_a_column=text_a,
                       adapter_size=F.adapter_size, train_mode="adapters")
       if text_b:
@@ -123,7 +133,7 @@ def commands(F, method: str, seed: int) -> List[tuple]:
   [(base_dir, _)] = run_dirs(F.output_dir, method, seed)
   adapter_type = "shared" if method == "shared" else "hyperformer"
   settings = dict(
-      _common(F, seed), adapter_type=adapter_type, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
+      _common(F, seed, train), adapter_type=adapter_type, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
       data_dir=",".join(os.path.join(F.data_root, t) for t in WORDNET_TASKS),
       text_a_column=",".join(a for a, _ in WORDNET_TASKS.values()),
       text_b_column=",".join(b for _, b in WORDNET_TASKS.values()),
@@ -138,20 +148,30 @@ def commands(F, method: str, seed: int) -> List[tuple]:
                                   settings, base_dir))]
 
 
-def run_once(output_dir: str, cmd: Sequence[str], popen: Optional[Callable] = None) -> dict:
+def run_once(output_dir: str, cmd: Sequence[str], popen: Optional[Callable] = None,
+             eval_cmd: Optional[Sequence[str]] = None,
+             predictions: Sequence[str] = ()) -> dict:
   """Runs `cmd` (started by `popen`, default a subprocess) unless output_dir holds its
-  record; returns the record."""
+  record; returns the record. A finished run that lacks one of its `predictions`
+  (it ran before the comparison wrote them) runs `eval_cmd`: its last checkpoint
+  evaluated again, its record (and training time) kept."""
   done = posixpath.join(output_dir, DONE_FILE)
   if tf.io.gfile.exists(done):
+    if eval_cmd and not all(tf.io.gfile.exists(p) for p in predictions):
+      _check_ok(runs.run(eval_cmd, output_dir, popen), eval_cmd)
     return tables.read_json(done)
-  measured = runs.run(cmd, output_dir, popen)
-  if measured["status"] != "ok":
-    raise errors.UserError(f"{' '.join(cmd)} failed: {measured.get('error')}")
+  measured = _check_ok(runs.run(cmd, output_dir, popen), cmd)
   log = runs.read_log(posixpath.join(output_dir, runs.LOG_FILE))
   record = dict(measured, per_task=_PER_TASK.findall(log)[-1:],
                 all_tasks=_ALL_TASKS.findall(log)[-1:], base=_BASE.findall(log)[-1:])
   tables.write_json(done, record)
   return record
+
+
+def _check_ok(measured: dict, cmd: Sequence[str]) -> dict:
+  if measured["status"] != "ok":
+    raise errors.UserError(f"{' '.join(cmd)} failed: {measured.get('error')}")
+  return measured
 
 
 def _eval_results(output_dir: str) -> Dict[str, float]:
@@ -212,9 +232,13 @@ def _compare(F, popen: Optional[Callable]) -> None:
   for seed in map(int, F.seeds):
     for method in F.methods:
       done = []
-      for output_dir, cmd in commands(F, method, seed):
+      for (output_dir, cmd), (_, eval_cmd), (_, tasks) in zip(
+          commands(F, method, seed), commands(F, method, seed, train=False),
+          run_dirs(F.output_dir, method, seed)):
         logging.info("%s seed %d: %s", method, seed, output_dir)
-        done.append((output_dir, run_once(output_dir, cmd, popen)))
+        done.append((output_dir, run_once(
+            output_dir, cmd, popen, eval_cmd,
+            [eval_predictions_path(F.output_dir, method, seed, t) for t in tasks])))
       if method == "houlsby":
         # As the bank counts: the base once, each task's adapters, LayerNorms and head.
         trained = [int(r["params"]["trainable"]) for _, r in done]

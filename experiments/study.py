@@ -28,7 +28,9 @@ methods part has finished there.
 The page's claims (experiments/claims.py) compare a method with full fine-tuning: the mean
 over tasks of the difference of their dev accuracies, at each method's
 selected setting, with a 95% interval from a paired bootstrap over dev
-examples and over seeds (the runs write eval_predictions.tsv for it).
+examples and over seeds (the runs write eval_predictions.tsv for it). The
+multitask part's (HyperFormer++'s) compare it with per-task adapters the same
+way, over the four tasks.
 
 Where the study disagrees with the paper the page says so ("Disagreements with
 the paper"): Table 1's runs that collapsed to chance (experiments/collapse.py),
@@ -39,8 +41,8 @@ OUTPUT_DIR may be moved: the results tables name each run relative to its
 sweep directory, and the task data relative to where the command runs.
 
 The design (parts, grids) is experiments/study_grids.py; the page
-experiments/study_page.py and study_disagreements.py, reading the directory
-through study_results.py; this module is the command.
+experiments/study_page.py, study_multitask.py and study_disagreements.py,
+reading the directory through study_results.py; this module is the command.
 """
 
 import datetime

@@ -135,7 +135,7 @@ def _stability_lines(output_dir: str, samples: int,
                         methods[0] if part == "methods" else stability[0], [r["point"]])
           for part, r, _, _ in members])
       estimate, low, high = claims.bootstrap_difference(
-          [{"method": correct, claims.FULL: full}], samples)
+          [{"method": correct, "reference": full}], samples)
       difference = [f"{100 * estimate:+.2f}", f"[{100 * low:+.2f}, {100 * high:+.2f}]"]
     lines.append(
         f"| {size} | {rate:g} | {warmup:g} | {scale:g} | "

@@ -9,26 +9,21 @@ import tensorflow as tf
 
 import errors
 from experiments import claims
-from experiments import collapse
 from experiments import cost
-from experiments import multitask_comparison
 from experiments import plots
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_disagreements import disagreements_section
-from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_METHODS,
-                                     MULTITASK_RUNS, PARTS, SEEDS, TASKS,
-                                     TRADEOFF_TASKS)
+from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, PARTS, SEEDS,
+                                     TASKS, TRADEOFF_TASKS)
+from experiments.study_multitask import multitask_section
 from experiments.study_results import (SITTINGS_FILE, full_by_epochs, multitask_cost,
                                        read_results, runs_correct, sweep_dir, table_selection,
                                        whole_study)
-from storage import file_io
-from storage import input_files
 from runtime import machine
+from storage import file_io
 
 
-# The multi-task comparison's tasks, in its table's order.
-_MULTITASK_TASKS = tuple(multitask_comparison.WORDNET_TASKS)
 # Table 1's methods (study_grids.TABLE_METHODS), as experiments.select names them.
 TABLE_ROWS = ("adapters_8", "adapters_64", "full", "top_layers_3", "layer_norm", "head")
 
@@ -98,7 +93,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += _epochs_section(output_dir, bootstrap_samples, predictions, selections)
   for part, kind in (("data_size", "data_size"), ("init_scale", "init_scale")):
     lines += _figure_section(output_dir, part, kind, figures)
-  lines += _multitask_section(output_dir, figures, multitask)
+  lines += multitask_section(output_dir, figures, multitask, bootstrap_samples, data_root)
   lines += disagreements_section(output_dir, bootstrap_samples, predictions)
   text = "\n".join(lines) + "\n"
   file_io.atomic_write(page, text)
@@ -143,16 +138,14 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   for claim in claims.CLAIMS:
     task_pairs = []
     for task, rows in selected.items():
-      if claim.method not in rows or claims.FULL not in rows:
+      if claim.method not in rows or claim.reference not in rows:
         continue
       task_pairs.append({key: runs_correct(predictions, output_dir, rows[name]["part"], task,
                                             results[task][rows[name]["part"]],
                                             rows[name]["points"])
                          for key, name in (("method", claim.method),
-                                           (claims.FULL, claims.FULL))})
-    what = (f"{claim.method} within {100 * claim.margin:g} point of full" if
-            claim.kind == "within" else
-            f"{claim.method} more than {100 * claim.margin:g} point below full")
+                                           ("reference", claim.reference))})
+    what = claim.describe()
     if not task_pairs:
       lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
       continue
@@ -223,7 +216,7 @@ def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictio
     def difference(longer, shorter):
       pair = {"method": runs_correct(predictions, output_dir, longer[0], task, longer[1],
                                      longer[2]["points"]),
-              claims.FULL: runs_correct(predictions, output_dir, shorter[0], task,
+              "reference": runs_correct(predictions, output_dir, shorter[0], task,
                                         shorter[1], shorter[2]["points"])}
       return claims.bootstrap_difference([pair], samples)
 
@@ -279,117 +272,6 @@ def _long_done(rows: Optional[Mapping[str, dict]]) -> bool:
   """Whether Table 1 has selected every method's epochs on a task (its rows)."""
   tried, total = _epochs_tried(rows or {})
   return total > 0 and tried == total
-
-
-def _multitask_section(output_dir: str, figures: str,
-                       multitask: Mapping[str, cost.Runs]) -> List[str]:
-  """Each setting's comparison table (experiments.multitask_comparison's own), its
-  wall time (`multitask`: each setting's runs), its CSV (every seed's value)
-  copied beside the page."""
-  lines = []
-  for run in MULTITASK_RUNS:
-    directory = os.path.join(output_dir, "multitask", run.name)
-    path = os.path.join(directory, "comparison.md")
-    if tf.io.gfile.exists(path):
-      if not lines:
-        lines = [f"## Multi-task: {PARTS['multitask'][1]}", ""]
-      table = os.path.join(figures, f"multitask_{run.name}.csv")
-      file_io.make_parent_dirs(table)
-      tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
-      link = os.path.relpath(table, os.path.dirname(figures))
-      records = multitask[run.name].records
-      seconds = sum(r.get("wall_seconds") or 0 for r in records)
-      lines += [f"{run.describe()} ({', '.join(run.methods)}; {len(records)} runs, "
-                f"{seconds / 3600:.2f} h of wall time; every seed's value: "
-                f"[{os.path.basename(table)}]({link})):",
-                "", input_files.read_text(path).strip(), ""]
-  return (lines + _multitask_epochs(output_dir) + _hyperformer_spread(output_dir)
-          + _hyperformer_curves(output_dir, figures))
-
-
-def _comparison_rows(output_dir: str, run) -> Optional[List[dict]]:
-  """The rows of a MULTITASK_RUNS entry's comparison.json; None before it has run."""
-  path = os.path.join(output_dir, "multitask", run.name, "comparison.json")
-  return tables.read_json(path)["rows"] if tf.io.gfile.exists(path) else None
-
-
-def _multitask_epochs(output_dir: str) -> List[str]:
-  """Every method's average over the four tasks at EPOCHS and at LONG_EPOCHS, side
-  by side: whether the multi-task comparison is still moving between the two."""
-  both = [r for r in MULTITASK_RUNS if r.methods == MULTITASK_METHODS]
-  averages = []
-  for run in sorted(both, key=lambda r: r.epochs):
-    rows = _comparison_rows(output_dir, run) or []
-    averages.append({r["method"]: r for r in rows if r["task"] == "average"})
-  methods = [m for m in MULTITASK_METHODS if all(m in a for a in averages)]
-  if len(averages) != 2 or not methods:
-    return []
-  cell = lambda r: f"{r['mean']:.3f} ± {r['std'] or 0:.3f} ({len(r['seeds'])})"
-  short, long_ = averages
-  return [f"Each method's mean dev accuracy over the four tasks at {EPOCHS} and at "
-          f"{LONG_EPOCHS} epochs (± std between seeds, the seeds in brackets), and the "
-          "change:", "",
-          f"| method | {EPOCHS} epochs | {LONG_EPOCHS} epochs | change |", "|---|---|---|---|"] + [
-      f"| {m} | {cell(short[m])} | {cell(long_[m])} | {long_[m]['mean'] - short[m]['mean']:+.3f} |"
-      for m in methods] + [""]
-
-
-def _hyperformer_spread(output_dir: str) -> List[str]:
-  """HyperFormer++ (encoder frozen) in each MULTITASK_RUNS setting: its mean and
-  spread between seeds side by side, one factor changed at a time."""
-  rows = []
-  for run in MULTITASK_RUNS:
-    comparison = _comparison_rows(output_dir, run) if "hyperformer" in run.methods else None
-    if comparison is None:
-      continue
-    cells = {r["task"]: r for r in comparison if r["method"] == "hyperformer"}
-    average = cells.get("average")
-    if average is None:
-      continue
-    std = lambda r: "" if r.get("std") is None else f"{r['std']:.3f}"
-    rows.append(f"| {run.describe()} | {len(average['seeds'])} | {average['mean']:.3f} | "
-                f"{std(average)} | "
-                + " | ".join(std(cells[t]) if t in cells else "" for t in _MULTITASK_TASKS)
-                + " | " + ", ".join(f"{v:.3f}" for v in average["values"]) + " |")
-  if not rows:
-    return []
-  return ["HyperFormer++ with the encoder frozen, one factor changed at a time: the mean "
-          "dev accuracy over the four tasks, its std between seeds, each task's std, and "
-          "each seed's mean.", "",
-          "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
-          + " | each seed |", "|---" * (5 + len(_MULTITASK_TASKS)) + "|"] + rows + [""]
-
-
-def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:
-  """Each seed's training loss of HyperFormer++ (encoder frozen), a panel per
-  MULTITASK_RUNS setting, as the finished runs logged it, with the points as a
-  CSV (a run still going is left out: its curve would read as a whole run's)."""
-  panels, rows = {}, []
-  for run in MULTITASK_RUNS:
-    if "hyperformer" not in run.methods:
-      continue
-    for seed in SEEDS:
-      [(directory, _)] = multitask_comparison.run_dirs(
-          os.path.join(output_dir, "multitask", run.name), "hyperformer", seed)
-      done = tf.io.gfile.exists(os.path.join(directory, multitask_comparison.DONE_FILE))
-      points = collapse.curve(directory) if done else []
-      if points:
-        panels.setdefault(run.describe(), {})[f"seed {seed}"] = points
-        # Logged as float32: 6 decimals hold all it has.
-        rows += [{"setting": run.name, "seed": seed, "step": x, "loss": round(y, 6)}
-                 for x, y in points]
-  if not panels:
-    return []
-  png = os.path.join(figures, "multitask_hyperformer_loss.png")
-  csv = os.path.join(figures, "multitask_hyperformer_loss.csv")
-  plots.draw_curves(panels, "training loss (mean of a host call)", png)
-  file_io.atomic_write(csv, tables.csv_text(rows, ["setting", "seed", "step", "loss"]))
-  page_dir = os.path.dirname(figures)
-  return ["HyperFormer++ with the encoder frozen: each seed's training loss as its run "
-          "logged it (the mean over a host call's steps, batches of all four tasks "
-          "mixed), a panel per setting: where the seeds part, and how early.", "",
-          f"![HyperFormer++ training loss]({os.path.relpath(png, page_dir)})", "",
-          f"Points: `{os.path.relpath(csv, page_dir)}`.", ""]
 
 
 def _figure_section(output_dir: str, part: str, kind: str, figures: str) -> List[str]:

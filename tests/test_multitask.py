@@ -329,17 +329,41 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
   recorded = dict(adapter_type=None, adapter_size=None,
                   **{k: None for k in TINY_HYPER})
   run_main(**_flags(base, do_predict=True, do_eval=True, adapter_checkpoint=adapters,
-                    output_dir=again, **recorded))
+                    output_dir=again, eval_predictions=True, **recorded))
   for task in TASK_NAMES:
     for name in ("test_results.tsv", "eval_results.txt"):
       assert open(os.path.join(again, task, name)).read() == \
           open(os.path.join(out, task, name)).read(), (task, name)
+  _check_eval_predictions(again)
+  assert not os.path.exists(os.path.join(out, TASK_NAMES[0], "eval_predictions.tsv"))
   # A flag that contradicts the file is refused, naming both.
   with pytest.raises(errors.UserError) as e:
     run_main(**_flags(base, do_eval=True, adapter_checkpoint=adapters,
                       output_dir=str(tmp_path / "refused"), **dict(recorded, adapter_size=16)))
   assert str(e.value) == (f"--adapter_size=16: the adapters at {adapters} were trained with "
                           "adapter_size 8; leave --adapter_size out to take it from them")
+
+
+def _check_eval_predictions(out):
+  """Each task's eval_predictions.tsv, one row per dev example in the dev set's
+  order, gives the task's eval_results.txt: accuracy of the argmax against the dev
+  labels, Pearson's r of the scores (STS-B)."""
+  tasks = run_multitask.multitask_tasks.tasks_from_flags(
+      TASKS["task_name"].split(","), TASKS["data_dir"].split(","), ["sentence"], None,
+      ["label"])
+  for task in tasks:
+    dev = task.processor.get_dev_examples(task.data_dir)
+    predictions = np.loadtxt(os.path.join(out, task.name, "eval_predictions.tsv"), ndmin=2)
+    assert predictions.shape[0] == len(dev), task.name
+    results = dict(line.split(" = ") for line in open(
+        os.path.join(out, task.name, "eval_results.txt")).read().splitlines())
+    if task.is_regression:
+      r = np.corrcoef(predictions[:, 0], [float(e.label) for e in dev])[0, 1]
+      assert r == pytest.approx(float(results["eval_pearson"]), abs=1e-5), task.name
+    else:
+      labels = task.processor.get_labels()
+      right = predictions.argmax(axis=1) == [labels.index(e.label) for e in dev]
+      assert right.mean() == pytest.approx(float(results["eval_accuracy"]), abs=1e-6), task.name
 
 
 def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tmp_path):

@@ -1,5 +1,6 @@
 """experiments/multitask_comparison.py: its commands, its table (hand-computed) and SIGTERM."""
 
+import json
 import os
 import signal
 import subprocess
@@ -49,6 +50,42 @@ def test_commands_give_every_method_the_same_tasks_and_budget():
     assert "--generator_init_stddev=0.1" in cmd and "--task_embedding_init_stddev=0.5" in cmd
   for method in ("shared", "houlsby"):
     assert not any("stddev" in a for _, cmd in comparison.commands(F, method, 1) for a in cmd)
+  # Every run writes its dev predictions (the study's bootstrap reads them), and
+  # the eval-only command of a run is the same run without training.
+  for method in comparison.METHODS:
+    trains, evals = comparison.commands(F, method, 1), comparison.commands(F, method, 1, False)
+    for (out, cmd), (eval_out, eval_cmd) in zip(trains, evals):
+      assert "--eval_predictions" in cmd and "--do_train" in cmd and "--do_eval" in cmd
+      assert eval_out == out
+      assert eval_cmd == [("--nodo_train" if a == "--do_train" else a) for a in cmd]
+    assert [comparison.eval_predictions_path("/tmp/cmp", method, 1, t)
+            for t in comparison.WORDNET_TASKS] == [
+        f"/tmp/cmp/{method}/seed-1/{t}/eval_predictions.tsv" for t in comparison.WORDNET_TASKS]
+
+
+def test_a_finished_run_without_predictions_is_evaluated_again(tmp_path):
+  """A run finished before the comparison wrote eval_predictions.tsv: its last
+  checkpoint is evaluated once (the eval-only command), its record kept."""
+  out = tmp_path / "houlsby" / "seed-1" / "wordnet_pos"
+  out.mkdir(parents=True)
+  record = {"status": "ok", "wall_seconds": 100.0, "per_task": [], "all_tasks": []}
+  (out / comparison.DONE_FILE).write_text(json.dumps(record))
+  predictions = out / "eval_predictions.tsv"
+  started = []
+
+  def popen(cmd, **kwargs):  # The eval-only run: its results and predictions.
+    started.append(cmd)
+    script = (f"import pathlib; pathlib.Path({str(out / 'eval_results.txt')!r})"
+              ".write_text('eval_accuracy = 0.5\\n'); "
+              f"pathlib.Path({str(predictions)!r}).write_text('0.5\\t0.5\\n')")
+    return subprocess.Popen([sys.executable, "-c", script], **kwargs)
+
+  train_cmd, eval_cmd = ["train", "--do_train"], ["eval", "--nodo_train"]
+  for _ in range(2):
+    assert comparison.run_once(str(out), train_cmd, popen, eval_cmd,
+                               [str(predictions)]) == record
+  assert started == [eval_cmd]  # Once: the second time the predictions are there.
+  assert predictions.read_text() == "0.5\t0.5\n"
 
 
 def test_rows_are_means_and_stds_over_seeds():

@@ -18,7 +18,6 @@ from absl import flags
 
 from experiments import claims
 from experiments import grid as grid_lib
-from experiments import multitask_comparison
 from experiments import runs as runs_lib
 from experiments import study
 from experiments import study_grids
@@ -26,8 +25,7 @@ from experiments import study_page
 from experiments import study_results
 from experiments import sweep as sweep_lib
 from runtime import machine
-from study_files import (JoinablePath, grid_points, write_predictions, write_run,
-                         write_text)
+from study_files import JoinablePath, grid_points, write_predictions, write_text
 
 
 def test_the_grids_are_the_papers_design():
@@ -85,7 +83,7 @@ def test_bootstrap_of_equal_runs_is_exactly_zero():
   # The same runs (every seed alike): the paired draws of examples cancel.
   correct = np.stack([np.random.default_rng(1).random(500) < 0.8] * 3)
   estimate, low, high = claims.bootstrap_difference(
-      [{"method": correct, "full": correct}] * 2, samples=300)
+      [{"method": correct, "reference": correct}] * 2, samples=300)
   assert estimate == low == high == 0.0
 
 
@@ -95,7 +93,7 @@ def test_bootstrap_interval_is_the_binomial_one_for_a_sure_method():
   # examples sqrt(0.9 * 0.1 / 1000) (seeds add nothing: they agree).
   n = 1000
   full = np.arange(n) % 10 != 0
-  pair = {"method": np.ones((3, n), bool), "full": np.stack([full] * 3)}
+  pair = {"method": np.ones((3, n), bool), "reference": np.stack([full] * 3)}
   estimate, low, high = claims.bootstrap_difference([pair], samples=4000)
   sigma = math.sqrt(0.9 * 0.1 / n)
   assert estimate == pytest.approx(0.1)
@@ -110,7 +108,7 @@ def test_bootstrap_counts_the_spread_between_seeds():
   # around full fine-tuning's 0.5.
   n = 200
   pair = {"method": np.stack([np.ones(n, bool), np.zeros(n, bool)]),
-          "full": np.stack([np.arange(n) % 2 == 0] * 2)}
+          "reference": np.stack([np.arange(n) % 2 == 0] * 2)}
   estimate, low, high = claims.bootstrap_difference([pair], samples=2000)
   assert estimate == pytest.approx(0.0)
   assert low == pytest.approx(-0.5, abs=0.08) and high == pytest.approx(0.5, abs=0.08)
@@ -349,108 +347,6 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
   assert {p.settings["learning_rate"] for p in epochs.points()} == {second[("full", 0)]}
   with pytest.raises(ValueError, match="selected rates"):
     study_grids.part_grid("methods_long", study_grids.TASKS[task], *args)
-
-
-def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
-  runs = study_grids.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
-  parsed = []
-  for argv in runs:  # Flags multitask_comparison takes, as it parses them.
-    fv = flags.FlagValues()
-    multitask_comparison.define_flags(fv)
-    fv(["multitask_comparison"] + argv)
-    assert fv.seeds == ["1", "2", "3"]
-    parsed.append((fv.learning_rate, tuple(fv.methods), fv.num_train_epochs,
-                   fv.generator_init_stddev, fv.task_embedding_init_stddev, fv.output_dir))
-  hyper, every = ("hyperformer",), ("houlsby", "shared", "hyperformer", "hyperformer_ln")
-  assert parsed == [
-      (3e-4, every, 3.0, 0.01, 1.0, "out/multitask/lr-0.0003"),
-      (1e-4, hyper, 3.0, 0.01, 1.0, "out/multitask/lr-0.0001"),
-      (1e-3, hyper, 3.0, 0.01, 1.0, "out/multitask/lr-0.001"),
-      (3e-4, hyper, 3.0, 0.001, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.001"),
-      (3e-4, hyper, 3.0, 0.1, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
-      (3e-4, hyper, 3.0, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1"),
-      (3e-4, every, 20.0, 0.01, 1.0, "out/multitask/lr-0.0003_epochs-20")]
-  # The page shows each run's table as the comparison wrote it.
-  write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
-         "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
-  write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
-  # Each run's record with its wall time and steps, as multitask_comparison.run_once
-  # leaves it (a Houlsby run per task one level deeper): 0.5 h here, 1.5 h in all.
-  for run, seconds, steps in (("lr-0.001/hyperformer/seed-1", 1000, 1000),
-                              ("lr-0.001/hyperformer/seed-2", 800, 1000),
-                              ("lr-0.0003/houlsby/seed-1/wordnet_pos", 3600, 375)):
-    write_text(str(tmp_path / "out" / "multitask" / run / multitask_comparison.DONE_FILE),
-           json.dumps({"status": "ok", "wall_seconds": seconds,
-                       "metrics": {"global_step": steps}}))
-  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
-  assert ("## Multi-task: HyperFormer++ against per-task and shared adapters\n\n"
-          "Learning rate 0.001, 3 epochs (hyperformer; 2 runs, 0.50 h of wall time; every "
-          "seed's value: [multitask_lr-0.001.csv](study/multitask_lr-0.001.csv)):\n\n"
-          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n") in text
-  # The cost table counts them per setting, the pending runs at the setting's
-  # own seconds per step. lr-0.001: 3 hyperformer runs (one per seed); the
-  # pending one trains 3 epochs of the four tasks' examples (the repository's
-  # data: 4,000 each), int(16,000 / 32 * 3) = 1,500 steps, at 1,800 s / 2,000
-  # steps: 0.375 h.
-  assert "| multitask | lr-0.001 | 3 | 2 | 0.50 | 1 | 0.4 (0.90 s/step) |" in text
-  # lr-0.0003: 4 methods x 3 seeds, Houlsby's a run per task: 3 x 4 + 3 x 3 =
-  # 21. Pending: 11 Houlsby runs of int(4,000 / 32 * 3) = 375 steps, 9 of
-  # 1,500, at 3,600 s / 375 steps: 17,625 x 9.6 s = 47 h.
-  assert "| multitask | lr-0.0003 | 21 | 1 | 1.00 | 20 | 47.0 (9.60 s/step) |" in text
-  assert (tmp_path / "study" / "multitask_lr-0.001.csv").read_text() == "method\n"
-  # Beside the tables, HyperFormer++'s spread per setting, from comparison.json
-  # as multitask_comparison.rows_of writes it (here two seeds of the average
-  # and of one task; the other tasks' rows left out).
-  def comparison(name, values, houlsby=()):
-    records = {}
-    for method, seed_values in (("hyperformer", values), ("houlsby", houlsby)):
-      for seed, v in enumerate(seed_values, start=1):
-        records.update({(method, seed, t): {"accuracy": v}
-                        for t in multitask_comparison.WORDNET_TASKS})
-        records[(method, seed, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
-    rows = multitask_comparison.rows_of(records)
-    write_text(str(tmp_path / "out" / "multitask" / name / "comparison.json"),
-           json.dumps({"rows": rows}))
-
-  comparison("lr-0.0003", [0.3, 0.5], houlsby=[0.6, 0.6])
-  comparison("lr-0.0003_generator_init_stddev-0.1", [0.52, 0.5])
-  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
-  assert "at 3 and at 20 epochs" not in text  # Until the 20-epoch comparison has run.
-  spread = text[text.index("HyperFormer++ with the encoder frozen, one factor"):]
-  # std of (0.3, 0.5) = 0.1414; of (0.52, 0.5) = 0.0141.
-  assert ("| Learning rate 0.0003, 3 epochs | 2 | 0.400 | 0.141 | 0.141 | 0.141 | 0.141 | "
-          "0.141 | 0.300, 0.500 |") in spread
-  assert ("| Learning rate 0.0003, 3 epochs, generator_init_stddev 0.1 | 2 | 0.510 | 0.014 | "
-          "0.014 | 0.014 | 0.014 | 0.014 | 0.520, 0.500 |") in spread
-  assert "houlsby" not in spread and "Learning rate 0.001, 3 epochs |" not in spread
-  # At 20 epochs: each method's average beside its 3-epoch one, the change
-  # hand-computed (hyperformer 0.4 -> 0.7, houlsby 0.6 -> 0.65).
-  comparison("lr-0.0003_epochs-20", [0.7, 0.7], houlsby=[0.6, 0.7])
-  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
-  epochs = text[text.index("over the four tasks at 3 and at 20 epochs"):]
-  assert ("| houlsby | 0.600 ± 0.000 (2) | 0.650 ± 0.071 (2) | +0.050 |\n"
-          "| hyperformer | 0.400 ± 0.141 (2) | 0.700 ± 0.000 (2) | +0.300 |\n") in epochs
-  assert "| Learning rate 0.0003, 20 epochs | 2 | 0.700 | 0.000 |" in epochs
-  # Each seed's training loss, as its run logged it to TensorBoard: a panel per
-  # setting, the points beside the page; of finished runs only (with their
-  # record), so seed 3, still going, is left out.
-  hyper = tmp_path / "out" / "multitask" / "lr-0.0003_generator_init_stddev-0.1" / "hyperformer"
-  for seed, losses in ((1, [(50, 1.2), (100, 0.9)]), (2, [(50, 1.3), (100, 1.25)]),
-                       (3, [(50, 1.4)])):
-    write_run(str(hyper / f"seed-{seed}"), losses)
-    if seed < 3:
-      write_text(str(hyper / f"seed-{seed}" / multitask_comparison.DONE_FILE),
-             json.dumps({"status": "ok", "wall_seconds": 60, "metrics": {"global_step": 100}}))
-  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd")
-  assert ("![HyperFormer++ training loss](study/multitask_hyperformer_loss.png)\n\n"
-          "Points: `study/multitask_hyperformer_loss.csv`.") in text
-  assert (tmp_path / "study" / "multitask_hyperformer_loss.png").read_bytes()[:4] == b"\x89PNG"
-  assert (tmp_path / "study" / "multitask_hyperformer_loss.csv").read_text().splitlines() == [
-      "setting,seed,step,loss",
-      "lr-0.0003_generator_init_stddev-0.1,1,50,1.2",
-      "lr-0.0003_generator_init_stddev-0.1,1,100,0.9",
-      "lr-0.0003_generator_init_stddev-0.1,2,50,1.3",
-      "lr-0.0003_generator_init_stddev-0.1,2,100,1.25"]
 
 
 def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_path):

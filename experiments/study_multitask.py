@@ -1,0 +1,189 @@
+"""The results page's multi-task part: HyperFormer++ against per-task and shared
+adapters (experiments.multitask_comparison's runs, per MULTITASK_RUNS setting),
+its claims decided by the bootstrap, and why its seeds differ."""
+
+import os
+from typing import Dict, List, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from experiments import claims
+from experiments import collapse
+from experiments import cost
+from experiments import multitask_comparison
+from experiments import plots
+from experiments import tables
+from experiments.study_grids import (EPOCHS, LONG_EPOCHS, MULTITASK_METHODS, MULTITASK_RUNS,
+                                     PARTS, SEEDS)
+from storage import file_io
+from storage import input_files
+
+# The multi-task comparison's tasks, in its table's order.
+_MULTITASK_TASKS = tuple(multitask_comparison.WORDNET_TASKS)
+
+
+def multitask_section(output_dir: str, figures: str, multitask: Mapping[str, cost.Runs],
+                      samples: int, data_root: str) -> List[str]:
+  """Each setting's comparison table (experiments.multitask_comparison's own), its
+  wall time (`multitask`: each setting's runs), its CSV (every seed's value)
+  copied beside the page; HyperFormer++'s claims against per-task adapters
+  (`samples` bootstrap samples over the dev sets under `data_root`), its spread
+  between seeds and its loss curves."""
+  lines = []
+  for run in MULTITASK_RUNS:
+    directory = os.path.join(output_dir, "multitask", run.name)
+    path = os.path.join(directory, "comparison.md")
+    if tf.io.gfile.exists(path):
+      if not lines:
+        lines = [f"## Multi-task: {PARTS['multitask'][1]}", ""]
+      table = os.path.join(figures, f"multitask_{run.name}.csv")
+      file_io.make_parent_dirs(table)
+      tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
+      link = os.path.relpath(table, os.path.dirname(figures))
+      records = multitask[run.name].records
+      seconds = sum(r.get("wall_seconds") or 0 for r in records)
+      lines += [f"{run.describe()} ({', '.join(run.methods)}; {len(records)} runs, "
+                f"{seconds / 3600:.2f} h of wall time; every seed's value: "
+                f"[{os.path.basename(table)}]({link})):",
+                "", input_files.read_text(path).strip(), ""]
+  return (lines + _multitask_epochs(output_dir) + _claims(output_dir, samples, data_root)
+          + _hyperformer_spread(output_dir) + _hyperformer_curves(output_dir, figures))
+
+
+def _comparison_rows(output_dir: str, run) -> Optional[List[dict]]:
+  """The rows of a MULTITASK_RUNS entry's comparison.json; None before it has run."""
+  path = os.path.join(output_dir, "multitask", run.name, "comparison.json")
+  return tables.read_json(path)["rows"] if tf.io.gfile.exists(path) else None
+
+
+def _multitask_epochs(output_dir: str) -> List[str]:
+  """Every method's average over the four tasks at EPOCHS and at LONG_EPOCHS, side
+  by side: whether the multi-task comparison is still moving between the two."""
+  both = [r for r in MULTITASK_RUNS if r.methods == MULTITASK_METHODS]
+  averages = []
+  for run in sorted(both, key=lambda r: r.epochs):
+    rows = _comparison_rows(output_dir, run) or []
+    averages.append({r["method"]: r for r in rows if r["task"] == "average"})
+  methods = [m for m in MULTITASK_METHODS if all(m in a for a in averages)]
+  if len(averages) != 2 or not methods:
+    return []
+  cell = lambda r: f"{r['mean']:.3f} ± {r['std'] or 0:.3f} ({len(r['seeds'])})"
+  short, long_ = averages
+  return [f"Each method's mean dev accuracy over the four tasks at {EPOCHS} and at "
+          f"{LONG_EPOCHS} epochs (± std between seeds, the seeds in brackets), and the "
+          "change:", "",
+          f"| method | {EPOCHS} epochs | {LONG_EPOCHS} epochs | change |", "|---|---|---|---|"] + [
+      f"| {m} | {cell(short[m])} | {cell(long_[m])} | {long_[m]['mean'] - short[m]['mean']:+.3f} |"
+      for m in methods] + [""]
+
+
+def _claims(output_dir: str, samples: int, data_root: str) -> List[str]:
+  """claims.MULTITASK_CLAIMS in each setting that ran both methods: the mean over
+  the four tasks of the difference from per-task adapters, its 95% interval from
+  the paired bootstrap over dev examples and seeds (the seeds whose runs wrote
+  eval_predictions.tsv), the verdict."""
+  labels: Dict[str, np.ndarray] = {}
+  rows = []
+  for run in MULTITASK_RUNS:
+    directory = os.path.join(output_dir, "multitask", run.name)
+    for claim in claims.MULTITASK_CLAIMS:
+      if not {claim.method, claim.reference} <= set(run.methods):
+        continue
+      pairs = []
+      for task, (text_a, text_b) in multitask_comparison.WORDNET_TASKS.items():
+        runs = {key: _predictions(directory, method, task)
+                for key, method in (("method", claim.method), ("reference", claim.reference))}
+        if not all(runs.values()):
+          continue
+        if task not in labels:  # Read only where predictions are (and the task's data).
+          labels[task] = claims.dev_labels(os.path.join(data_root, task), dict(
+              text_a_column=text_a, text_b_column=text_b or None, label_column="label"))
+        pairs.append({key: np.stack([claims.correctness(d, labels[task]) for d in dirs])
+                      for key, dirs in runs.items()})
+      if not pairs:
+        continue
+      estimate, low, high = claims.bootstrap_difference(pairs, samples)
+      seeds = min(p[k].shape[0] for p in pairs for k in p)
+      rows.append(f"| {run.describe()} | {claim.describe()} | {claim.paper} | {len(pairs)} | "
+                  f"{seeds} | {100 * estimate:+.2f} | [{100 * low:+.2f}, {100 * high:+.2f}] | "
+                  f"{claims.verdict(claim, low, high)} |")
+  if not rows:
+    return []
+  return ["HyperFormer++'s claim against one adapter set per task (houlsby), all on one "
+          "frozen encoder: the difference of dev accuracy, mean over the tasks, with a 95% "
+          f"interval from a paired bootstrap over dev examples and seeds ({samples} samples).",
+          "", "| setting | claim | paper | tasks | seeds (fewest) | difference | "
+          "95% interval | verdict |", "|---|---|---|---|---|---|---|---|"] + rows + [""]
+
+
+def _predictions(directory: str, method: str, task: str) -> List[str]:
+  """The directories holding `method`'s eval_predictions.tsv on `task` under
+  `directory`, a seed each: the seeds whose runs have finished and written them."""
+  found = []
+  for seed in SEEDS:
+    path = multitask_comparison.eval_predictions_path(directory, method, seed, task)
+    [run_dir] = [d for d, tasks in multitask_comparison.run_dirs(directory, method, seed)
+                 if task in tasks]
+    if (tf.io.gfile.exists(os.path.join(run_dir, multitask_comparison.DONE_FILE))
+        and tf.io.gfile.exists(path)):
+      found.append(os.path.dirname(path))
+  return found
+
+
+def _hyperformer_spread(output_dir: str) -> List[str]:
+  """HyperFormer++ (encoder frozen) in each MULTITASK_RUNS setting: its mean and
+  spread between seeds side by side, one factor changed at a time."""
+  rows = []
+  for run in MULTITASK_RUNS:
+    comparison = _comparison_rows(output_dir, run) if "hyperformer" in run.methods else None
+    if comparison is None:
+      continue
+    cells = {r["task"]: r for r in comparison if r["method"] == "hyperformer"}
+    average = cells.get("average")
+    if average is None:
+      continue
+    std = lambda r: "" if r.get("std") is None else f"{r['std']:.3f}"
+    rows.append(f"| {run.describe()} | {len(average['seeds'])} | {average['mean']:.3f} | "
+                f"{std(average)} | "
+                + " | ".join(std(cells[t]) if t in cells else "" for t in _MULTITASK_TASKS)
+                + " | " + ", ".join(f"{v:.3f}" for v in average["values"]) + " |")
+  if not rows:
+    return []
+  return ["HyperFormer++ with the encoder frozen, one factor changed at a time: the mean "
+          "dev accuracy over the four tasks, its std between seeds, each task's std, and "
+          "each seed's mean.", "",
+          "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
+          + " | each seed |", "|---" * (5 + len(_MULTITASK_TASKS)) + "|"] + rows + [""]
+
+
+def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:
+  """Each seed's training loss of HyperFormer++ (encoder frozen), a panel per
+  MULTITASK_RUNS setting, as the finished runs logged it, with the points as a
+  CSV (a run still going is left out: its curve would read as a whole run's)."""
+  panels, rows = {}, []
+  for run in MULTITASK_RUNS:
+    if "hyperformer" not in run.methods:
+      continue
+    for seed in SEEDS:
+      [(directory, _)] = multitask_comparison.run_dirs(
+          os.path.join(output_dir, "multitask", run.name), "hyperformer", seed)
+      done = tf.io.gfile.exists(os.path.join(directory, multitask_comparison.DONE_FILE))
+      points = collapse.curve(directory) if done else []
+      if points:
+        panels.setdefault(run.describe(), {})[f"seed {seed}"] = points
+        # Logged as float32: 6 decimals hold all it has.
+        rows += [{"setting": run.name, "seed": seed, "step": x, "loss": round(y, 6)}
+                 for x, y in points]
+  if not panels:
+    return []
+  png = os.path.join(figures, "multitask_hyperformer_loss.png")
+  csv = os.path.join(figures, "multitask_hyperformer_loss.csv")
+  plots.draw_curves(panels, "training loss (mean of a host call)", png)
+  file_io.atomic_write(csv, tables.csv_text(rows, ["setting", "seed", "step", "loss"]))
+  page_dir = os.path.dirname(figures)
+  return ["HyperFormer++ with the encoder frozen: each seed's training loss as its run "
+          "logged it (the mean over a host call's steps, batches of all four tasks "
+          "mixed), a panel per setting: where the seeds part, and how early.", "",
+          f"![HyperFormer++ training loss]({os.path.relpath(png, page_dir)})", "",
+          f"Points: `{os.path.relpath(csv, page_dir)}`.", ""]
