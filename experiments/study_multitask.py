@@ -35,8 +35,6 @@ def multitask_section(output_dir: str, figures: str, multitask: Mapping[str, cos
     directory = os.path.join(output_dir, "multitask", run.name)
     path = os.path.join(directory, "comparison.md")
     if tf.io.gfile.exists(path):
-      if not lines:
-        lines = [f"## Multi-task: {PARTS['multitask'][1]}", ""]
       table = os.path.join(figures, f"multitask_{run.name}.csv")
       file_io.make_parent_dirs(table)
       tf.io.gfile.copy(os.path.join(directory, "comparison.csv"), table, overwrite=True)
@@ -47,8 +45,11 @@ def multitask_section(output_dir: str, figures: str, multitask: Mapping[str, cos
                 f"{seconds / 3600:.2f} h of wall time; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
-  return (lines + _multitask_epochs(output_dir) + _claims(output_dir, samples, data_root)
-          + _hyperformer_spread(output_dir) + _hyperformer_curves(output_dir, figures))
+  lines += (_multitask_epochs(output_dir) + _claims(output_dir, samples, data_root)
+            + _hyperformer_spread(output_dir) + _hyperformer_curves(output_dir, figures))
+  # The heading over whatever has finished: a setting's runs can be done (claims,
+  # curves) before its comparison table is written.
+  return [f"## Multi-task: {PARTS['multitask'][1]}", ""] + lines if lines else []
 
 
 def _comparison_rows(output_dir: str, run) -> Optional[List[dict]]:

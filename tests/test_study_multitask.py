@@ -148,6 +148,8 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
                            bootstrap_samples=500, data_root=str(tmp_path / "data"))
   [row] = [l for l in text.splitlines() if l.startswith("| Learning rate 0.0003, 3 epochs | "
                                                          "hyperformer within 1 point of houlsby")]
+  # Under the part's heading, though no comparison table has been written yet.
+  assert text.index("## Multi-task: ") < text.index(row)
   cells = [c.strip() for c in row.strip("|").split("|")]
   # 4 tasks; HyperFormer++ with 1 seed of predictions, houlsby with 2.
   assert cells[3:6] == ["4", "1", "-10.00"], row
