@@ -141,10 +141,7 @@ def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_si
                                        run.global_step)
   _write_fusion_attentions(run, "eval", outputs, bank_task or task_name)
   if write_predictions:
-    classifier_metrics.write_test_results(
-        os.path.join(output_dir, "eval_predictions.tsv"),
-        classifier_task.probabilities(outputs["logits"], processor.is_regression),
-        outputs["is_real_example"])
+    classifier_task.write_eval_predictions(output_dir, outputs, processor.is_regression)
 
 
 def predict(run: setup.Run, processor, examples, tokenizer, batch_size,

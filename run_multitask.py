@@ -278,10 +278,7 @@ def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size,
     classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
                                          run.global_step)
     if write_predictions:
-      classifier_metrics.write_test_results(
-          os.path.join(task_dir, "eval_predictions.tsv"),
-          classifier_task.probabilities(outputs["logits"], task.is_regression),
-          outputs["is_real_example"])
+      classifier_task.write_eval_predictions(task_dir, outputs, task.is_regression)
     summary.update((f"{task.name}/{k}", v) for k, v in results.items()
                    if k != "global_step")
   summary["global_step"] = run.global_step

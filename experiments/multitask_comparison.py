@@ -16,7 +16,10 @@ and the four WordNet tasks (data/wordnet):
 Every run sees the same examples: --num_train_epochs of each task's training
 set (the multi-task runs sample them at --sampling_temperature). Each run is a
 subprocess in its own directory (OUTPUT_DIR/METHOD/seed-N[/TASK]) with its log
-in run.log; a rerun skips finished runs and resumes interrupted ones. Writes
+in run.log; a rerun skips finished runs and resumes interrupted ones (from
+their last checkpoint, every 500 steps). Every run writes each task's
+eval_predictions.tsv for the study's bootstrap (a finished run without them is
+evaluated again from its last checkpoint). Writes
 OUTPUT_DIR/comparison.json and comparison.csv (one row per method and task:
 dev accuracy mean and std over the seeds, the seeds' values) and
 comparison.md (the table docs/multitask.md shows, with trained parameters per task
