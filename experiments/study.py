@@ -5,6 +5,8 @@ r"""The evidence study: the paper's claims at budgets that decide them, with see
   python -m experiments.study --output_dir=output/study --report_only  # the page from what finished
   python -m experiments.study --output_dir=output/study --dry_run      # the points and their count
   python -m experiments.study --output_dir=output/study --retry_failed # failed points again
+  python -m experiments.study --output_dir=output/study --parts=multitask \
+      --multitask_settings=lr-0.0001,lr-0.001    # some of the multitask part's settings
 
 Houlsby et al. (2019) tune each method's learning rate and epochs on dev,
 and compare adapters with full fine-tuning (Table 1: GLUE 80.0 vs 80.4), with
@@ -62,7 +64,7 @@ from experiments import multitask_comparison
 from experiments import runs
 from experiments import sweep as sweep_lib
 from experiments import tables
-from experiments.study_grids import PARTS, SEEDS, TASKS, multitask_runs
+from experiments.study_grids import MULTITASK_RUNS, PARTS, SEEDS, TASKS, multitask_runs
 from experiments.study_page import report
 from experiments.study_results import SITTINGS_FILE, study_grid, sweep_dir
 from runtime import machine
@@ -81,6 +83,9 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_list("tasks", None, "Tasks to run them on (default: each part's own: "
                     "methods on all four, the figures on wordnet_lexname).", **fv)
   flags.DEFINE_list("seeds", [str(s) for s in SEEDS], "Seeds of every point.", **fv)
+  flags.DEFINE_list("multitask_settings", None, "The multitask part's settings to run "
+                    "(default: all, in this order): "
+                    + ", ".join(run.name for run in MULTITASK_RUNS) + ".", **fv)
   flags.DEFINE_string("model_dir", "models/minilm", "The converted MiniLM (demo.sh).", **fv)
   flags.DEFINE_string("data_root", "data/wordnet", "Where the WordNet tasks are.", **fv)
   flags.DEFINE_integer("parallel", 1, "Points run at a time.", **fv)
@@ -100,6 +105,11 @@ def planned(flag_values) -> List[tuple]:
     if part not in PARTS:
       raise errors.UserError(f"--parts: unknown part {part!r}; expected {', '.join(PARTS)}")
     if part == "multitask":
+      names = [run.name for run in MULTITASK_RUNS]
+      unknown = [n for n in flag_values.multitask_settings or () if n not in names]
+      if unknown:
+        raise errors.UserError(f"--multitask_settings: unknown setting {unknown[0]!r}; "
+                               f"expected {', '.join(names)}")
       out.append((part, "all"))
       continue
     for name in flag_values.tasks or PARTS[part][0]:
@@ -161,7 +171,7 @@ def _run(F, command: str) -> None:
 
 def _run_multitask(F, command: str, started: str) -> None:
   for argv in multitask_runs(F.output_dir, F.model_dir, F.data_root,
-                             [int(s) for s in F.seeds]):
+                             [int(s) for s in F.seeds], F.multitask_settings):
     if F.dry_run:
       print("multitask: python -m experiments.multitask_comparison " + " ".join(argv))
       continue

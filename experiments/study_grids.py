@@ -167,16 +167,17 @@ MULTITASK_RUNS = (
     MultitaskRun(3e-4, MULTITASK_METHODS, epochs=LONG_EPOCHS))
 
 
-def multitask_runs(output_dir: str, model_dir: str, data_root: str,
-                   seeds: Sequence[int]) -> List[List[str]]:
-  """experiments.multitask_comparison's flags, one list per MULTITASK_RUNS entry."""
+def multitask_runs(output_dir: str, model_dir: str, data_root: str, seeds: Sequence[int],
+                   names: Optional[Sequence[str]] = None) -> List[List[str]]:
+  """experiments.multitask_comparison's flags, one list per MULTITASK_RUNS entry (or
+  per entry named in `names`, in MULTITASK_RUNS' order)."""
   return [[f"--output_dir={os.path.join(output_dir, 'multitask', run.name)}",
            f"--seeds={','.join(map(str, seeds))}", f"--methods={','.join(run.methods)}",
            f"--model_dir={model_dir}", f"--data_root={data_root}",
            f"--num_train_epochs={run.epochs:g}", f"--learning_rate={run.learning_rate:g}",
            f"--generator_init_stddev={run.generator_init_stddev:g}",
            f"--task_embedding_init_stddev={run.task_embedding_init_stddev:g}"]
-          for run in MULTITASK_RUNS]
+          for run in MULTITASK_RUNS if names is None or run.name in names]
 
 
 TRADEOFF_TASKS = ("wordnet_lexname",)

@@ -8,12 +8,13 @@ import json
 from absl import flags
 
 from experiments import multitask_comparison
+from experiments import study
 from experiments import study_grids
 from experiments import study_page
 from study_files import JoinablePath, write_predictions, write_run, write_text
 
 
-def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
+def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, capsys):
   runs = study_grids.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
   parsed = []
   for argv in runs:  # Flags multitask_comparison takes, as it parses them.
@@ -32,6 +33,22 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path):
       (3e-4, hyper, 3.0, 0.1, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
       (3e-4, hyper, 3.0, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1"),
       (3e-4, every, 20.0, 0.01, 1.0, "out/multitask/lr-0.0003_epochs-20")]
+  # --multitask_settings picks some, in MULTITASK_RUNS' order; a wrong name is one line.
+  def dry_run(*extra):
+    fv = flags.FlagValues()
+    study.define_flags(fv)
+    fv(["study", f"--output_dir={tmp_path / 'dry'}", "--parts=multitask", "--dry_run",
+        f"--model_dir={tmp_path}", f"--data_root={tmp_path}", *extra])
+    return study.main([], fv)
+
+  assert dry_run("--multitask_settings=lr-0.0003_epochs-20,lr-0.001") == 0
+  printed = [l for l in capsys.readouterr().out.splitlines() if l.startswith("multitask: ")]
+  assert [l.split("--output_dir=")[1].split()[0] for l in printed] == [
+      f"{tmp_path / 'dry'}/multitask/lr-0.001", f"{tmp_path / 'dry'}/multitask/lr-0.0003_epochs-20"]
+  assert dry_run("--multitask_settings=lr-0.002") == 2
+  assert capsys.readouterr().err == (
+      "ERROR: --multitask_settings: unknown setting 'lr-0.002'; expected "
+      + ", ".join(run.name for run in study_grids.MULTITASK_RUNS) + "\n")
   # The page shows each run's table as the comparison wrote it.
   write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
