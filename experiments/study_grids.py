@@ -129,23 +129,28 @@ PARTS = {
 # HyperFormer++ (encoder frozen) varies so much between seeds, it again at
 # EPOCHS with one factor changed: the learning rate a third and three times,
 # the generators' initial scale (the authors' 0.01) ten times smaller and
-# larger, the task embeddings' (the authors' 1) ten times smaller.
+# larger, the task embeddings' (the authors' 1) ten times smaller; and, to test
+# whether its gap to per-task adapters is capacity, its generated adapters as
+# wide as theirs (64, from 16).
 MULTITASK_METHODS = ("houlsby", "shared", "hyperformer", "hyperformer_ln")
 
 
 @dataclasses.dataclass(frozen=True)
 class MultitaskRun:
-  """One experiments.multitask_comparison run: its rate, methods, epochs, initial scales."""
+  """One experiments.multitask_comparison run: its rate, methods, epochs, initial
+  scales and the generated adapters' size."""
   learning_rate: float
   methods: tuple
   epochs: float = EPOCHS
   generator_init_stddev: float = 1e-2
   task_embedding_init_stddev: float = 1.0
+  hyperformer_adapter_size: int = 16
 
   def _changed(self) -> List[tuple]:
     """The settings besides the rate that differ from the defaults."""
     return [(f, getattr(self, f)) for f in ("epochs", "generator_init_stddev",
-                                            "task_embedding_init_stddev")
+                                            "task_embedding_init_stddev",
+                                            "hyperformer_adapter_size")
             if getattr(self, f) != getattr(MultitaskRun, f)]
 
   @property
@@ -164,6 +169,7 @@ MULTITASK_RUNS = (
     MultitaskRun(3e-4, ("hyperformer",), generator_init_stddev=1e-3),
     MultitaskRun(3e-4, ("hyperformer",), generator_init_stddev=1e-1),
     MultitaskRun(3e-4, ("hyperformer",), task_embedding_init_stddev=0.1),
+    MultitaskRun(3e-4, ("hyperformer",), hyperformer_adapter_size=64),
     MultitaskRun(3e-4, MULTITASK_METHODS, epochs=LONG_EPOCHS))
 
 
@@ -176,7 +182,8 @@ def multitask_runs(output_dir: str, model_dir: str, data_root: str, seeds: Seque
            f"--model_dir={model_dir}", f"--data_root={data_root}",
            f"--num_train_epochs={run.epochs:g}", f"--learning_rate={run.learning_rate:g}",
            f"--generator_init_stddev={run.generator_init_stddev:g}",
-           f"--task_embedding_init_stddev={run.task_embedding_init_stddev:g}"]
+           f"--task_embedding_init_stddev={run.task_embedding_init_stddev:g}",
+           f"--hyperformer_adapter_size={run.hyperformer_adapter_size}"]
           for run in MULTITASK_RUNS if names is None or run.name in names]
 
 

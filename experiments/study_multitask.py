@@ -45,8 +45,10 @@ def multitask_section(output_dir: str, figures: str, multitask: Mapping[str, cos
                 f"{seconds / 3600:.2f} h of wall time; every seed's value: "
                 f"[{os.path.basename(table)}]({link})):",
                 "", input_files.read_text(path).strip(), ""]
-  lines += (_multitask_epochs(output_dir) + _claims(output_dir, samples, data_root)
-            + _hyperformer_spread(output_dir) + _hyperformer_curves(output_dir, figures))
+  differences = _Differences(data_root, samples)
+  lines += (_multitask_epochs(output_dir) + _claims(output_dir, differences)
+            + _hyperformer_spread(output_dir, differences)
+            + _hyperformer_curves(output_dir, figures))
   # The heading over whatever has finished: a setting's runs can be done (claims,
   # curves) before its comparison table is written.
   return [f"## Multi-task: {PARTS['multitask'][1]}", ""] + lines if lines else []
@@ -79,41 +81,63 @@ def _multitask_epochs(output_dir: str) -> List[str]:
       for m in methods] + [""]
 
 
-def _claims(output_dir: str, samples: int, data_root: str) -> List[str]:
+class _Differences:
+  """Differences of dev accuracy between two methods' multi-task runs, mean over
+  the four tasks, with the paired bootstrap's 95% interval (claims.bootstrap_difference),
+  each task's dev labels read once from `data_root`."""
+
+  def __init__(self, data_root: str, samples: int):
+    self.data_root, self.samples = data_root, samples
+    self._labels: Dict[str, np.ndarray] = {}
+
+  def __call__(self, method: tuple, reference: tuple) -> Optional[tuple]:
+    """(estimate, low, high, tasks, fewest seeds) of `method` against `reference`,
+    each (setting directory, method name), over the tasks where both have
+    predictions; None where no task has."""
+    pairs = []
+    for task, (text_a, text_b) in multitask_comparison.WORDNET_TASKS.items():
+      runs = {"method": _predictions(*method, task), "reference": _predictions(*reference, task)}
+      if not all(runs.values()):
+        continue
+      if task not in self._labels:  # Read only where predictions are (and the task's data).
+        self._labels[task] = claims.dev_labels(os.path.join(self.data_root, task), dict(
+            text_a_column=text_a, text_b_column=text_b or None, label_column="label"))
+      pairs.append({key: np.stack([claims.correctness(d, self._labels[task]) for d in dirs])
+                    for key, dirs in runs.items()})
+    if not pairs:
+      return None
+    estimate, low, high = claims.bootstrap_difference(pairs, self.samples)
+    return estimate, low, high, len(pairs), min(p[k].shape[0] for p in pairs for k in p)
+
+
+def _interval(difference: tuple) -> str:
+  return f"{100 * difference[0]:+.2f} [{100 * difference[1]:+.2f}, {100 * difference[2]:+.2f}]"
+
+
+def _claims(output_dir: str, differences: _Differences) -> List[str]:
   """claims.MULTITASK_CLAIMS in each setting that ran both methods: the mean over
   the four tasks of the difference from per-task adapters, its 95% interval from
   the paired bootstrap over dev examples and seeds (the seeds whose runs wrote
   eval_predictions.tsv), the verdict."""
-  labels: Dict[str, np.ndarray] = {}
   rows = []
   for run in MULTITASK_RUNS:
     directory = os.path.join(output_dir, "multitask", run.name)
     for claim in claims.MULTITASK_CLAIMS:
       if not {claim.method, claim.reference} <= set(run.methods):
         continue
-      pairs = []
-      for task, (text_a, text_b) in multitask_comparison.WORDNET_TASKS.items():
-        runs = {key: _predictions(directory, method, task)
-                for key, method in (("method", claim.method), ("reference", claim.reference))}
-        if not all(runs.values()):
-          continue
-        if task not in labels:  # Read only where predictions are (and the task's data).
-          labels[task] = claims.dev_labels(os.path.join(data_root, task), dict(
-              text_a_column=text_a, text_b_column=text_b or None, label_column="label"))
-        pairs.append({key: np.stack([claims.correctness(d, labels[task]) for d in dirs])
-                      for key, dirs in runs.items()})
-      if not pairs:
+      found = differences((directory, claim.method), (directory, claim.reference))
+      if found is None:
         continue
-      estimate, low, high = claims.bootstrap_difference(pairs, samples)
-      seeds = min(p[k].shape[0] for p in pairs for k in p)
-      rows.append(f"| {run.describe()} | {claim.describe()} | {claim.paper} | {len(pairs)} | "
+      estimate, low, high, tasks, seeds = found
+      rows.append(f"| {run.describe()} | {claim.describe()} | {claim.paper} | {tasks} | "
                   f"{seeds} | {100 * estimate:+.2f} | [{100 * low:+.2f}, {100 * high:+.2f}] | "
                   f"{claims.verdict(claim, low, high)} |")
   if not rows:
     return []
   return ["HyperFormer++'s claim against one adapter set per task (houlsby), all on one "
           "frozen encoder: the difference of dev accuracy, mean over the tasks, with a 95% "
-          f"interval from a paired bootstrap over dev examples and seeds ({samples} samples).",
+          f"interval from a paired bootstrap over dev examples and seeds "
+          f"({differences.samples} samples).",
           "", "| setting | claim | paper | tasks | seeds (fewest) | difference | "
           "95% interval | verdict |", "|---|---|---|---|---|---|---|---|"] + rows + [""]
 
@@ -132,9 +156,12 @@ def _predictions(directory: str, method: str, task: str) -> List[str]:
   return found
 
 
-def _hyperformer_spread(output_dir: str) -> List[str]:
+def _hyperformer_spread(output_dir: str, differences: _Differences) -> List[str]:
   """HyperFormer++ (encoder frozen) in each MULTITASK_RUNS setting: its mean and
-  spread between seeds side by side, one factor changed at a time."""
+  spread between seeds side by side, one factor changed at a time, and its
+  difference from per-task adapters at the same epochs (the setting that ran them)."""
+  with_houlsby = {r.epochs: os.path.join(output_dir, "multitask", r.name)
+                  for r in MULTITASK_RUNS if claims.HOULSBY in r.methods}
   rows = []
   for run in MULTITASK_RUNS:
     comparison = _comparison_rows(output_dir, run) if "hyperformer" in run.methods else None
@@ -145,17 +172,23 @@ def _hyperformer_spread(output_dir: str) -> List[str]:
     if average is None:
       continue
     std = lambda r: "" if r.get("std") is None else f"{r['std']:.3f}"
+    found = differences((os.path.join(output_dir, "multitask", run.name), "hyperformer"),
+                        (with_houlsby[run.epochs], claims.HOULSBY)) if (
+                            run.epochs in with_houlsby) else None
     rows.append(f"| {run.describe()} | {len(average['seeds'])} | {average['mean']:.3f} | "
                 f"{std(average)} | "
                 + " | ".join(std(cells[t]) if t in cells else "" for t in _MULTITASK_TASKS)
-                + " | " + ", ".join(f"{v:.3f}" for v in average["values"]) + " |")
+                + " | " + ", ".join(f"{v:.3f}" for v in average["values"]) + " | "
+                + (_interval(found) if found else "") + " |")
   if not rows:
     return []
   return ["HyperFormer++ with the encoder frozen, one factor changed at a time: the mean "
-          "dev accuracy over the four tasks, its std between seeds, each task's std, and "
-          "each seed's mean.", "",
+          "dev accuracy over the four tasks, its std between seeds, each task's std, each "
+          "seed's mean, and the difference from per-task adapters (houlsby) at the same "
+          "epochs, in points, with its 95% bootstrap interval.", "",
           "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
-          + " | each seed |", "|---" * (5 + len(_MULTITASK_TASKS)) + "|"] + rows + [""]
+          + " | each seed | vs houlsby |", "|---" * (6 + len(_MULTITASK_TASKS)) + "|"]\
+      + rows + [""]
 
 
 def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:

@@ -23,16 +23,18 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
     fv(["multitask_comparison"] + argv)
     assert fv.seeds == ["1", "2", "3"]
     parsed.append((fv.learning_rate, tuple(fv.methods), fv.num_train_epochs,
-                   fv.generator_init_stddev, fv.task_embedding_init_stddev, fv.output_dir))
+                   fv.generator_init_stddev, fv.task_embedding_init_stddev,
+                   fv.hyperformer_adapter_size, fv.output_dir))
   hyper, every = ("hyperformer",), ("houlsby", "shared", "hyperformer", "hyperformer_ln")
   assert parsed == [
-      (3e-4, every, 3.0, 0.01, 1.0, "out/multitask/lr-0.0003"),
-      (1e-4, hyper, 3.0, 0.01, 1.0, "out/multitask/lr-0.0001"),
-      (1e-3, hyper, 3.0, 0.01, 1.0, "out/multitask/lr-0.001"),
-      (3e-4, hyper, 3.0, 0.001, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.001"),
-      (3e-4, hyper, 3.0, 0.1, 1.0, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
-      (3e-4, hyper, 3.0, 0.01, 0.1, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1"),
-      (3e-4, every, 20.0, 0.01, 1.0, "out/multitask/lr-0.0003_epochs-20")]
+      (3e-4, every, 3.0, 0.01, 1.0, 16, "out/multitask/lr-0.0003"),
+      (1e-4, hyper, 3.0, 0.01, 1.0, 16, "out/multitask/lr-0.0001"),
+      (1e-3, hyper, 3.0, 0.01, 1.0, 16, "out/multitask/lr-0.001"),
+      (3e-4, hyper, 3.0, 0.001, 1.0, 16, "out/multitask/lr-0.0003_generator_init_stddev-0.001"),
+      (3e-4, hyper, 3.0, 0.1, 1.0, 16, "out/multitask/lr-0.0003_generator_init_stddev-0.1"),
+      (3e-4, hyper, 3.0, 0.01, 0.1, 16, "out/multitask/lr-0.0003_task_embedding_init_stddev-0.1"),
+      (3e-4, hyper, 3.0, 0.01, 1.0, 64, "out/multitask/lr-0.0003_hyperformer_adapter_size-64"),
+      (3e-4, every, 20.0, 0.01, 1.0, 16, "out/multitask/lr-0.0003_epochs-20")]
   # --multitask_settings picks some, in MULTITASK_RUNS' order; a wrong name is one line.
   def dry_run(*extra):
     fv = flags.FlagValues()
@@ -101,7 +103,7 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
           "0.141 | 0.300, 0.500 |") in spread
   assert ("| Learning rate 0.0003, 3 epochs, generator_init_stddev 0.1 | 2 | 0.510 | 0.014 | "
           "0.014 | 0.014 | 0.014 | 0.014 | 0.520, 0.500 |") in spread
-  assert "houlsby" not in spread and "Learning rate 0.001, 3 epochs |" not in spread
+  assert "| houlsby" not in spread and "Learning rate 0.001, 3 epochs |" not in spread
   # At 20 epochs: each method's average beside its 3-epoch one, the change
   # hand-computed (hyperformer 0.4 -> 0.7, houlsby 0.6 -> 0.65).
   comparison("lr-0.0003_epochs-20", [0.7, 0.7], houlsby=[0.6, 0.7])
@@ -149,9 +151,13 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
   """HyperFormer++ right on 80 of each task's 100 dev examples, the per-task
   adapters on 90 (a superset): -10 points, and the interval far below -1."""
   labels = _dev_sets(tmp_path / "data")
-  setting = tmp_path / "out" / "multitask" / "lr-0.0003"
+  multitask = tmp_path / "out" / "multitask"
   done = json.dumps({"status": "ok", "wall_seconds": 60, "metrics": {"global_step": 100}})
-  for method, right, seeds in (("houlsby", 90, (1, 2)), ("hyperformer", 80, (1, 2))):
+  # A factor setting's HyperFormer++ (generated adapters of 64) right on 88.
+  for name, method, right, seeds in (
+      ("lr-0.0003", "houlsby", 90, (1, 2)), ("lr-0.0003", "hyperformer", 80, (1, 2)),
+      ("lr-0.0003_hyperformer_adapter_size-64", "hyperformer", 88, (1,))):
+    setting = multitask / name
     for seed in seeds:
       for task in multitask_comparison.WORDNET_TASKS:
         path = multitask_comparison.eval_predictions_path(str(setting), method, seed, task)
@@ -175,3 +181,21 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
   # over 4 tasks: std sqrt(0.1 * 0.9 / 100) / 2 = 1.5 points.
   assert -15 < low < -10 < high < -6 and cells[7] == "fails", row
   assert "hyperformer_ln within" not in text  # It has no runs.
+  # The spread table: each HyperFormer++ setting against the per-task adapters of
+  # the setting that ran them at the same epochs (here once the comparison's
+  # tables are written): -10 points, and -2 with adapters of 64.
+  for name in ("lr-0.0003", "lr-0.0003_hyperformer_adapter_size-64"):
+    records = {("hyperformer", 1, t): {"accuracy": 0.5} for t in multitask_comparison.WORDNET_TASKS}
+    records[("hyperformer", 1, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
+    write_text(str(multitask / name / "comparison.json"),
+               json.dumps({"rows": multitask_comparison.rows_of(records)}))
+  text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd",
+                           bootstrap_samples=500, data_root=str(tmp_path / "data"))
+  spread = text[text.index("HyperFormer++ with the encoder frozen, one factor"):]
+  for describe, estimate in (("Learning rate 0.0003, 3 epochs |", -10.0),
+                             ("Learning rate 0.0003, 3 epochs, hyperformer_adapter_size 64 |", -2.0)):
+    [row] = [l for l in spread.splitlines() if l.startswith("| " + describe)]
+    cell = row.strip(" |").split(" | ")[-1]
+    assert cell.startswith(f"{estimate:+.2f} ["), row
+    low, high = (float(v) for v in cell.split(" [")[1].strip("]").split(", "))
+    assert low < estimate < high, row
