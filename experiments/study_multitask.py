@@ -188,7 +188,26 @@ def _hyperformer_spread(output_dir: str, differences: _Differences) -> List[str]
           "epochs, in points, with its 95% bootstrap interval.", "",
           "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
           + " | each seed | vs houlsby |", "|---" * (6 + len(_MULTITASK_TASKS)) + "|"]\
-      + rows + [""]
+      + rows + [""] + _spread_beside_the_others(output_dir)
+
+
+def _spread_beside_the_others(output_dir: str) -> List[str]:
+  """HyperFormer++'s std between seeds beside every other method's in the settings
+  that ran them all: whether its spread is its own or the budget's."""
+  parts = []
+  for run in MULTITASK_RUNS:
+    if run.methods != MULTITASK_METHODS:
+      continue
+    averages = {r["method"]: r for r in _comparison_rows(output_dir, run) or []
+                if r["task"] == "average" and r.get("std") is not None}
+    if "hyperformer" in averages:
+      parts.append(f"at {run.epochs:g} epochs " + ", ".join(
+          f"{m} {averages[m]['std']:.3f} ({len(averages[m]['seeds'])} seeds)"
+          for m in MULTITASK_METHODS if m in averages))
+  if not parts:
+    return []
+  return ["The std between seeds of the mean over the four tasks, every method in the same "
+          "setting: " + "; ".join(parts) + ".", ""]
 
 
 def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:

@@ -112,6 +112,11 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
   assert ("| houlsby | 0.600 ± 0.000 (2) | 0.650 ± 0.071 (2) | +0.050 |\n"
           "| hyperformer | 0.400 ± 0.141 (2) | 0.700 ± 0.000 (2) | +0.300 |\n") in epochs
   assert "| Learning rate 0.0003, 20 epochs | 2 | 0.700 | 0.000 |" in epochs
+  # HyperFormer++'s std between seeds beside the others' in the settings that ran
+  # them all (std of (0.6, 0.7) = 0.0707).
+  assert ("every method in the same setting: at 3 epochs houlsby 0.000 (2 seeds), "
+          "hyperformer 0.141 (2 seeds); at 20 epochs houlsby 0.071 (2 seeds), hyperformer "
+          "0.000 (2 seeds).") in epochs
   # Each seed's training loss, as its run logged it to TensorBoard: a panel per
   # setting, the points beside the page; of finished runs only (with their
   # record), so seed 3, still going, is left out.
