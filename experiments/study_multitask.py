@@ -119,7 +119,7 @@ def _claims(output_dir: str, differences: _Differences) -> List[str]:
   the four tasks of the difference from per-task adapters, its 95% interval from
   the paired bootstrap over dev examples and seeds (the seeds whose runs wrote
   eval_predictions.tsv), the verdict."""
-  rows = []
+  rows, failed = [], False
   for run in MULTITASK_RUNS:
     directory = os.path.join(output_dir, "multitask", run.name)
     for claim in claims.MULTITASK_CLAIMS:
@@ -129,6 +129,7 @@ def _claims(output_dir: str, differences: _Differences) -> List[str]:
       if found is None:
         continue
       estimate, low, high, tasks, seeds = found
+      failed |= claims.verdict(claim, low, high) == "fails"
       rows.append(f"| {run.describe()} | {claim.describe()} | {claim.paper} | {tasks} | "
                   f"{seeds} | {100 * estimate:+.2f} | [{100 * low:+.2f}, {100 * high:+.2f}] | "
                   f"{claims.verdict(claim, low, high)} |")
@@ -139,7 +140,11 @@ def _claims(output_dir: str, differences: _Differences) -> List[str]:
           f"interval from a paired bootstrap over dev examples and seeds "
           f"({differences.samples} samples).",
           "", "| setting | claim | paper | tasks | seeds (fewest) | difference | "
-          "95% interval | verdict |", "|---|---|---|---|---|---|---|---|"] + rows + [""]
+          "95% interval | verdict |", "|---|---|---|---|---|---|---|---|"] + rows + [""] + (
+              [f"Where it fails, two causes are tested: the budget ({LONG_EPOCHS} epochs: "
+               "its rows here once that setting has run) and capacity (HyperFormer++ with "
+               "generated adapters as wide as the per-task ones: \"vs houlsby\" in the "
+               "table below).", ""] if failed else [])
 
 
 def _predictions(directory: str, method: str, task: str) -> List[str]:
