@@ -96,6 +96,11 @@ def bootstrap_difference(pairs: Sequence[Mapping[str, np.ndarray]], samples: int
   return estimate, float(low), float(high)
 
 
+def in_points(estimate: float, low: float, high: float) -> str:
+  """A difference and its 95% interval in points of accuracy: "+1.00 [-0.80, +2.87]"."""
+  return f"{100 * estimate:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]"
+
+
 def verdict(claim: Claim, low: float, high: float) -> str:
   """"holds", "fails" or "undecided" for the 95% interval [low, high] of the difference."""
   if claim.kind == "within":

@@ -89,6 +89,8 @@ class _Differences:
   def __init__(self, data_root: str, samples: int):
     self.data_root, self.samples = data_root, samples
     self._labels: Dict[str, np.ndarray] = {}
+    # Each run's correctness, read once: the per-task adapters are every setting's reference.
+    self._correct: Dict[str, np.ndarray] = {}
 
   def __call__(self, method: tuple, reference: tuple) -> Optional[tuple]:
     """(estimate, low, high, tasks, fewest seeds) of `method` against `reference`,
@@ -102,16 +104,15 @@ class _Differences:
       if task not in self._labels:  # Read only where predictions are (and the task's data).
         self._labels[task] = claims.dev_labels(os.path.join(self.data_root, task), dict(
             text_a_column=text_a, text_b_column=text_b or None, label_column="label"))
-      pairs.append({key: np.stack([claims.correctness(d, self._labels[task]) for d in dirs])
+      for d in runs["method"] + runs["reference"]:
+        if d not in self._correct:
+          self._correct[d] = claims.correctness(d, self._labels[task])
+      pairs.append({key: np.stack([self._correct[d] for d in dirs])
                     for key, dirs in runs.items()})
     if not pairs:
       return None
     estimate, low, high = claims.bootstrap_difference(pairs, self.samples)
     return estimate, low, high, len(pairs), min(p[k].shape[0] for p in pairs for k in p)
-
-
-def _interval(difference: tuple) -> str:
-  return f"{100 * difference[0]:+.2f} [{100 * difference[1]:+.2f}, {100 * difference[2]:+.2f}]"
 
 
 def _claims(output_dir: str, differences: _Differences) -> List[str]:
@@ -129,10 +130,11 @@ def _claims(output_dir: str, differences: _Differences) -> List[str]:
       if found is None:
         continue
       estimate, low, high, tasks, seeds = found
-      failed |= claims.verdict(claim, low, high) == "fails"
+      verdict = claims.verdict(claim, low, high)
+      failed |= verdict == "fails"
       rows.append(f"| {run.describe()} | {claim.describe()} | {claim.paper} | {tasks} | "
                   f"{seeds} | {100 * estimate:+.2f} | [{100 * low:+.2f}, {100 * high:+.2f}] | "
-                  f"{claims.verdict(claim, low, high)} |")
+                  f"{verdict} |")
   if not rows:
     return []
   return ["HyperFormer++'s claim against one adapter set per task (houlsby), all on one "
@@ -184,7 +186,7 @@ def _hyperformer_spread(output_dir: str, differences: _Differences) -> List[str]
                 f"{std(average)} | "
                 + " | ".join(std(cells[t]) if t in cells else "" for t in _MULTITASK_TASKS)
                 + " | " + ", ".join(f"{v:.3f}" for v in average["values"]) + " | "
-                + (_interval(found) if found else "") + " |")
+                + (claims.in_points(*found[:3]) if found else "") + " |")
   if not rows:
     return []
   return ["HyperFormer++ with the encoder frozen, one factor changed at a time: the mean "

@@ -224,11 +224,11 @@ def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictio
     best = max((e for e in curve if e != EPOCHS),
                key=lambda e: curve[e][2].get("eval_accuracy_mean") or -1.0)
     after = difference(curve[best], curve[EPOCHS])
-    cells.append(_difference(after) + f" ({best:g} ep)")
+    cells.append(claims.in_points(*after) + f" ({best:g} ep)")
     last = CONVERGENCE_EPOCHS[-1]
     if last in curve and LONG_EPOCHS in curve:
       step = difference(curve[LONG_EPOCHS], curve[last])
-      cells.append(_difference(step))
+      cells.append(claims.in_points(*step))
       reading = (f"still rising at {LONG_EPOCHS}" if step[1] > 0 else
                  f"stopped by {last}" if step[2] < 0.01 else f"undecided at {LONG_EPOCHS}")
       if step[1] > 0:
@@ -255,11 +255,6 @@ def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictio
               f"{CONVERGENCE_EPOCHS[-1]} to {LONG_EPOCHS} epochs: Table 1 compares runs that "
               f"have not converged even at {LONG_EPOCHS} there."]
   return lines + [""] if lines else []
-
-
-def _difference(estimate_low_high) -> str:
-  estimate, low, high = estimate_low_high
-  return f"{100 * estimate:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]"
 
 
 def _epochs_tried(rows: Mapping[str, dict]) -> tuple:
