@@ -1,7 +1,8 @@
 """Worker processes timed in interleaved rounds: the plumbing shared by the benchmarks.
 
-Standard library only, so that both venvs (the project's TensorFlow one and
-the AdapterHub / PyTorch one) can import it.
+Standard library and runtime/machine.py (py-cpuinfo, pinned in both venvs'
+requirements) only, so that both venvs (the project's TensorFlow one and the
+AdapterHub / PyTorch one) can import it.
 
 Each setting (a train mode of one framework) lives in its own worker
 subprocess, so that its peak memory is its own: when a worker exits, the
@@ -24,6 +25,11 @@ import sys
 import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence
+
+# The repository's root, appended (not put first, so that nothing in it shadows
+# an installed package): the CPU line is runtime/machine.py's, the study's too.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from runtime import machine  # noqa: E402  (after the path it needs)
 
 MARKER = "@@BENCH "
 
@@ -234,13 +240,15 @@ def time_steps(step: Callable[[], None], steps: int) -> List[float]:
 
 
 def machine_line() -> str:
+  """The CPU (timings compare only between like CPUs) and how busy it is."""
   load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
-  return (f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
+  return (f"machine: {machine.cpu_line()}; load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} (a busy machine gives noisy timings)")
 
 
 def finish(results: dict, start: float, json_out: Optional[str]) -> None:
   """Prints the closing machine line and writes every figure to `json_out`."""
+  results["cpu"] = machine.cpu_line()
   results["load_average_end"] = os.getloadavg()
   results["wall_s"] = time.perf_counter() - start
   print(f"{machine_line()}; benchmark took {results['wall_s']:.0f} s")

@@ -4,7 +4,7 @@ Timings from two machines compare only when their CPUs do: the benchmark's
 adapter step ran 1.5x faster in bfloat16 than in float32 on a CPU with
 bfloat16 units (`avx512_bf16`) and 1.5x slower on one with AVX2 only (README,
 Speed). So the study records this line with each sitting and puts it on its
-page.
+page, and the benchmarks print it with their figures.
 """
 
 import functools

@@ -1,6 +1,10 @@
 """runtime/machine.py: the CPU line, from the flags py-cpuinfo reports (faked
 here as two CPUs this project ran on: /proc/cpuinfo's names and flags)."""
 
+import importlib.util
+import json
+import os
+
 import cpuinfo
 import pytest
 
@@ -27,3 +31,25 @@ def test_cpu_line_names_the_widest_vector_unit_and_bfloat16(monkeypatch, info, e
     assert machine.cpu_line() == expected
   finally:
     machine.cpu_line.cache_clear()
+
+
+def test_benchmarks_print_and_record_the_cpu_line(monkeypatch, tmp_path, capsys):
+  """benchmarks/bench_harness.py: its machine line and JSON carry the same CPU line."""
+  spec = importlib.util.spec_from_file_location("bench_harness", os.path.join(
+      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+      "bench_harness.py"))
+  harness = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(harness)
+  monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: {"brand_raw": "AMD EPYC",
+                                                        "flags": ["avx512f", "avx512_bf16"]})
+  monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
+  machine.cpu_line.cache_clear()
+  try:
+    harness.finish({}, start=0.0, json_out=str(tmp_path / "bench.json"))
+  finally:
+    machine.cpu_line.cache_clear()
+  printed = capsys.readouterr().out
+  assert printed.startswith("machine: AMD EPYC, 2 CPUs, avx512f, bfloat16 units "
+                            "(avx512_bf16); load average ")
+  with open(tmp_path / "bench.json") as f:
+    assert json.load(f)["cpu"] == "AMD EPYC, 2 CPUs, avx512f, bfloat16 units (avx512_bf16)"
