@@ -169,7 +169,7 @@ def _hyperformer_spread(output_dir: str, differences: _Differences) -> List[str]
   difference from per-task adapters at the same epochs (the setting that ran them)."""
   with_houlsby = {r.epochs: os.path.join(output_dir, "multitask", r.name)
                   for r in MULTITASK_RUNS if claims.HOULSBY in r.methods}
-  rows = []
+  rows, settings = [], []
   for run in MULTITASK_RUNS:
     comparison = _comparison_rows(output_dir, run) if "hyperformer" in run.methods else None
     if comparison is None:
@@ -182,6 +182,7 @@ def _hyperformer_spread(output_dir: str, differences: _Differences) -> List[str]
     found = differences((os.path.join(output_dir, "multitask", run.name), "hyperformer"),
                         (with_houlsby[run.epochs], claims.HOULSBY)) if (
                             run.epochs in with_houlsby) else None
+    settings.append((run, average, found))
     rows.append(f"| {run.describe()} | {len(average['seeds'])} | {average['mean']:.3f} | "
                 f"{std(average)} | "
                 + " | ".join(std(cells[t]) if t in cells else "" for t in _MULTITASK_TASKS)
@@ -195,7 +196,40 @@ def _hyperformer_spread(output_dir: str, differences: _Differences) -> List[str]
           "epochs, in points, with its 95% bootstrap interval.", "",
           "| setting | seeds | mean | std | " + " | ".join(f"std {t}" for t in _MULTITASK_TASKS)
           + " | each seed | vs houlsby |", "|---" * (6 + len(_MULTITASK_TASKS)) + "|"]\
-      + rows + [""] + _spread_beside_the_others(output_dir)
+      + rows + [""] + _factors_reading(settings) + _spread_beside_the_others(output_dir)
+
+
+def _factors_reading(settings: List[tuple]) -> List[str]:
+  """What the one-factor settings at EPOCHS say, counted from the spread table's
+  (run, average row, difference from houlsby) entries: whether any factor narrows
+  HyperFormer++'s spread between seeds below the first setting's (every method,
+  the authors' initial scales), and how near the nearest comes to per-task adapters."""
+  at_epochs = [(run, average, found) for run, average, found in settings
+               if run.epochs == EPOCHS and average.get("std") is not None]
+  if len(at_epochs) < 2 or at_epochs[0][0] != MULTITASK_RUNS[0]:
+    return []
+  (_, first_average, _), factors = at_epochs[0], at_epochs[1:]
+  narrowest = min(factors, key=lambda s: s[1]["std"])
+  seeds = min(len(s[1]["seeds"]) for s in at_epochs)
+  narrower = narrowest[1]["std"] < first_average["std"]
+  lines = [f"Counted from the table, at {EPOCHS:g} epochs: "
+           + (f"the narrowest spread between seeds is {narrowest[1]['std']:.3f} "
+              f"({narrowest[0].describe()}), against the first row's "
+              f"{first_average['std']:.3f}" if narrower else
+              f"no changed factor narrows the spread between seeds below the first row's "
+              f"{first_average['std']:.3f} (the narrowest: {narrowest[0].describe()}, "
+              f"{narrowest[1]['std']:.3f})")
+           # The sample std of n values is uncertain by about 1/sqrt(2(n - 1)) of itself.
+           + f"; with {seeds} seeds a std is uncertain by about "
+           f"{100 / (2 * (seeds - 1)) ** 0.5:.0f}% of itself."]
+  compared = [s for s in factors if s[2] is not None]
+  if compared:
+    run, average, found = max(compared, key=lambda s: s[2][0])
+    [claim] = [c for c in claims.MULTITASK_CLAIMS if c.method == "hyperformer"]
+    lines.append(f"Nearest to per-task adapters of the changed factors: {run.describe()}, "
+                 f"{claims.in_points(*found[:3])} points: HyperFormer++'s claim "
+                 f"{claims.verdict(claim, *found[1:3])} there.")
+  return [" ".join(lines), ""]
 
 
 def _spread_beside_the_others(output_dir: str) -> List[str]:

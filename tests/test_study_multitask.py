@@ -7,6 +7,7 @@ import json
 
 from absl import flags
 
+from experiments import claims
 from experiments import multitask_comparison
 from experiments import study
 from experiments import study_grids
@@ -104,6 +105,11 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
   assert ("| Learning rate 0.0003, 3 epochs, generator_init_stddev 0.1 | 2 | 0.510 | 0.014 | "
           "0.014 | 0.014 | 0.014 | 0.014 | 0.520, 0.500 |") in spread
   assert "| houlsby" not in spread and "Learning rate 0.001, 3 epochs |" not in spread
+  # Under it, counted from it: the changed factor's spread against the first row's;
+  # the sample std of 2 values is uncertain by 1/sqrt(2) = 71% of itself.
+  assert ("Counted from the table, at 3 epochs: the narrowest spread between seeds is 0.014 "
+          "(Learning rate 0.0003, 3 epochs, generator_init_stddev 0.1), against the first "
+          "row's 0.141; with 2 seeds a std is uncertain by about 71% of itself.\n") in spread
   # At 20 epochs: each method's average beside its 3-epoch one, the change
   # hand-computed (hyperformer 0.4 -> 0.7, houlsby 0.6 -> 0.65).
   comparison("lr-0.0003_epochs-20", [0.7, 0.7], houlsby=[0.6, 0.7])
@@ -190,9 +196,13 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
   # The spread table: each HyperFormer++ setting against the per-task adapters of
   # the setting that ran them at the same epochs (here once the comparison's
   # tables are written): -10 points, and -2 with adapters of 64.
-  for name in ("lr-0.0003", "lr-0.0003_hyperformer_adapter_size-64"):
-    records = {("hyperformer", 1, t): {"accuracy": 0.5} for t in multitask_comparison.WORDNET_TASKS}
-    records[("hyperformer", 1, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
+  for name, values in (("lr-0.0003", (0.5, 0.6)),
+                       ("lr-0.0003_hyperformer_adapter_size-64", (0.4, 0.6))):
+    records = {}
+    for seed, v in enumerate(values, start=1):
+      records.update({("hyperformer", seed, t): {"accuracy": v}
+                      for t in multitask_comparison.WORDNET_TASKS})
+      records[("hyperformer", seed, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
     write_text(str(multitask / name / "comparison.json"),
                json.dumps({"rows": multitask_comparison.rows_of(records)}))
   text = study_page.report(str(tmp_path / "out"), str(tmp_path / "study.md"), "cmd",
@@ -205,3 +215,11 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
     assert cell.startswith(f"{estimate:+.2f} ["), row
     low, high = (float(v) for v in cell.split(" [")[1].strip("]").split(", "))
     assert low < estimate < high, row
+  # Counted from the table: no narrower spread (0.141 against 0.071); the nearest to
+  # per-task adapters is the one changed factor, its verdict read from its interval.
+  assert ("no changed factor narrows the spread between seeds below the first row's 0.071 "
+          "(the narrowest: Learning rate 0.0003, 3 epochs, hyperformer_adapter_size 64, "
+          "0.141)") in spread
+  verdict = claims.verdict(claims.MULTITASK_CLAIMS[0], low / 100, high / 100)
+  assert (f"Nearest to per-task adapters of the changed factors: {describe[:-2]}, {cell} "
+          f"points: HyperFormer++'s claim {verdict} there.") in spread
