@@ -32,6 +32,9 @@ from storage import file_io
 
 F1_TASKS = frozenset({"mrpc", "qqp"})
 MCC_TASKS = frozenset({"cola"})
+# Each dev example's probabilities (or score), test_results.tsv's format: run_classifier.py
+# and run_multitask.py --eval_predictions write it, the study's bootstrap reads it.
+EVAL_PREDICTIONS_FILE = "eval_predictions.tsv"
 
 
 def _real_mask(is_real_example, n: int) -> np.ndarray:

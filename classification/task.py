@@ -153,15 +153,12 @@ def probabilities(logits: np.ndarray, is_regression: bool) -> np.ndarray:
   return scipy.special.softmax(np.asarray(logits, np.float64), axis=-1).astype(np.float32)
 
 
-EVAL_PREDICTIONS_FILE = "eval_predictions.tsv"
-
-
 def write_eval_predictions(directory: str, outputs: Mapping[str, np.ndarray],
                            is_regression: bool) -> None:
   """--eval_predictions: each dev example's probabilities (or score) in
   test_results.tsv's format and the dev set's order, as directory/eval_predictions.tsv."""
   classifier_metrics.write_test_results(
-      os.path.join(directory, EVAL_PREDICTIONS_FILE),
+      os.path.join(directory, classifier_metrics.EVAL_PREDICTIONS_FILE),
       probabilities(outputs["logits"], is_regression), outputs["is_real_example"])
 
 

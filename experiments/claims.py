@@ -16,6 +16,7 @@ from typing import Dict, Mapping, Sequence
 
 import numpy as np
 
+from classification import metrics as classifier_metrics
 from classification import processors
 import errors
 from storage import input_files
@@ -132,7 +133,7 @@ def dev_labels(task_dir: str, fixed: Mapping[str, object]) -> np.ndarray:
 
 def correctness(run_dir: str, labels: np.ndarray) -> np.ndarray:
   """bool [examples]: which dev examples the run's eval_predictions.tsv gets right."""
-  path = os.path.join(run_dir, "eval_predictions.tsv")
+  path = os.path.join(run_dir, classifier_metrics.EVAL_PREDICTIONS_FILE)
   rows = [line.split("\t") for line in input_files.read_text(path).splitlines() if line]
   predicted = np.array([np.argmax([float(p) for p in row]) for row in rows])
   if predicted.shape != labels.shape:

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
+from classification import metrics as classifier_metrics
 from experiments import tables
 from storage import input_files
 
@@ -40,9 +41,8 @@ def prediction_spread(run_dir: str) -> float:
   """How much the run's dev predictions depend on the input: the standard
   deviation over examples of each label's predicted probability, averaged over
   labels (eval_predictions.tsv). About 0 for a model that ignores its input."""
-  rows = [[float(p) for p in line.split("\t")] for line in
-          input_files.read_text(os.path.join(run_dir, "eval_predictions.tsv")).splitlines()
-          if line]
+  text = input_files.read_text(os.path.join(run_dir, classifier_metrics.EVAL_PREDICTIONS_FILE))
+  rows = [[float(p) for p in line.split("\t")] for line in text.splitlines() if line]
   return float(np.std(np.array(rows), axis=0).mean())
 
 

@@ -38,6 +38,7 @@ from absl import logging
 import tensorflow as tf
 
 from bank import adapter_bank
+from classification import metrics as classifier_metrics
 from cli import path_flags
 import errors
 from experiments import runs
@@ -114,7 +115,8 @@ def run_dirs(output_dir: str, method: str, seed: int) -> List[Tuple[str, Tuple[s
 def eval_predictions_path(output_dir: str, method: str, seed: int, task: str) -> str:
   """Where the run of `method` at `seed` writes `task`'s eval_predictions.tsv: its
   own directory (houlsby) or its task's directory in the multi-task run's."""
-  return os.path.join(output_dir, method, f"seed-{seed}", task, "eval_predictions.tsv")
+  return os.path.join(output_dir, method, f"seed-{seed}", task,
+                      classifier_metrics.EVAL_PREDICTIONS_FILE)
 
 
 def commands(F, method: str, seed: int, train: bool = True) -> List[tuple]:
