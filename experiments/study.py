@@ -66,7 +66,7 @@ from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_grids import MULTITASK_RUNS, PARTS, SEEDS, TASKS, multitask_runs
 from experiments.study_page import report
-from experiments.study_results import SITTINGS_FILE, study_grid, sweep_dir
+from experiments.study_results import SITTINGS_FILE, multitask_cost, study_grid, sweep_dir
 from runtime import machine
 from storage import path_checks
 
@@ -160,18 +160,22 @@ def _run(F, command: str) -> None:
         print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
         continue
       print(f"=== {part} on {task}: {PARTS[part][1]}")
+      ran = bool(sweep.pending())
       try:
         sweep.run()
       finally:
-        record_sitting(F.output_dir, command, started)
+        if ran:
+          record_sitting(F.output_dir, command, started)
   if not F.dry_run:
     report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root)
     print(f"Results page: {F.page}")
 
 
 def _run_multitask(F, command: str, started: str) -> None:
-  for argv in multitask_runs(F.output_dir, F.model_dir, F.data_root,
-                             [int(s) for s in F.seeds], F.multitask_settings):
+  seeds = [int(s) for s in F.seeds]
+  pending = multitask_cost(F.output_dir, F.data_root, seeds)
+  for name, argv in multitask_runs(F.output_dir, F.model_dir, F.data_root, seeds,
+                                   F.multitask_settings):
     if F.dry_run:
       print("multitask: python -m experiments.multitask_comparison " + " ".join(argv))
       continue
@@ -182,12 +186,14 @@ def _run_multitask(F, command: str, started: str) -> None:
     try:
       multitask_comparison.main([], fv)
     finally:
-      record_sitting(F.output_dir, command, started)
+      if pending[name].pending:
+        record_sitting(F.output_dir, command, started)
 
 
 def record_sitting(output_dir: str, command: str, started: str) -> None:
   """Adds (or updates) this sitting in OUTPUT_DIR/sittings.json, with the CPU it
-  ran on (its points' wall times depend on it): the page lists them."""
+  ran on (its points' wall times depend on it): the page lists them. Only a
+  sitting that had points to run calls it; one that found them all done ran none."""
   path = os.path.join(output_dir, SITTINGS_FILE)
   sittings = tables.read_json(path) if tf.io.gfile.exists(path) else []
   sittings = [s for s in sittings if s["started"] != started] + [{

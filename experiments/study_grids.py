@@ -2,7 +2,7 @@
 
 import dataclasses
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import errors
 
@@ -174,16 +174,16 @@ MULTITASK_RUNS = (
 
 
 def multitask_runs(output_dir: str, model_dir: str, data_root: str, seeds: Sequence[int],
-                   names: Optional[Sequence[str]] = None) -> List[List[str]]:
-  """experiments.multitask_comparison's flags, one list per MULTITASK_RUNS entry (or
-  per entry named in `names`, in MULTITASK_RUNS' order)."""
-  return [[f"--output_dir={os.path.join(output_dir, 'multitask', run.name)}",
+                   names: Optional[Sequence[str]] = None) -> List[Tuple[str, List[str]]]:
+  """(name, experiments.multitask_comparison's flags) of each MULTITASK_RUNS entry
+  (or of each entry named in `names`, in MULTITASK_RUNS' order)."""
+  return [(run.name, [f"--output_dir={os.path.join(output_dir, 'multitask', run.name)}",
            f"--seeds={','.join(map(str, seeds))}", f"--methods={','.join(run.methods)}",
            f"--model_dir={model_dir}", f"--data_root={data_root}",
            f"--num_train_epochs={run.epochs:g}", f"--learning_rate={run.learning_rate:g}",
            f"--generator_init_stddev={run.generator_init_stddev:g}",
            f"--task_embedding_init_stddev={run.task_embedding_init_stddev:g}",
-           f"--hyperformer_adapter_size={run.hyperformer_adapter_size}"]
+           f"--hyperformer_adapter_size={run.hyperformer_adapter_size}"])
           for run in MULTITASK_RUNS if names is None or run.name in names]
 
 

@@ -18,6 +18,7 @@ from absl import flags
 
 from experiments import claims
 from experiments import grid as grid_lib
+from experiments import multitask_comparison
 from experiments import runs as runs_lib
 from experiments import study
 from experiments import study_grids
@@ -121,6 +122,50 @@ def test_bootstrap_counts_the_spread_between_seeds():
 def test_verdicts(kind, low, high, expected):
   claim = claims.Claim("m", kind, 0.01, "")
   assert claims.verdict(claim, low, high) == expected
+
+
+def test_a_sitting_is_recorded_only_where_it_had_points_to_run(tmp_path, monkeypatch):
+  """sittings.json (the page's list of sittings) keeps the sittings that ran
+  something: one that found every point, or every multitask run, done ran none."""
+  class FakeSweep:  # init_scale's points are pending, data_size's all done.
+    def __init__(self, grid, directory, **unused):
+      self.points, self.directory = grid.points(), directory
+
+    def pending(self):
+      return self.points if "init_scale" in self.directory else []
+
+    def run(self):
+      return {}
+
+  monkeypatch.setattr(study.sweep_lib, "Sweep", FakeSweep)
+  monkeypatch.setattr(study.multitask_comparison, "main", lambda argv, fv: None)
+  monkeypatch.setattr(study, "report", lambda *args: None)
+  monkeypatch.setattr(machine, "cpu_line", lambda: "a CPU")
+  out = tmp_path / "out"
+  # lr-0.001's three HyperFormer++ runs have finished; lr-0.0001's have not.
+  for seed in (1, 2, 3):
+    [(run_dir, _)] = multitask_comparison.run_dirs(str(out / "multitask" / "lr-0.001"),
+                                                   "hyperformer", seed)
+    write_text(os.path.join(run_dir, multitask_comparison.DONE_FILE), json.dumps(
+        {"status": "ok", "wall_seconds": 1, "metrics": {"global_step": 1}}))
+
+  def sitting(*parts):
+    fv = flags.FlagValues()
+    study.define_flags(fv)
+    fv(["study", f"--output_dir={out}", f"--model_dir={tmp_path}", f"--data_root={tmp_path}",
+        f"--page={tmp_path / 'page.md'}", *parts])
+    assert study.main([], fv) == 0
+    path = out / study_results.SITTINGS_FILE
+    recorded = json.loads(path.read_text()) if path.exists() else []
+    if path.exists():
+      path.unlink()
+    return recorded
+
+  assert sitting("--parts=data_size") == []
+  assert sitting("--parts=multitask", "--multitask_settings=lr-0.001") == []
+  [recorded] = sitting("--parts=init_scale")
+  assert recorded["machine"] == "a CPU"
+  assert len(sitting("--parts=multitask", "--multitask_settings=lr-0.001,lr-0.0001")) == 1
 
 
 @pytest.mark.parametrize("file_system", ["local", "ram"])

@@ -18,7 +18,8 @@ from study_files import JoinablePath, write_predictions, write_run, write_text
 def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, capsys):
   runs = study_grids.multitask_runs("out", "models/minilm", "data/wordnet", [1, 2, 3])
   parsed = []
-  for argv in runs:  # Flags multitask_comparison takes, as it parses them.
+  assert [name for name, _ in runs] == [r.name for r in study_grids.MULTITASK_RUNS]
+  for _, argv in runs:  # Flags multitask_comparison takes, as it parses them.
     fv = flags.FlagValues()
     multitask_comparison.define_flags(fv)
     fv(["multitask_comparison"] + argv)
