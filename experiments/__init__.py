@@ -20,6 +20,9 @@ initial scale. This package does the same with `run_classifier.py`:
                                 four WordNet tasks with seeds, tuned on dev, with
                                 bootstrap intervals, as docs/study.md (resumable,
                                 over several sittings)
+  python -m experiments.multitask_comparison  HyperFormer++ against per-task
+                                and shared adapters on the four WordNet tasks,
+                                with seeds (docs/multitask.md)
   python -m experiments.embedding_baseline  the frozen MiniLM as a sentence
                                 embedder on wordnet_example (no training)
 
@@ -37,9 +40,11 @@ Modules:
   study_grids  the study's design: tasks, parts, grids, the multi-task runs
   study_results  reading a study directory: results, selections, predictions
   study_page  the results page; study_disagreements its collapse and
-            stability section
+            stability section; study_multitask its multi-task part
+  multitask_comparison  its command (the study's multitask part runs it)
   cost      what a study costs: hours measured, hours estimated for the pending
-  claims    the paper's claims against full fine-tuning: bootstrap intervals, verdicts
+  claims    the paper's claims against full fine-tuning (and HyperFormer++'s against
+            per-task adapters): bootstrap intervals, verdicts
   collapse  runs that collapsed to chance: how to tell, and when their loss turned
   paper_table, embedding_baseline  their own commands (see their docstrings)
 
