@@ -41,7 +41,8 @@ Modules:
   study_results  reading a study directory: results, selections, predictions
   study_page  the results page; study_disagreements its collapse and
             stability section; study_multitask its multi-task part
-  multitask_comparison  its command (the study's multitask part runs it)
+  multitask_comparison  the multi-task runs and their tables (the study's
+            multitask part runs it)
   cost      what a study costs: hours measured, hours estimated for the pending
   claims    the paper's claims against full fine-tuning (and HyperFormer++'s against
             per-task adapters): bootstrap intervals, verdicts
