@@ -3,7 +3,7 @@
 import datetime
 import os
 import platform
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -117,7 +117,8 @@ def _methods_section(output_dir: str, figures: str, samples: int,
            f"its epochs, {EPOCHS} or {LONG_EPOCHS} at that rate (the methods_long part), "
            f"are selected the same way where both have run; a cell at {LONG_EPOCHS} "
            "epochs says so. The rate is not selected again at "
-           f"{LONG_EPOCHS} epochs, where the paper tuned both together.", "",
+           f"{LONG_EPOCHS} epochs, where the paper tuned both together."
+           + _batches_note(selected), "",
            "| method | " + " | ".join(_task_heading(t, results[t], selected[t])
                                        for t in selected)
            + " |", "|---|" + "---|" * len(selected)]
@@ -167,6 +168,18 @@ def _methods_section(output_dir: str, figures: str, samples: int,
       lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
                      "Figures 3-5: dev accuracy vs trained parameters")
   return lines
+
+
+def _batches_note(tasks: Sequence[str]) -> str:
+  """Which of the page's tasks trained on length-grouped batches (study_grids.Task)."""
+  grouped = [t for t in tasks if TASKS[t].group_by_length]
+  if not grouped:
+    return ""
+  random = [t for t in tasks if not TASKS[t].group_by_length]
+  return (f" Every run on {', '.join(grouped)}, of every method and part, trains on batches "
+          "of examples of similar length (run_classifier.py --group_by_length, about twice "
+          "as fast)" + (f"; every run on {', '.join(random)}, which ran first, on random "
+                        "batches" if random else "") + ".")
 
 
 def _task_heading(task: str, results: Mapping[str, Optional[Mapping]],

@@ -78,6 +78,31 @@ def test_the_grids_are_the_papers_design():
   assert all(p.settings["eval_predictions"] is True for p in relation)
   pair = grid_points("methods", "wordnet_example")[0].settings
   assert (pair["text_a_column"], pair["text_b_column"]) == ("gloss", "example")
+  # wordnet_example and wordnet_lexname train every part on length-grouped
+  # batches; wordnet_relation and wordnet_pos, which ran first, on random ones,
+  # with their points' identities (a hash of all settings) as the study's
+  # finished runs have them.
+  for task, parts in (("wordnet_example", ("methods",)),
+                      ("wordnet_lexname", ("methods", "data_size", "init_scale"))):
+    assert all(p.settings["group_by_length"] is True
+               for part in parts for p in grid_points(part, task)), task
+  for task in ("wordnet_relation", "wordnet_pos"):
+    assert not any("group_by_length" in p.settings for p in grid_points("methods", task))
+  def names(task):  # As the sweep names them (its defaults added).
+    return {p.name for p in grid_lib.Grid.from_json(study_grids.part_grid(
+        "methods", study_grids.TASKS[task], "models/minilm", "data/wordnet")).points(
+            sweep_lib.DEFAULTS)}
+
+  assert "mode-adapters_size-64_lr-0.001_seed-2-93d4ce08" in names("wordnet_relation")
+  assert "mode-adapters_size-64_lr-0.0003_seed-1-2ca08908" in names("wordnet_pos")
+
+
+def test_table_1_says_which_tasks_trained_on_length_grouped_batches():
+  assert study_page._batches_note(["wordnet_relation", "wordnet_pos"]) == ""
+  assert study_page._batches_note(["wordnet_pos", "wordnet_example", "wordnet_relation"]) == (
+      " Every run on wordnet_example, of every method and part, trains on batches of "
+      "examples of similar length (run_classifier.py --group_by_length, about twice as "
+      "fast); every run on wordnet_pos, wordnet_relation, which ran first, on random batches.")
 
 
 def test_bootstrap_of_equal_runs_is_exactly_zero():
