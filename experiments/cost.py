@@ -5,7 +5,9 @@ estimated from its training steps (its `train_steps`, or int(examples / batch
 * epochs) as run_classifier.py counts them) at the seconds per step measured
 over the finished points of its own sweep; where none has finished, those of
 the same task (its examples' length sets the rate more than the part does),
-then the same part, then every sweep. A point's start-up and evaluation are in
+then of the same part with the same batches (random, or grouped by length:
+about half the time a step), then of the same batches, then every sweep. A
+point's start-up and evaluation are in
 that rate, so it is a rough figure, printed as one. Runs that are not a sweep's
 points (the study's multitask part) are counted the same way, as `Runs`.
 """
@@ -63,21 +65,27 @@ def _runs(sweep: Union[sweep_lib.Sweep, Runs], cache: Dict[tuple, int]) -> Runs:
               lambda: sum(point_steps(p.settings, cache) for p in pending))
 
 
+def _grouped(sweep: Union[sweep_lib.Sweep, Runs]) -> bool:
+  """Whether the sweep trains on length-grouped batches (Runs: random ones)."""
+  return isinstance(sweep, sweep_lib.Sweep) and any(
+      p.settings.get("group_by_length") for p in sweep.points)
+
+
 def section(sweeps: Sequence[Sweep], scope: str) -> List[str]:
   """The page's table of measured and estimated hours per (part, task), with totals;
   `scope` says what the sweeps are (the first sentence)."""
   cache: Dict[tuple, int] = {}
-  tallies = [(part, task, _runs(sweep, cache)) for part, task, sweep in sweeps]
-  by_task: Dict[str, list] = {}
-  by_part: Dict[str, list] = {}
-  for part, task, runs in tallies:
-    by_task.setdefault(task, []).extend(runs.records)
-    by_part.setdefault(part, []).extend(runs.records)
-  every = [r for rs in by_part.values() for r in rs]
+  tallies = [(part, task, _grouped(sweep), _runs(sweep, cache))
+             for part, task, sweep in sweeps]
+  pools: Dict[tuple, list] = {}  # Finished records by task, (part, batches), batches, all.
+  for part, task, grouped, runs in tallies:
+    for key in (("task", task), ("part", part, grouped), ("batches", grouped), ("all",)):
+      pools.setdefault(key, []).extend(runs.records)
   rows, measured_total, estimated_total, pending_total, points_total = [], 0.0, 0.0, 0, 0
-  for part, task, runs in tallies:
+  for part, task, grouped, runs in tallies:
     rate = next((r for r in map(seconds_per_step, (
-        runs.records, by_task[task], by_part[part], every)) if r), None)
+        runs.records, pools["task", task], pools["part", part, grouped],
+        pools["batches", grouped], pools["all",])) if r), None)
     pending = runs.pending
     points = len(runs.records) + pending
     pending_total += pending
@@ -96,8 +104,9 @@ def section(sweeps: Sequence[Sweep], scope: str) -> List[str]:
       "points' own wall times; the pending points' hours are estimated from their "
       "training steps at the seconds per step that the sweep's finished points took "
       "(start-up and evaluation included; where none has finished, the rate of the "
-      "task's other sweeps, else of the part's, else of every sweep), one point at a "
-      "time on this machine.", "",
+      "task's other sweeps, else of the part's with the same batches, random or "
+      "grouped by length, else of any with the same batches, else of every sweep), one "
+      "point at a time on this machine.", "",
       "| part | task | points | finished | hours measured | pending | hours estimated "
       "for the pending |", "|---|---|---|---|---|---|---|"] + rows + [
       f"| all | | {points_total} | | {measured_total / 3600:.2f} "

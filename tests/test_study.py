@@ -455,9 +455,17 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
   # Runs that are not a sweep's: one finished, 10 steps in half an hour; two pending.
   multitask = cost.Runs([{"status": "ok", "wall_seconds": 1800, "global_step": 10}], 2,
                         lambda: 20 + 40)
+  # Tasks v and w train on length-grouped batches: w's sizes point finished at
+  # 90 s a step; v's methods, none finished, take the grouped sweeps' rate, not
+  # the methods part's random-batch one (t's 720 s).
+  grouped = lambda sweep: grid_lib.Grid.from_json(dict(
+      sweep.grid.to_json(), fixed=dict(sweep.grid.to_json()["fixed"], group_by_length=True)))
+  sizes_w = finish_first(sweep_lib.Sweep(grouped(sizes), str(tmp_path / "sizes_w")), 3600, 40)
+  methods_v = sweep_lib.Sweep(grouped(methods), str(tmp_path / "methods_v"))
   text = "\n".join(cost.section([("methods", "t", methods), ("sizes", "t", sizes),
                                  ("methods", "u", methods_u), ("sizes", "u", sizes_u),
-                                 ("multitask", "lr-1", multitask)], "Two parts."))
+                                 ("multitask", "lr-1", multitask), ("methods", "v", methods_v),
+                                 ("sizes", "w", sizes_w)], "Two parts."))
   # Pending: 2 x 5 steps x 720 s = 2 h; the sizes part has no finished point on
   # t, so task t's rate: 2 x 40 x 720 s = 16 h; methods on u take u's rate
   # (not the methods part's): 3 x 5 x 360 s = 1.5 h.
@@ -467,5 +475,8 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
   assert "| sizes | u | 2 | 1 | 4.00 | 1 | 4.0 (360.00 s/step) |" in text
   # The runs at their own 180 s a step: 60 steps = 3 h.
   assert "| multitask | lr-1 | 3 | 1 | 0.50 | 2 | 3.0 (180.00 s/step) |" in text
-  assert "| all | | 13 | | 5.50 | 10 | 26.5 |" in text
+  # v: 3 x 5 steps x 90 s = 0.375 h; w: 40 x 90 s = 1 h.
+  assert "| methods | v | 3 | 0 | 0.00 | 3 | 0.4 (90.00 s/step) |" in text
+  assert "| sizes | w | 2 | 1 | 1.00 | 1 | 1.0 (90.00 s/step) |" in text
+  assert "| all | | 18 | | 6.50 | 14 | 27.9 |" in text
   assert "\nTwo parts. Hours measured are the finished points' own wall times" in text
