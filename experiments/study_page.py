@@ -177,9 +177,10 @@ def _batches_note(tasks: Sequence[str]) -> str:
     return ""
   random = [t for t in tasks if not TASKS[t].group_by_length]
   return (f" Every run on {', '.join(grouped)}, of every method and part, trains on batches "
-          "of examples of similar length (run_classifier.py --group_by_length, about twice "
-          "as fast)" + (f"; every run on {', '.join(random)}, which ran first, on random "
-                        "batches" if random else "") + ".")
+          "of examples of similar length (run_classifier.py --group_by_length: about twice "
+          "the training steps a second)"
+          + (f"; every run on {', '.join(random)}, which ran first, on random batches"
+             if random else "") + ".")
 
 
 def _task_heading(task: str, results: Mapping[str, Optional[Mapping]],

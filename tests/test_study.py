@@ -101,8 +101,8 @@ def test_table_1_says_which_tasks_trained_on_length_grouped_batches():
   assert study_page._batches_note(["wordnet_relation", "wordnet_pos"]) == ""
   assert study_page._batches_note(["wordnet_pos", "wordnet_example", "wordnet_relation"]) == (
       " Every run on wordnet_example, of every method and part, trains on batches of "
-      "examples of similar length (run_classifier.py --group_by_length, about twice as "
-      "fast); every run on wordnet_pos, wordnet_relation, which ran first, on random batches.")
+      "examples of similar length (run_classifier.py --group_by_length: about twice the "
+      "training steps a second); every run on wordnet_pos, wordnet_relation, which ran first, on random batches.")
 
 
 def test_bootstrap_of_equal_runs_is_exactly_zero():
