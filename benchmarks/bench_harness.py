@@ -1,8 +1,9 @@
 """Worker processes timed in interleaved rounds: the plumbing shared by the benchmarks.
 
-Standard library and runtime/machine.py (py-cpuinfo, pinned in both venvs'
-requirements) only, so that both venvs (the project's TensorFlow one and the
-AdapterHub / PyTorch one) can import it.
+Standard library only, so that both venvs (the project's TensorFlow one and
+the AdapterHub / PyTorch one) and a bare python3 (adapterhub_side_by_side.py's
+coordinator) can import it. The CPU line comes from the caller: the project's
+runtime/machine.py, asked in the project's venv.
 
 Each setting (a train mode of one framework) lives in its own worker
 subprocess, so that its peak memory is its own: when a worker exits, the
@@ -25,11 +26,6 @@ import sys
 import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence
-
-# The repository's root, appended (not put first, so that nothing in it shadows
-# an installed package): the CPU line is runtime/machine.py's, the study's too.
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from runtime import machine  # noqa: E402  (after the path it needs)
 
 MARKER = "@@BENCH "
 
@@ -239,19 +235,21 @@ def time_steps(step: Callable[[], None], steps: int) -> List[float]:
   return out
 
 
-def machine_line() -> str:
-  """The CPU (timings compare only between like CPUs) and how busy it is."""
+def machine_line(cpu: str) -> str:
+  """The CPU (runtime/machine.cpu_line: timings compare only between like CPUs)
+  and how busy it is."""
   load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
-  return (f"machine: {machine.cpu_line()}; load average {load[0]:.2f} {load[1]:.2f} "
+  return (f"machine: {cpu}; load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} (a busy machine gives noisy timings)")
 
 
-def finish(results: dict, start: float, json_out: Optional[str]) -> None:
-  """Prints the closing machine line and writes every figure to `json_out`."""
-  results["cpu"] = machine.cpu_line()
+def finish(results: dict, start: float, json_out: Optional[str], cpu: str) -> None:
+  """Prints the closing machine line and writes every figure, and the CPU line,
+  to `json_out`."""
+  results["cpu"] = cpu
   results["load_average_end"] = os.getloadavg()
   results["wall_s"] = time.perf_counter() - start
-  print(f"{machine_line()}; benchmark took {results['wall_s']:.0f} s")
+  print(f"{machine_line(cpu)}; benchmark took {results['wall_s']:.0f} s")
   if json_out:
     os.makedirs(os.path.dirname(os.path.abspath(json_out)), exist_ok=True)
     with open(json_out, "w") as f:

@@ -54,6 +54,7 @@ from absl import app, flags
 
 import bench_harness as harness  # Beside this script (its folder is on sys.path).
 import run_classifier_timing
+from runtime import machine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -598,7 +599,8 @@ def main(argv):
         f"heads {config['num_attention_heads']}), seq_length {FLAGS.seq_length}, "
         f"batch {FLAGS.batch_size}, adapter_size {FLAGS.adapter_size}, "
         f"xla {FLAGS.use_xla}, mixed_precision {FLAGS.mixed_precision}, modes {','.join(FLAGS.modes)}")
-  print(harness.machine_line(), flush=True)
+  cpu = machine.cpu_line()
+  print(harness.machine_line(cpu), flush=True)
   start = time.perf_counter()
   if FLAGS.real_data:
     run_classifier_timing.real_data(results)
@@ -606,7 +608,7 @@ def main(argv):
     run_classifier_timing.through_run_classifier(results)
   else:
     speed_benchmark(results)
-  harness.finish(results, start, FLAGS.json_out)
+  harness.finish(results, start, FLAGS.json_out, cpu)
 
 
 if __name__ == "__main__":
