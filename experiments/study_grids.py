@@ -17,10 +17,8 @@ class Task:
   group_by_length: bool = False
 
 
-# Length-grouped batches train about 2x faster (two alternating pairs of
-# benchmarks/benchmark.py --through_run_classifier on wordnet_lexname: 697 and
-# 720 ms/step random, 338 and 338 grouped) and as well (README, Speed: 0.860
-# vs 0.852 on wordnet_lexname over 3 seeds). wordnet_pos and wordnet_relation
+# Length-grouped batches train 2.1x the steps a second, and as well (README,
+# Speed: both measured on wordnet_lexname). wordnet_pos and wordnet_relation
 # had finished their random-batch runs by then; every run on a task, of every
 # method and part, trains on the same kind of batches, so each task's
 # comparisons stay like with like.
