@@ -41,6 +41,10 @@ Modules:
   study_results  reading a study directory: results, selections, predictions
   study_page  the results page; study_disagreements its collapse and
             stability section; study_multitask its multi-task part
+  study_record  the finished runs' small files kept in the repository
+            (docs/study/record/), restored on another machine
+  run_summary  a finished run's summary: its dev predictions' labels and
+            spread, its logged curves (what the page reads, ~3 KB)
   multitask_comparison  the multi-task runs and their tables (the study's
             multitask part runs it)
   cost      what a study costs: hours measured, hours estimated for the pending

@@ -7,7 +7,8 @@ gives the mean difference over tasks with a 95% interval from a paired
 bootstrap over dev examples and seeds, from which `verdict` reads "holds",
 "fails" or "undecided". The per-example correctness comes from the runs'
 eval_predictions.tsv (run_classifier.py and run_multitask.py
---eval_predictions), read once each by a `Predictions` reader.
+--eval_predictions) or from its summary (experiments/run_summary.py), read once
+each by a `Predictions` reader.
 """
 
 import dataclasses
@@ -16,10 +17,9 @@ from typing import Dict, Mapping, Sequence
 
 import numpy as np
 
-from classification import metrics as classifier_metrics
 from classification import processors
 import errors
-from storage import input_files
+from experiments import run_summary
 
 
 FULL = "full"
@@ -132,13 +132,12 @@ def dev_labels(task_dir: str, fixed: Mapping[str, object]) -> np.ndarray:
 
 
 def correctness(run_dir: str, labels: np.ndarray) -> np.ndarray:
-  """bool [examples]: which dev examples the run's eval_predictions.tsv gets right."""
-  path = os.path.join(run_dir, classifier_metrics.EVAL_PREDICTIONS_FILE)
-  rows = [line.split("\t") for line in input_files.read_text(path).splitlines() if line]
-  predicted = np.array([np.argmax([float(p) for p in row]) for row in rows])
+  """bool [examples]: which dev examples the run's predictions (eval_predictions.tsv,
+  or its run_summary.json) get right."""
+  predicted = run_summary.predicted_labels(run_dir)
   if predicted.shape != labels.shape:
     raise errors.UserError(f"{len(predicted)} predictions for {len(labels)} dev examples",
-                           path)
+                           run_dir)
   return predicted == labels
 
 

@@ -41,6 +41,7 @@ from bank import adapter_bank
 from classification import metrics as classifier_metrics
 from cli import path_flags
 import errors
+from experiments import run_summary
 from experiments import runs
 from experiments import select
 from experiments import tables
@@ -162,7 +163,8 @@ def run_once(output_dir: str, cmd: Sequence[str], popen: Optional[Callable] = No
   evaluated again, its record (and training time) kept."""
   done = posixpath.join(output_dir, DONE_FILE)
   if tf.io.gfile.exists(done):
-    if eval_cmd and not all(tf.io.gfile.exists(p) for p in predictions):
+    if eval_cmd and not all(run_summary.has_predictions(posixpath.dirname(p))
+                            for p in predictions):
       _check_ok(runs.run(eval_cmd, output_dir, popen), eval_cmd)
     return tables.read_json(done)
   measured = _check_ok(runs.run(cmd, output_dir, popen), cmd)

@@ -42,9 +42,17 @@ changed at a time to find what brings the collapse on.
 OUTPUT_DIR may be moved: the results tables name each run relative to its
 sweep directory, and the task data relative to where the command runs.
 
+The finished runs' small files (each point's record, config, eval results and
+summary: experiments/study_record.py) are kept in --record_dir,
+docs/study/record/ in the repository: saved after each sweep, restored into
+OUTPUT_DIR before anything runs. So a sitting on a new machine (a lent GPU, a
+Colab VM) skips what finished elsewhere, and on a clean clone `--report_only`
+writes the page from the record alone.
+
 The design (parts, grids) is experiments/study_grids.py; the page
 experiments/study_page.py, study_multitask.py and study_disagreements.py,
-reading the directory through study_results.py; this module is the command.
+reading the directory through study_results.py; the record study_record.py;
+this module is the command.
 """
 
 import datetime
@@ -62,6 +70,7 @@ import errors
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import runs
+from experiments import study_record
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_grids import MULTITASK_RUNS, PARTS, SEEDS, TASKS, multitask_runs
@@ -92,6 +101,9 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_bool("retry_failed", False, "Run the failed points again (a point "
                     "resumes from its last checkpoint).", **fv)
   flags.DEFINE_string("page", "docs/study.md", "The results page.", **fv)
+  flags.DEFINE_string("record_dir", "docs/study/record", "Where the finished runs' small "
+                      "files are kept (experiments/study_record.py): restored into "
+                      "--output_dir first, saved from it after each sweep; empty: none.", **fv)
   flags.DEFINE_integer("bootstrap_samples", 2000, "Bootstrap samples per claim.", **fv)
   flags.DEFINE_bool("report_only", False, "Write the page from what has finished; run "
                     "nothing.", **fv)
@@ -139,7 +151,12 @@ def _run(F, command: str) -> None:
   """The sittings' sweeps the flags ask for, then the page."""
   path_flags.check_path_flags(F, dict(
       output_dir=path_checks.OUTPUT_DIR, model_dir=path_checks.INPUT_DIR,
-      data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE))
+      data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE,
+      **({"record_dir": path_checks.OUTPUT_DIR} if F.record_dir else {})))
+  if F.record_dir:
+    restored = study_record.restore(F.record_dir, F.output_dir)
+    if restored:
+      print(f"Restored {restored} files of finished runs from {F.record_dir}")
   if not F.report_only:
     started = datetime.datetime.now().isoformat(timespec="seconds")
     seeds = [int(s) for s in F.seeds]
@@ -166,7 +183,9 @@ def _run(F, command: str) -> None:
       finally:
         if ran:
           record_sitting(F.output_dir, command, started)
+          _save(F)
   if not F.dry_run:
+    _save(F)
     report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root)
     print(f"Results page: {F.page}")
 
@@ -188,6 +207,16 @@ def _run_multitask(F, command: str, started: str) -> None:
     finally:
       if pending[name].pending:
         record_sitting(F.output_dir, command, started)
+        _save(F)
+
+
+def _save(F) -> None:
+  """The finished runs' small files into --record_dir (a sitting cut short keeps
+  what finished)."""
+  if F.record_dir:
+    written = study_record.save(F.output_dir, F.record_dir)
+    if written:
+      print(f"Saved {written} files of finished runs to {F.record_dir}")
 
 
 def record_sitting(output_dir: str, command: str, started: str) -> None:

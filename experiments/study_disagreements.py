@@ -8,6 +8,7 @@ import numpy as np
 
 from experiments import claims
 from experiments import collapse
+from experiments import run_summary
 from experiments.study_grids import (BETWEEN_RATE, COLLAPSED, INIT_SCALE, LONG_WARMUP, PARTS,
                                      SEEDS, SMALL_INIT_SCALE, STABILITY_SEEDS, TASKS, WARMUP,
                                      WIDE_ADAPTER, WIDE_RATE)
@@ -112,7 +113,7 @@ def _stability_lines(output_dir: str, samples: int,
         f"| `{part}/{task}/{row['output_dir']}` | {row['adapter_size']} | "
         f"{row['learning_rate']:g} | {row['seed']} | {row['warmup_proportion']:g} | "
         f"{row['adapter_init_scale']:g} | {row['eval_accuracy']:.3f} | "
-        f"{collapse.prediction_spread(run_dir):.2g} | {'yes' if fell else 'no'} | {lowest} | "
+        f"{run_summary.prediction_spread(run_dir):.2g} | {'yes' if fell else 'no'} | {lowest} | "
         f"{rate} | {'' if line.chance_from is None else line.chance_from} | "
         f"{line.warmup_steps} |")
   selected = selected_methods(methods[0])

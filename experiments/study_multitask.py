@@ -9,10 +9,10 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import claims
-from experiments import collapse
 from experiments import cost
 from experiments import multitask_comparison
 from experiments import plots
+from experiments import run_summary
 from experiments import tables
 from experiments.study_grids import (EPOCHS, LONG_EPOCHS, MULTITASK_METHODS, MULTITASK_RUNS,
                                      PARTS, SEEDS)
@@ -151,15 +151,16 @@ def _claims(output_dir: str, differences: _Differences) -> List[str]:
 
 
 def _predictions(directory: str, method: str, task: str) -> List[str]:
-  """The directories holding `method`'s eval_predictions.tsv on `task` under
-  `directory`, a seed each: the seeds whose runs have finished and written them."""
+  """The directories holding `method`'s dev predictions on `task` under
+  `directory`, a seed each: the seeds whose runs have finished and written them
+  (eval_predictions.tsv, or its summary)."""
   found = []
   for seed in SEEDS:
     path = multitask_comparison.eval_predictions_path(directory, method, seed, task)
     [run_dir] = [d for d, tasks in multitask_comparison.run_dirs(directory, method, seed)
                  if task in tasks]
     if (tf.io.gfile.exists(os.path.join(run_dir, multitask_comparison.DONE_FILE))
-        and tf.io.gfile.exists(path)):
+        and run_summary.has_predictions(os.path.dirname(path))):
       found.append(os.path.dirname(path))
   return found
 
@@ -264,7 +265,7 @@ def _hyperformer_curves(output_dir: str, figures: str) -> List[str]:
       [(directory, _)] = multitask_comparison.run_dirs(
           os.path.join(output_dir, "multitask", run.name), "hyperformer", seed)
       done = tf.io.gfile.exists(os.path.join(directory, multitask_comparison.DONE_FILE))
-      points = collapse.curve(directory) if done else []
+      points = run_summary.curve(directory) if done else []
       if points:
         panels.setdefault(run.describe(), {})[f"seed {seed}"] = points
         # Logged as float32: 6 decimals hold all it has.

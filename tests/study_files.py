@@ -7,6 +7,7 @@ import os
 import tensorflow as tf
 
 from experiments import grid as grid_lib
+from experiments import multitask_comparison
 from experiments import study_grids
 
 
@@ -28,6 +29,19 @@ def write_text(path, text):
     tf.io.gfile.remove(path)
   with tf.io.gfile.GFile(path, "w") as f:
     f.write(text)
+
+
+def write_dev_sets(data_root, n=100):
+  """The four WordNet tasks' training and dev sets as their columns, n examples of
+  labels a, b; returns the labels."""
+  labels = ["a", "b"] * (n // 2)
+  for task, (text_a, text_b) in multitask_comparison.WORDNET_TASKS.items():
+    columns = [text_a] + ([text_b] if text_b else []) + ["label"]
+    rows = ["\t".join([f"w{i}"] * (len(columns) - 1) + [l]) for i, l in enumerate(labels)]
+    for split in ("train", "dev"):  # The cost table counts the training examples.
+      write_text(str(data_root / task / f"{split}.tsv"),
+                 "\n".join(["\t".join(columns)] + rows) + "\n")
+  return labels
 
 
 def write_predictions(run_dir, labels, right):

@@ -136,8 +136,9 @@ COMMANDS = {
         output_dir=out, grid=g["grid"]), dict(output_dir=OUT_DIR, grid=IN_FILE)),
     "experiments.study": (study, "absl", lambda g, out: _flags(
         output_dir=out, model_dir=g["model"], data_root=g["data_root"],
-        page=out + "/study.md", dry_run=True), dict(
-            output_dir=OUT_DIR, model_dir=IN_DIR, data_root=IN_DIR, page=OUT_FILE)),
+        page=out + "/study.md", record_dir=out + "/record", dry_run=True), dict(
+            output_dir=OUT_DIR, model_dir=IN_DIR, data_root=IN_DIR, page=OUT_FILE,
+            record_dir=OUT_DIR)),
     "experiments.paper_table": (paper_table, "global", lambda g, out: _flags(
         model_dir=g["model"], data_root=g["data_root"], output_root=out,
         results_json=out + ".json", results_md=out + ".md"), dict(

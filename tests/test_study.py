@@ -178,7 +178,7 @@ def test_a_sitting_is_recorded_only_where_it_had_points_to_run(tmp_path, monkeyp
     fv = flags.FlagValues()
     study.define_flags(fv)
     fv(["study", f"--output_dir={out}", f"--model_dir={tmp_path}", f"--data_root={tmp_path}",
-        f"--page={tmp_path / 'page.md'}", *parts])
+        f"--page={tmp_path / 'page.md'}", "--record_dir=", *parts])
     assert study.main([], fv) == 0
     path = out / study_results.SITTINGS_FILE
     recorded = json.loads(path.read_text()) if path.exists() else []

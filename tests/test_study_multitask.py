@@ -12,7 +12,7 @@ from experiments import multitask_comparison
 from experiments import study
 from experiments import study_grids
 from experiments import study_page
-from study_files import JoinablePath, write_predictions, write_run, write_text
+from study_files import JoinablePath, write_dev_sets, write_predictions, write_run, write_text
 
 
 def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, capsys):
@@ -42,7 +42,7 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
     fv = flags.FlagValues()
     study.define_flags(fv)
     fv(["study", f"--output_dir={tmp_path / 'dry'}", "--parts=multitask", "--dry_run",
-        f"--model_dir={tmp_path}", f"--data_root={tmp_path}", *extra])
+        f"--model_dir={tmp_path}", f"--data_root={tmp_path}", "--record_dir=", *extra])
     return study.main([], fv)
 
   assert dry_run("--multitask_settings=lr-0.0003_epochs-20,lr-0.001") == 0
@@ -146,23 +146,10 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
       "lr-0.0003_generator_init_stddev-0.1,2,100,1.25"]
 
 
-def _dev_sets(data_root, n=100):
-  """The four WordNet tasks' training and dev sets as their columns, n examples of
-  labels a, b."""
-  labels = ["a", "b"] * (n // 2)
-  for task, (text_a, text_b) in multitask_comparison.WORDNET_TASKS.items():
-    columns = [text_a] + ([text_b] if text_b else []) + ["label"]
-    rows = ["\t".join([f"w{i}"] * (len(columns) - 1) + [l]) for i, l in enumerate(labels)]
-    for split in ("train", "dev"):  # The cost table counts the training examples.
-      write_text(str(data_root / task / f"{split}.tsv"),
-                 "\n".join(["\t".join(columns)] + rows) + "\n")
-  return labels
-
-
 def test_hyperformer_claim_against_per_task_adapters(tmp_path):
   """HyperFormer++ right on 80 of each task's 100 dev examples, the per-task
   adapters on 90 (a superset): -10 points, and the interval far below -1."""
-  labels = _dev_sets(tmp_path / "data")
+  labels = write_dev_sets(tmp_path / "data")
   multitask = tmp_path / "out" / "multitask"
   done = json.dumps({"status": "ok", "wall_seconds": 60, "metrics": {"global_step": 100}})
   # A factor setting's HyperFormer++ (generated adapters of 64) right on 88.

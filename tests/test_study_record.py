@@ -1,0 +1,236 @@
+"""experiments/run_summary.py and study_record.py: a finished run's summary answers
+as its own files do, and a study directory's record, restored on another
+machine, gives the same page and resumes where the first left off."""
+
+import json
+import math
+import os
+import uuid
+
+import numpy as np
+import pytest
+from absl import flags
+import tensorflow as tf
+
+from experiments import claims
+from experiments import collapse
+from experiments import grid as grid_lib
+from experiments import multitask_comparison
+from experiments import run_summary
+from experiments import runs
+from experiments import study
+from experiments import study_grids
+from experiments import study_page
+from experiments import study_record
+from experiments import sweep as sweep_lib
+from experiments import tables
+import errors
+from study_files import JoinablePath, write_dev_sets, write_predictions, write_run, write_text
+
+
+def _copy(src, dst, names):
+  for name in names:
+    tf.io.gfile.makedirs(str(dst))
+    tf.io.gfile.copy(str(src / name), str(dst / name))
+
+
+def test_a_run_summary_answers_as_the_runs_own_files(tmp_path):
+  run = tmp_path / "run"
+  labels = ["a", "b"] * 5
+  losses = [(100, 0.69), (200, 0.41), (300, 0.6931)]
+  write_run(str(run), losses, labels=("a", "b"), warmup_steps=150)
+  write_predictions(run, labels, 7)  # Right on the first 7 of 10.
+  assert run_summary.write(str(run))
+  kept = tmp_path / "kept"
+  _copy(run, kept, ["run_config.json", run_summary.SUMMARY_FILE])
+  for directory in (run, kept):
+    d = str(directory)
+    # A row predicts label 0 (0.9) where it is right on an "a" or wrong on a "b".
+    assert run_summary.predicted_labels(d).tolist() == [0, 1, 0, 1, 0, 1, 0, 0, 1, 0]
+    # Each label's probability is 0.9 on 6 rows and 0.1 on 4: std 0.8 * sqrt(0.6 * 0.4).
+    assert run_summary.prediction_spread(d) == pytest.approx(0.8 * math.sqrt(0.24))
+    # As TensorBoard stored them (float32), to the bit.
+    assert run_summary.curve(d) == [(s, float(np.float32(v))) for s, v in losses]
+    assert run_summary.curve(d, "learning_rate") == [
+        (s, float(np.float32(s / 40000))) for s, _ in losses]
+    assert run_summary.curve(d, "no_such_tag") == []
+    assert run_summary.has_predictions(d)
+    assert claims.correctness(d, np.array([0, 1] * 5)).sum() == 7
+  assert collapse.timeline(str(run)) == collapse.timeline(str(kept))
+  # A run with nothing to summarize; its predictions asked for: one line naming it.
+  (tmp_path / "empty").mkdir()
+  assert not run_summary.write(str(tmp_path / "empty"))
+  assert not run_summary.has_predictions(str(tmp_path / "empty"))
+  with pytest.raises(errors.UserError, match="^.*empty: no eval_predictions.tsv and no "
+                     "run_summary.json with its predictions$"):
+    run_summary.predicted_labels(str(tmp_path / "empty"))
+
+
+TASK = "wordnet_relation"
+# Dev examples right out of 100, by method (then + the rate's index and the seed).
+RIGHT = {"full": 88, "top_layers_3": 84, "adapters_64": 86, "adapters_8": 85,
+         "layer_norm": 78, "head": 60}
+
+
+def _finished_study(out, labels):
+  """A study directory as the sweep, run_classifier.py and the multitask comparison
+  leave it: Table 1's methods on wordnet_relation (two seeds; one point still
+  running, with a checkpoint), and a multitask setting with per-task adapters
+  and HyperFormer++ (seed 1)."""
+  grid_json = study_grids.part_grid("methods", study_grids.TASKS[TASK], "models/minilm",
+                                    "data/wordnet", seeds=[1, 2])
+  grid = grid_lib.Grid.from_json(grid_json)
+  sweep_dir = out / "methods" / TASK
+  sweep = sweep_lib.Sweep(grid, str(sweep_dir))
+  tables.write_json(str(sweep_dir / sweep_lib.SWEEP_FILE), {"grid": grid.to_json(),
+                                                            "program": ["run_classifier.py"]})
+  rates = {}
+  for p in sweep.points:
+    rates.setdefault(p.settings["train_mode"], set()).add(p.settings["learning_rate"])
+  for p in sweep.points:
+    run = sweep_dir / "runs" / p.name
+    mode, size = p.settings["train_mode"], p.settings["adapter_size"]
+    method = runs.method_name(mode, size)
+    write_run(str(run), [(100, 0.7), (200, 0.5)], labels=("a", "b"))
+    write_text(str(run / "model.ckpt-200.index"), "checkpoint")
+    if p is sweep.points[-1]:
+      continue  # Still running: no record, no predictions.
+    right = (RIGHT[method] + sorted(rates[mode]).index(p.settings["learning_rate"])
+             + p.settings["seed"])
+    write_predictions(run, labels, right)
+    write_text(str(run / "eval_results.txt"), f"eval_accuracy = {right / 100}\n")
+    write_text(str(run / "run.log"), "INFO ...\n")
+    # What run_classifier.py leaves beside: the evaluation's TensorBoard
+    # directory, the adapter-only weights.
+    write_run(str(run / "eval"), [(200, 0.45)])
+    write_text(str(run / "adapter_model" / "adapter_weights.safetensors"), "weights")
+    tables.write_json(str(run / runs.RECORD_FILE), {
+        "point": p.name, "status": "ok", "exit_code": 0, "vary": p.vary,
+        "settings": p.settings, "command": ["run_classifier.py", f"--output_dir={run}"],
+        "output_dir": f"runs/{p.name}", "finished_at": "2026-11-25T16:00:00",
+        "wall_seconds": 100.0 + right, "train_mode": mode, "adapter_size": size,
+        "method": method, "num_train_examples": 100, "num_train_steps": 200,
+        "metrics": {"eval_accuracy": right / 100, "eval_loss": 1 - right / 100,
+                    "global_step": 200, "loss": 0.5},
+        "params": {"total": 1000, "adapter": 10, "trainable": 20}, "error": None})
+  sweep_lib.Sweep(grid, str(sweep_dir)).write_table()
+
+  setting = out / "multitask" / "lr-0.0003"
+  done = json.dumps({"status": "ok", "wall_seconds": 60, "metrics": {"global_step": 100}})
+  for method, right in (("houlsby", 90), ("hyperformer", 80)):
+    for run_dir, tasks in multitask_comparison.run_dirs(str(setting), method, 1):
+      write_text(f"{run_dir}/{multitask_comparison.DONE_FILE}", done)
+      write_text(f"{run_dir}/eval_results.txt", "eval_accuracy = 0.9\n")
+      if method == "hyperformer":
+        write_run(run_dir, [(50, 1.2), (100, 0.9)])
+      for task in tasks:
+        path = multitask_comparison.eval_predictions_path(str(setting), method, 1, task)
+        write_predictions(JoinablePath(os.path.dirname(path)), labels, right)
+  records = {}
+  for method, value in (("houlsby", 0.9), ("hyperformer", 0.8)):
+    records.update({(method, 1, t): {"accuracy": value}
+                    for t in multitask_comparison.WORDNET_TASKS})
+    records[(method, 1, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
+  rows = multitask_comparison.rows_of(records)
+  tables.write_table(str(setting / "comparison.json"), str(setting / "comparison.csv"), rows,
+                     ["method", "task", "mean", "std", "seeds", "values"])
+  write_text(str(setting / "comparison.md"), multitask_comparison.markdown(rows))
+  study.record_sitting(str(out), "python -m experiments.study", "2026-11-25T15:00:00")
+  return sweep
+
+
+def _files(root):
+  return sorted(os.path.join(d, f)[len(root) + 1:]
+                for d, _, files in tf.io.gfile.walk(root) for f in files)
+
+
+@pytest.mark.parametrize("record_on", ["local", "ram"])
+def test_the_page_comes_back_from_the_record_on_another_machine(tmp_path, monkeypatch,
+                                                                record_on):
+  """The record holds the finished runs' small files only; restored into an empty
+  directory (another machine's), the page is the same, and the sweep resumes
+  with the one point that had not finished."""
+  monkeypatch.chdir(tmp_path)
+  labels = write_dev_sets(JoinablePath("data/wordnet"))
+  first = JoinablePath(str(tmp_path / "first"))
+  sweep = _finished_study(first, labels)
+  record = (JoinablePath(f"ram://record-{uuid.uuid4().hex[:8]}") if record_on == "ram"
+            else JoinablePath(str(tmp_path / "record")))
+
+  def page(out, name):
+    text = study_page.report(str(out), f"{name}/study.md", "cmd", bootstrap_samples=200)
+    return text.replace(str(out), "OUT")
+
+  first_page = page(first, "docs1")
+  assert "| adapters_64 within 1 point of full |" in first_page  # Its claim is decided.
+  written = study_record.save(str(first), str(record))
+  kept = _files(str(record))
+  assert written == len(kept)
+  assert {os.path.basename(f) for f in kept} == {
+      "sweep.json", "sweep_point.json", "run_config.json", "eval_results.txt",
+      "run_summary.json", "comparison_run.json", "comparison.json", "comparison.csv",
+      "comparison.md", "sittings.json"}
+  # The running point left nothing, nor did eval/ and adapter_model/; the multitask
+  # runs' per-task predictions are summarized.
+  assert not [f for f in kept if sweep.points[-1].name in f or "/eval/" in f
+              or "adapter_model" in f]
+  assert "multitask/lr-0.0003/hyperformer/seed-1/wordnet_pos/run_summary.json" in kept
+  assert study_record.save(str(first), str(record)) == 0  # Up to date.
+
+  second = JoinablePath(str(tmp_path / "second"))
+  assert study_record.restore(str(record), str(second)) == len(kept)
+  resumed = sweep_lib.Sweep(sweep.grid, str(second / "methods" / TASK))
+  assert [p.name for p in resumed.pending()] == [sweep.points[-1].name]
+  assert not tf.io.gfile.exists(str(second / "methods" / TASK / "runs" / sweep.points[0].name
+                                    / "eval_predictions.tsv"))
+  assert page(second, "docs2") == first_page
+  for name in ("methods_wordnet_relation_results.csv", "multitask_hyperformer_loss.csv",
+               "multitask_lr-0.0003.csv"):
+    assert (tmp_path / "docs2" / "study" / name).read_text() == (
+        tmp_path / "docs1" / "study" / name).read_text(), name
+  # The multitask comparison takes a restored run as finished, predictions and all:
+  # it neither trains nor evaluates it again.
+  def no_run(*args, **kwargs):
+    raise AssertionError("ran a finished run")
+  [(run_dir, tasks)] = multitask_comparison.run_dirs(str(second / "multitask" / "lr-0.0003"),
+                                                     "hyperformer", 1)
+  predictions = [multitask_comparison.eval_predictions_path(
+      str(second / "multitask" / "lr-0.0003"), "hyperformer", 1, t) for t in tasks]
+  assert multitask_comparison.run_once(run_dir, ["train"], no_run, ["eval"],
+                                       predictions)["status"] == "ok"
+
+
+def test_restore_keeps_what_the_output_directory_has(tmp_path):
+  record, out = tmp_path / "record", tmp_path / "out"
+  write_text(str(record / "sittings.json"), "[1]\n")
+  write_text(str(record / "multitask" / "lr-0.001" / "comparison.md"), "from the record\n")
+  write_text(str(out / "sittings.json"), "[1, 2]\n")
+  assert study_record.restore(str(record), str(out)) == 1
+  assert (out / "sittings.json").read_text() == "[1, 2]\n"
+  assert (out / "multitask" / "lr-0.001" / "comparison.md").read_text() == "from the record\n"
+  # Saving brings the record up to date with the directory.
+  assert study_record.save(str(out), str(record)) == 1
+  assert (record / "sittings.json").read_text() == "[1, 2]\n"
+
+
+def test_the_study_command_restores_saves_and_writes_the_page(tmp_path, monkeypatch, capsys):
+  """`python -m experiments.study --report_only` on a machine with no runs: the
+  record's runs come back, and the page is the first machine's."""
+  monkeypatch.chdir(tmp_path)
+  labels = write_dev_sets(JoinablePath("data/wordnet"))
+  tf.io.gfile.makedirs("models/minilm")
+  _finished_study(JoinablePath("machine-a"), labels)
+  kept = study_record.save("machine-a", "docs/study/record")  # The flag's default.
+
+  def report_only(out):
+    fv = flags.FlagValues()
+    study.define_flags(fv)
+    fv(["study", f"--output_dir={out}", "--report_only", "--bootstrap_samples=200",
+        f"--page={out}.md"])
+    assert study.main([], fv) == 0
+    return (tmp_path / f"{out}.md").read_text().replace(out, "OUT")
+
+  first = report_only("machine-a")
+  assert "Restored" not in capsys.readouterr().out
+  assert report_only("machine-b") == first
+  assert f"Restored {kept} files of finished runs from docs/study/record" in capsys.readouterr().out
