@@ -104,6 +104,9 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_string("record_dir", "docs/study/record", "Where the finished runs' small "
                       "files are kept (experiments/study_record.py): restored into "
                       "--output_dir first, saved from it after each sweep; empty: none.", **fv)
+  flags.DEFINE_string("earlier_runs", "docs/study_first_runs", "An earlier study's "
+                      "results tables (PART_TASK_results.csv): the page checks the points "
+                      "run again against them; absent or empty: none.", **fv)
   flags.DEFINE_integer("bootstrap_samples", 2000, "Bootstrap samples per claim.", **fv)
   flags.DEFINE_bool("report_only", False, "Write the page from what has finished; run "
                     "nothing.", **fv)
@@ -186,7 +189,8 @@ def _run(F, command: str) -> None:
           _save(F)
   if not F.dry_run:
     _save(F)
-    report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root)
+    report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root,
+           F.record_dir, F.earlier_runs)
     print(f"Results page: {F.page}")
 
 

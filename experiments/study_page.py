@@ -17,6 +17,7 @@ from experiments.study_disagreements import disagreements_section
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, PARTS, SEEDS,
                                      TASKS, TRADEOFF_TASKS)
 from experiments.study_multitask import multitask_section
+from experiments.study_reruns import reruns_section
 from experiments.study_results import (SITTINGS_FILE, full_by_epochs, multitask_cost,
                                        read_results, runs_correct, sweep_dir, table_selection,
                                        whole_study)
@@ -42,14 +43,17 @@ def _setting(row: Mapping[str, object]) -> str:
 
 
 def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 2000,
-           model_dir: str = "models/minilm", data_root: str = "data/wordnet") -> str:
+           model_dir: str = "models/minilm", data_root: str = "data/wordnet",
+           record_dir: str = "", earlier_dir: str = "") -> str:
   """Writes the results page (and its plots under PAGE's stem/); returns its text."""
   figures = os.path.splitext(page)[0]
+  kept = (f" (every finished run's small files are kept in `{record_dir}`, from which "
+          "`--report_only` writes this page on any machine)" if record_dir else "")
   lines = [
       "# The evidence study: the paper's claims with seeds", "",
       "[Back to the README](../README.md#results)", "",
-      f"Written by `{command}` (experiments/study.py) from the runs under `{output_dir}`; "
-      f"`--report_only` rewrites it. {datetime.date.today().isoformat()}, "
+      f"Written by `{command}` (experiments/study.py) from the runs under `{output_dir}`"
+      f"{kept}; `--report_only` rewrites it. {datetime.date.today().isoformat()}, "
       f"{machine.cpu_line()} ({platform.platform()}).", ""]
   sittings_path = os.path.join(output_dir, SITTINGS_FILE)
   if tf.io.gfile.exists(sittings_path):
@@ -80,6 +84,8 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += ["## What ran", "",
             "| part | task | points ok | failed | pending | run hours (sum of points) | "
             "results |", "|---|---|---|---|---|---|---|"] + status + [""]
+  if earlier_dir:
+    lines += reruns_section(output_dir, earlier_dir)
   multitask = multitask_cost(output_dir, data_root)
   lines += cost.section(
       whole_study(output_dir, model_dir, data_root)

@@ -233,4 +233,41 @@ def test_the_study_command_restores_saves_and_writes_the_page(tmp_path, monkeypa
   first = report_only("machine-a")
   assert "Restored" not in capsys.readouterr().out
   assert report_only("machine-b") == first
+  assert ("(every finished run's small files are kept in `docs/study/record`, from which "
+          "`--report_only` writes this page on any machine)") in first
   assert f"Restored {kept} files of finished runs from docs/study/record" in capsys.readouterr().out
+
+
+def test_the_page_checks_reruns_against_the_earlier_tables(tmp_path, monkeypatch):
+  """Points run again (the same names) against an earlier study's tables: the
+  ones that agree counted, the one that differs listed with both values."""
+  monkeypatch.chdir(tmp_path)
+  labels = write_dev_sets(JoinablePath("data/wordnet"))
+  out = JoinablePath(str(tmp_path / "out"))
+  sweep = _finished_study(out, labels)
+  now = (tmp_path / "out" / "methods" / TASK / "results.csv").read_text().splitlines()
+  header = now[0].split(",")
+  first, second = sweep.points[0].name, sweep.points[1].name
+  earlier = [now[0]]
+  for line in now[1:]:
+    cells = line.split(",")
+    if cells[0] == second:  # The first runs had it at another accuracy.
+      cells[header.index("eval_accuracy")] = "0.5"
+    if cells[0] == first:  # And this one's dev loss 0.25 higher.
+      loss = header.index("eval_loss")
+      cells[loss] = str(float(cells[loss]) + 0.25)
+    if cells[0] in (first, second):
+      earlier.append(",".join(cells))
+  write_text(str(tmp_path / "earlier" / f"methods_{TASK}_results.csv"), "\n".join(earlier) + "\n")
+  text = study_page.report(str(out), "docs/study.md", "cmd", bootstrap_samples=100,
+                           earlier_dir=str(tmp_path / "earlier"))
+  accuracy = [l for l in now if l.startswith(second)][0].split(",")[header.index("eval_accuracy")]
+  assert (f"## Reruns of earlier points\n\n2 finished points are reruns of points in "
+          f"`{tmp_path / 'earlier'}` (the same settings, hence the same names): 1 of them give "
+          f"the same dev accuracy and steps as that table keeps them, and the dev and final "
+          f"training losses of all differ by at most 0.25. The others:\n\n- methods/{TASK} "
+          f"`{second}`: eval_accuracy 0.5 then, {accuracy} now\n") in text
+  # No earlier tables (or none of their points rerun): no section.
+  assert "## Reruns" not in study_page.report(str(out), "docs/study.md", "cmd",
+                                               bootstrap_samples=100,
+                                               earlier_dir=str(tmp_path / "none"))
