@@ -157,6 +157,7 @@ def _run(F, command: str) -> None:
       data_root=path_checks.INPUT_DIR, page=path_checks.OUTPUT_FILE,
       **({"record_dir": path_checks.OUTPUT_DIR} if F.record_dir else {})))
   if F.record_dir:
+    study_record.check_apart(F.output_dir, F.record_dir)
     restored = study_record.restore(F.record_dir, F.output_dir)
     if restored:
       print(f"Restored {restored} files of finished runs from {F.record_dir}")

@@ -24,6 +24,7 @@ from typing import Iterator, List, Tuple
 import tensorflow as tf
 
 from classification import metrics as classifier_metrics
+import errors
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import run_summary
@@ -78,9 +79,17 @@ def _copy_if_changed(src: str, dst: str) -> bool:
   return True
 
 
+def check_apart(output_dir: str, record_dir: str) -> None:
+  """A record inside OUTPUT_DIR would be saved into itself, a level deeper each time."""
+  if record_dir.rstrip("/").startswith(output_dir.rstrip("/") + "/"):
+    raise errors.UserError(f"--record_dir={record_dir} is inside --output_dir={output_dir}: "
+                           "keep the record beside the runs, not among them")
+
+
 def save(output_dir: str, record_dir: str) -> int:
   """Brings RECORD_DIR up to date with OUTPUT_DIR's finished runs (summarizing
   each first, once); returns how many files it wrote."""
+  check_apart(output_dir, record_dir)
   finished = set(_finished_dirs(output_dir))
   for directory in finished:
     if not tf.io.gfile.exists(os.path.join(directory, run_summary.SUMMARY_FILE)):
@@ -111,6 +120,8 @@ def restore(record_dir: str, output_dir: str) -> int:
       if name == runs.RECORD_FILE:  # SWEEP_DIR/runs/POINT/sweep_point.json
         sweeps.add(os.path.dirname(os.path.dirname(os.path.dirname(target))))
   for sweep_dir in sorted(sweeps):
+    if not tf.io.gfile.exists(os.path.join(sweep_dir, sweep_lib.SWEEP_FILE)):
+      continue  # Not a sweep's point (or its grid not recorded): no table to rewrite.
     saved = tables.read_json(os.path.join(sweep_dir, sweep_lib.SWEEP_FILE))
     sweep_lib.Sweep(grid_lib.Grid.from_json(saved["grid"]), sweep_dir,
                     log=lambda _: None).write_table()

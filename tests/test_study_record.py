@@ -211,6 +211,15 @@ def test_restore_keeps_what_the_output_directory_has(tmp_path):
   # Saving brings the record up to date with the directory.
   assert study_record.save(str(out), str(record)) == 1
   assert (record / "sittings.json").read_text() == "[1, 2]\n"
+  # A record among the runs would be saved into itself: one line, nothing written.
+  with pytest.raises(errors.UserError, match=r"^--record_dir=.*/out/record is inside "
+                     r"--output_dir=.*/out: keep the record beside the runs, not among them$"):
+    study_record.save(str(out), str(out / "record"))
+  assert not (out / "record").exists()
+  # A sweep point's record without its sweep's grid: restored, no table rewritten.
+  write_text(str(record / "methods" / TASK / "runs" / "p" / runs.RECORD_FILE), "{}")
+  assert study_record.restore(str(record), str(tmp_path / "elsewhere")) == 3
+  assert not (tmp_path / "elsewhere" / "methods" / TASK / "results.json").exists()
 
 
 def test_the_study_command_restores_saves_and_writes_the_page(tmp_path, monkeypatch, capsys):
