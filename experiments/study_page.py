@@ -185,8 +185,8 @@ def _batches_note(tasks: Sequence[str]) -> str:
   return (f" Every run on {', '.join(grouped)}, of every method and part, trains on batches "
           "of examples of similar length (run_classifier.py --group_by_length: about twice "
           "the training steps a second)"
-          + (f"; every run on {', '.join(random)}, which ran first, on random batches"
-             if random else "") + ".")
+          + (f"; every run on {', '.join(random)} on random batches, as its first runs "
+             "had them" if random else "") + ".")
 
 
 def _task_heading(task: str, results: Mapping[str, Optional[Mapping]],
