@@ -44,8 +44,8 @@ sweep directory, and the task data relative to where the command runs.
 
 The finished runs' small files (each point's record, config, eval results and
 summary: experiments/study_record.py) are kept in --record_dir,
-docs/study/record/ in the repository: saved after each sweep, restored into
-OUTPUT_DIR before anything runs. So a sitting on a new machine (a lent GPU, a
+docs/study/record/ in the repository: saved as each point finishes, restored
+into OUTPUT_DIR before anything runs. So a sitting on a new machine (a lent GPU, a
 Colab VM) skips what finished elsewhere, and on a clean clone `--report_only`
 writes the page from the record alone.
 
@@ -59,6 +59,7 @@ import datetime
 import os
 import shlex
 import sys
+import threading
 from typing import List
 
 import tensorflow as tf
@@ -103,7 +104,8 @@ def define_flags(flag_values=FLAGS):
   flags.DEFINE_string("page", "docs/study.md", "The results page.", **fv)
   flags.DEFINE_string("record_dir", "docs/study/record", "Where the finished runs' small "
                       "files are kept (experiments/study_record.py): restored into "
-                      "--output_dir first, saved from it after each sweep; empty: none.", **fv)
+                      "--output_dir first, saved from it as each point finishes; empty: "
+                      "none.", **fv)
   flags.DEFINE_string("earlier_runs", "docs/study_first_runs", "An earlier study's "
                       "results tables (PART_TASK_results.csv): the page checks the points "
                       "run again against them; absent or empty: none.", **fv)
@@ -175,8 +177,10 @@ def _run(F, command: str) -> None:
         print(f"=== {part} on {task}: waits for the methods part's points on {task} "
               f"(seeds {','.join(F.seeds)}) to finish: its grid is their selected rates")
         continue
-      sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid), sweep_dir(F.output_dir, part, task),
-                              parallel=F.parallel, retry_failed=F.retry_failed)
+      sweep = sweep_lib.Sweep(
+          grid_lib.Grid.from_json(grid), sweep_dir(F.output_dir, part, task),
+          parallel=F.parallel, retry_failed=F.retry_failed,
+          on_finished=lambda _: _after_point(F, command, started))
       if F.dry_run:
         print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
         continue
@@ -186,8 +190,7 @@ def _run(F, command: str) -> None:
         sweep.run()
       finally:
         if ran:
-          record_sitting(F.output_dir, command, started)
-          _save(F)
+          _after_point(F, command, started)
   if not F.dry_run:
     _save(F)
     report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root,
@@ -211,17 +214,27 @@ def _run_multitask(F, command: str, started: str) -> None:
       multitask_comparison.main([], fv)
     finally:
       if pending[name].pending:
-        record_sitting(F.output_dir, command, started)
-        _save(F)
+        _after_point(F, command, started)
 
 
 def _save(F) -> None:
-  """The finished runs' small files into --record_dir (a sitting cut short keeps
-  what finished)."""
+  """The finished runs' small files into --record_dir."""
   if F.record_dir:
     written = study_record.save(F.output_dir, F.record_dir)
     if written:
       print(f"Saved {written} files of finished runs to {F.record_dir}")
+
+
+_AFTER_POINT = threading.Lock()  # Points finish on the sweep's threads.
+
+
+def _after_point(F, command: str, started: str) -> None:
+  """After each finished point (and at the end of a sweep or a multitask
+  setting): the sitting and the record brought up to date, so a sitting killed
+  midway (its machine gone) loses only the points that were running."""
+  with _AFTER_POINT:
+    record_sitting(F.output_dir, command, started)
+    _save(F)
 
 
 def record_sitting(output_dir: str, command: str, started: str) -> None:

@@ -73,7 +73,8 @@ class Sweep:
   def __init__(self, grid: grid_lib.Grid, output_dir: str,
                program: Optional[Sequence[str]] = None, parallel: int = 1,
                retry_failed: bool = False, keep_checkpoints: bool = False,
-               log: Callable[[str], None] = print, popen: Optional[Callable] = None):
+               log: Callable[[str], None] = print, popen: Optional[Callable] = None,
+               on_finished: Optional[Callable[[dict], None]] = None):
     if parallel < 1:
       raise grid_lib.GridError(f"--parallel={parallel}: must be at least 1")
     self.grid = grid
@@ -84,6 +85,9 @@ class Sweep:
     self.keep_checkpoints = keep_checkpoints
     self.log = log
     self.popen = popen  # Starts a point's process (runs.run_logged); None: a subprocess.
+    # Called with each point's record once it and the results table are written
+    # (the study saves the finished runs' files then); from the point's thread.
+    self.on_finished = on_finished
     self.points = grid.points(DEFAULTS)
     self.records: Dict[str, dict] = {}
     self._lock = threading.Lock()
@@ -188,6 +192,8 @@ class Sweep:
     with self._lock:
       self.records[point.name] = record
     self.write_table()
+    if self.on_finished is not None:
+      self.on_finished(record)
     return record
 
   def rows(self) -> List[dict]:

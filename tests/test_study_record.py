@@ -280,3 +280,33 @@ def test_the_page_checks_reruns_against_the_earlier_tables(tmp_path, monkeypatch
   assert "## Reruns" not in study_page.report(str(out), "docs/study.md", "cmd",
                                                bootstrap_samples=100,
                                                earlier_dir=str(tmp_path / "none"))
+
+
+def test_the_record_is_saved_as_each_point_finishes(tmp_path, monkeypatch):
+  """A sitting killed midway (its machine gone) has its finished points in the
+  record already, and itself in the record's list of sittings."""
+  monkeypatch.chdir(tmp_path)
+  seen = []
+
+  class OnePointThenKilled(sweep_lib.Sweep):
+    def run(self):
+      point = self.points[0]
+      record = {"point": point.name, "status": "ok", "vary": point.vary,
+                "output_dir": f"runs/{point.name}"}
+      tables.write_json(os.path.join(self.point_dir(point), runs.RECORD_FILE), record)
+      self.on_finished(record)
+      seen.append(sorted(_files("docs/study/record")))
+      raise SystemExit("killed")  # Not a KeyboardInterrupt: no clean-up runs.
+
+  monkeypatch.setattr(study.sweep_lib, "Sweep", OnePointThenKilled)
+  fv = flags.FlagValues()
+  study.define_flags(fv)
+  fv(["study", "--output_dir=out", "--parts=init_scale", "--model_dir=.", "--data_root=."])
+  with pytest.raises(SystemExit):
+    study.main([], fv)
+  point = grid_lib.Grid.from_json(study_grids.part_grid(
+      "init_scale", study_grids.TASKS["wordnet_lexname"], ".", ".")).points(
+          sweep_lib.DEFAULTS)[0].name
+  assert seen == [[f"init_scale/wordnet_lexname/runs/{point}/sweep_point.json", "sittings.json"]]
+  [sitting] = json.loads((tmp_path / "docs" / "study" / "record" / "sittings.json").read_text())
+  assert sitting["command"].startswith("python -m experiments.study")

@@ -226,10 +226,18 @@ def test_sweep_records_failures_resumes_and_retries(tmp_path, fake, monkeypatch)
   out = str(tmp_path / "sweep")
   grid = _grid(["--task_name=tsv", "--data_dir=unused"],
                ["learning_rate=1e-3,1.0", "seed=1,2"])
-  logs = []
-  sweep = sweep_lib.Sweep(grid, out, program, log=logs.append)
+  logs, finished = [], []
+
+  def on_finished(record):  # Its record and the table's row are on disk by then.
+    table = tables.read_json(os.path.join(out, "results.json"))
+    finished.append((record["point"], tables.read_json(os.path.join(
+        out, record["output_dir"], runs.RECORD_FILE)) == record,
+        record["point"] in [r["point"] for r in table["rows"]]))
+
+  sweep = sweep_lib.Sweep(grid, out, program, log=logs.append, on_finished=on_finished)
   assert sweep.run() == {"ok": 2, "failed": 2, "pending": 0}
   assert len(calls()) == 4
+  assert finished == [(p.name, True, True) for p in sweep.points]
   rows = _read_csv(os.path.join(out, "results.csv"))
   assert [(r["learning_rate"], r["seed"], r["status"], r["exit_code"]) for r in rows] == [
       ("0.001", "1", "ok", "0"), ("0.001", "2", "ok", "0"),
