@@ -310,3 +310,20 @@ def test_the_record_is_saved_as_each_point_finishes(tmp_path, monkeypatch):
   assert seen == [[f"init_scale/wordnet_lexname/runs/{point}/sweep_point.json", "sittings.json"]]
   [sitting] = json.loads((tmp_path / "docs" / "study" / "record" / "sittings.json").read_text())
   assert sitting["command"].startswith("python -m experiments.study")
+
+
+def test_the_committed_page_is_what_the_committed_record_gives(tmp_path, monkeypatch):
+  """docs/study.md, as committed, is what `--report_only` writes from
+  docs/study/record/ on a clean clone (all but the line that says when, where and
+  from which directory it was written)."""
+  root = os.path.join(os.path.dirname(__file__), "..")
+  monkeypatch.chdir(root)  # The record's grids name the task data relative to it.
+  out = str(tmp_path / "runs")
+  study_record.restore("docs/study/record", out)
+  written = study_page.report(out, str(tmp_path / "docs" / "study.md"), "cmd",
+                              record_dir="docs/study/record",
+                              earlier_dir="docs/study_first_runs")
+  with open("docs/study.md") as f:
+    committed = f.read()
+  written_by = lambda text: [l for l in text.splitlines() if not l.startswith("Written by `")]
+  assert written_by(written) == written_by(committed)
