@@ -18,12 +18,12 @@ class Task:
 
 
 # Length-grouped batches train 2.1x the steps a second, and as well (README,
-# Speed: both measured on wordnet_lexname, whose definitions wordnet_pos
-# shares). wordnet_relation keeps the random batches of its first runs
-# (docs/study_first_runs.md): its word pairs gain little from grouping, its
-# reruns can be checked against those runs, and its stability part reruns the
-# points that collapsed there. Every run on a task, of every method and part,
-# trains on the same kind of batches, so each task's comparisons stay like with like.
+# Speed: both measured on wordnet_lexname; wordnet_pos's inputs are definitions
+# too). wordnet_relation keeps the random batches of its first runs
+# (docs/study_first_runs.md), so that its reruns can be checked against those
+# runs and its stability part reruns the points that collapsed there. Every
+# run on a task, of every method and part, trains on the same kind of batches,
+# so each task's comparisons stay like with like.
 TASKS = {t.name: t for t in (
     Task("wordnet_lexname", "sentence", group_by_length=True),
     Task("wordnet_pos", "sentence", group_by_length=True),
