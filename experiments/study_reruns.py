@@ -10,6 +10,7 @@ counts the points that do and lists those that do not, with both values.
 
 import csv
 import io
+import math
 import os
 from typing import List
 
@@ -51,7 +52,8 @@ def reruns_section(output_dir: str, earlier_dir: str) -> List[str]:
       now = _rows(os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_CSV))
       for point in sorted(set(earlier) & set(now)):
         then, again = earlier[point], now[point]
-        largest = max([largest] + [abs(_number(then, c) - _number(again, c)) for c in LOSSES])
+        gaps = [abs(_number(then, c) - _number(again, c)) for c in LOSSES]
+        largest = max([largest] + [g for g in gaps if not math.isnan(g)])
         changed = [f"{c} {then[c]} then, {again[c]} now" for c in EXACT
                    if _number(then, c) != _number(again, c)]
         if changed:
