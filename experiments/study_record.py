@@ -19,7 +19,7 @@ Both go through tf.io.gfile: either side may be gs:// or ram://.
 """
 
 import os
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import tensorflow as tf
 
@@ -55,16 +55,18 @@ def _relative(path: str, root: str) -> str:
   return "" if path.rstrip("/") == root else path[len(root) + 1:]
 
 
-def _finished_dirs(output_dir: str) -> List[str]:
+def _finished_dirs(listing: Dict[str, List[str]]) -> List[str]:
   """Each finished run's directory, and those of its subdirectories that hold
-  dev predictions (a multi-task run's tasks'; not eval/ or adapter_model/)."""
+  dev predictions (a multi-task run's tasks'; not eval/ or adapter_model/), from
+  a walk's {directory: files}."""
   out = []
-  for directory, subdirs, files in _walk(output_dir):
+  for directory, files in listing.items():
     if any(f in files for f in DONE_FILES):
       out.append(directory)
-      out += [os.path.join(directory, s) for s in subdirs if any(
-          tf.io.gfile.exists(os.path.join(directory, s, f))
-          for f in (classifier_metrics.EVAL_PREDICTIONS_FILE, run_summary.SUMMARY_FILE))]
+      out += [d for d, sub_files in listing.items()
+              if os.path.dirname(d) == directory and any(
+                  f in sub_files for f in (classifier_metrics.EVAL_PREDICTIONS_FILE,
+                                           run_summary.SUMMARY_FILE))]
   return out
 
 
@@ -90,12 +92,15 @@ def save(output_dir: str, record_dir: str) -> int:
   """Brings RECORD_DIR up to date with OUTPUT_DIR's finished runs (summarizing
   each first, once); returns how many files it wrote."""
   check_apart(output_dir, record_dir)
-  finished = set(_finished_dirs(output_dir))
+  # One walk: each point calls this, and OUTPUT_DIR grows to thousands of files.
+  listing = {directory: files for directory, _, files in _walk(output_dir)}
+  finished = set(_finished_dirs(listing))
   for directory in finished:
-    if not tf.io.gfile.exists(os.path.join(directory, run_summary.SUMMARY_FILE)):
-      run_summary.write(directory)
+    files = listing[directory]
+    if run_summary.SUMMARY_FILE not in files and run_summary.write(directory):
+      listing[directory] = files + [run_summary.SUMMARY_FILE]
   written = 0
-  for directory, _, files in _walk(output_dir):
+  for directory, files in listing.items():
     kept = RUN_FILES if directory in finished else ()
     for name in files:
       if name in kept or name in STUDY_FILES:
