@@ -1,4 +1,4 @@
-"""What a study costs on this machine: hours measured, and hours still to run.
+"""What a study costs: hours measured, and hours still to run on a given CPU.
 
 A sweep's finished points carry their own wall time. A pending point's time is
 estimated from its training steps (its `train_steps`, or int(examples / batch
@@ -10,6 +10,11 @@ about half the time a step), then of the same batches, then every sweep. A
 point's start-up and evaluation are in
 that rate, so it is a rough figure, printed as one. Runs that are not a sweep's
 points (the study's multitask part) are counted the same way, as `Runs`.
+
+A study runs over sittings on whatever machine each gets, and a step's time
+depends on the CPU (the study's page measures each CPU's hours): so the rates are taken over the points that ran on one
+CPU, the one the estimate is for, and over every point only where none of the
+chain's points ran on it.
 """
 
 import dataclasses
@@ -71,21 +76,44 @@ def _grouped(sweep: Union[sweep_lib.Sweep, Runs]) -> bool:
       p.settings.get("group_by_length") for p in sweep.points)
 
 
-def section(sweeps: Sequence[Sweep], scope: str) -> List[str]:
+def _no_machine(record: Mapping[str, object]) -> Optional[str]:
+  return record.get("machine")
+
+
+def section(sweeps: Sequence[Sweep], scope: str, cpu: Optional[str] = None,
+            machine_of: Callable[[Mapping[str, object]], Optional[str]] = _no_machine
+            ) -> List[str]:
   """The page's table of measured and estimated hours per (part, task), with totals;
-  `scope` says what the sweeps are (the first sentence)."""
+  `scope` says what the sweeps are (the first sentence). The pending are priced
+  at the rates measured on `cpu` (a runtime/machine.cpu_line()) where the chain
+  finds any, `machine_of` giving each finished record's CPU (None: unknown)."""
   cache: Dict[tuple, int] = {}
   tallies = [(part, task, _grouped(sweep), _runs(sweep, cache))
              for part, task, sweep in sweeps]
-  pools: Dict[tuple, list] = {}  # Finished records by task, (part, batches), batches, all.
-  for part, task, grouped, runs in tallies:
-    for key in (("task", task), ("part", part, grouped), ("batches", grouped), ("all",)):
-      pools.setdefault(key, []).extend(runs.records)
+  # Finished records by sweep, task, (part, batches), batches, all: each on `cpu`
+  # (True) and on any CPU (False).
+  pools: Dict[tuple, list] = {}
+  for i, (part, task, grouped, runs) in enumerate(tallies):
+    for record in runs.records:
+      sides = (True, False) if cpu is not None and machine_of(record) == cpu else (False,)
+      for on_cpu in sides:
+        for key in (("sweep", i), ("task", task), ("part", part, grouped),
+                    ("batches", grouped), ("all",)):
+          pools.setdefault((on_cpu,) + key, []).append(record)
   rows, measured_total, estimated_total, pending_total, points_total = [], 0.0, 0.0, 0, 0
-  for part, task, grouped, runs in tallies:
-    rate = next((r for r in map(seconds_per_step, (
-        runs.records, pools["task", task], pools["part", part, grouped],
-        pools["batches", grouped], pools["all",])) if r), None)
+  measured_by_cpu: Dict[Optional[str], List[float]] = {}
+  for i, (part, task, grouped, runs) in enumerate(tallies):
+    for record in runs.records:
+      measured_by_cpu.setdefault(machine_of(record), []).append(
+          record.get("wall_seconds") or 0)
+    rate, elsewhere = None, False
+    for on_cpu in (True, False):
+      rate = next((r for r in (seconds_per_step(pools.get((on_cpu,) + key, ())) for key in (
+          ("sweep", i), ("task", task), ("part", part, grouped), ("batches", grouped),
+          ("all",))) if r), None)
+      if rate is not None:
+        elsewhere = cpu is not None and not on_cpu
+        break
     pending = runs.pending
     points = len(runs.records) + pending
     pending_total += pending
@@ -97,16 +125,27 @@ def section(sweeps: Sequence[Sweep], scope: str) -> List[str]:
     rows.append(f"| {part} | {task} | {points} | {len(runs.records)} "
                 f"| {measured / 3600:.2f} | {pending} | "
                 + ("no point has finished" if estimated is None else f"{estimated / 3600:.1f}")
-                + (f" ({rate:.2f} s/step)" if pending and rate else "") + " |")
-  return [
+                + (f" ({rate:.2f} s/step{'*' if elsewhere else ''})"
+                   if pending and rate else "") + " |")
+  on = f" on {cpu}" if cpu else ""
+  by_cpu = [f"{m or 'a CPU not recorded'}: {sum(s) / 3600:.2f} h ({len(s)} "
+            f"run{'s' if len(s) != 1 else ''})"
+            for m, s in sorted(measured_by_cpu.items(),
+                               key=lambda kv: (kv[0] is None, kv[0] or ""))]
+  lines = [
       "## What the whole study costs here", "",
       f"{scope} Hours measured are the finished "
       "points' own wall times; the pending points' hours are estimated from their "
-      "training steps at the seconds per step that the sweep's finished points took "
+      f"training steps at the seconds per step that the sweep's finished points took{on} "
       "(start-up and evaluation included; where none has finished, the rate of the "
       "task's other sweeps, else of the part's with the same batches, random or "
       "grouped by length, else of any with the same batches, else of every sweep), one "
-      "point at a time on this machine.", "",
+      "point at a time"
+      + (f"; a rate marked * is of points on other CPUs, where none of those ran{on}"
+         if cpu else " on this machine") + ".", ""]
+  if cpu and by_cpu:
+    lines += [f"Hours measured, by the CPU that ran them: {'; '.join(by_cpu)}.", ""]
+  return lines + [
       "| part | task | points | finished | hours measured | pending | hours estimated "
       "for the pending |", "|---|---|---|---|---|---|---|"] + rows + [
       f"| all | | {points_total} | | {measured_total / 3600:.2f} "

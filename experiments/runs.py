@@ -26,6 +26,7 @@ import tensorflow as tf
 import adapter_layers
 from experiments import grid as grid_lib
 from experiments import tables
+from runtime import machine
 from runtime import model_setup
 from runtime import trainable
 from storage import file_io
@@ -225,7 +226,8 @@ def run(cmd: Sequence[str], output_dir: str, popen: Optional[Callable] = None,
   code = run_logged(cmd, log_path, popen, on_start)
   wall = time.time() - start
   log_text = read_log(log_path)
-  measured = {"exit_code": code, "wall_seconds": round(wall, 3)}
+  # The wall time is the CPU's as much as the run's: the two go together.
+  measured = {"exit_code": code, "wall_seconds": round(wall, 3), "machine": machine.cpu_line()}
   metrics = None
   if code == 0:
     try:
@@ -265,6 +267,7 @@ def table_row(record: Mapping[str, object]) -> Dict[str, object]:
   row.update(params_total=total, params_adapter=params.get("adapter"),
              params_trainable=trainable,
              trained_share=trainable / total if total and trainable is not None else None,
-             wall_seconds=record.get("wall_seconds"), output_dir=record.get("output_dir"),
+             wall_seconds=record.get("wall_seconds"), machine=record.get("machine"),
+             output_dir=record.get("output_dir"),
              error=record.get("error"))
   return row

@@ -62,7 +62,6 @@ import sys
 import threading
 from typing import List
 
-import tensorflow as tf
 from absl import app
 from absl import flags
 
@@ -76,7 +75,8 @@ from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_grids import MULTITASK_RUNS, PARTS, SEEDS, TASKS, multitask_runs
 from experiments.study_page import report
-from experiments.study_results import SITTINGS_FILE, multitask_cost, study_grid, sweep_dir
+from experiments.study_results import (SITTINGS_FILE, multitask_cost, read_sittings,
+                                       study_grid, sweep_dir)
 from runtime import machine
 from storage import path_checks
 
@@ -241,12 +241,10 @@ def record_sitting(output_dir: str, command: str, started: str) -> None:
   """Adds (or updates) this sitting in OUTPUT_DIR/sittings.json, with the CPU it
   ran on (its points' wall times depend on it): the page lists them. Only a
   sitting that had points to run calls it; one that found them all done ran none."""
-  path = os.path.join(output_dir, SITTINGS_FILE)
-  sittings = tables.read_json(path) if tf.io.gfile.exists(path) else []
-  sittings = [s for s in sittings if s["started"] != started] + [{
+  sittings = [s for s in read_sittings(output_dir) if s["started"] != started] + [{
       "command": command, "started": started, "machine": machine.cpu_line(),
       "last_finished": datetime.datetime.now().isoformat(timespec="seconds")}]
-  tables.write_json(path, sittings)
+  tables.write_json(os.path.join(output_dir, SITTINGS_FILE), sittings)
 
 
 

@@ -18,9 +18,9 @@ from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, PA
                                      TASKS, TRADEOFF_TASKS)
 from experiments.study_multitask import multitask_section
 from experiments.study_reruns import reruns_section
-from experiments.study_results import (SITTINGS_FILE, full_by_epochs, multitask_cost,
-                                       read_results, runs_correct, sweep_dir, table_selection,
-                                       whole_study)
+from experiments.study_results import (full_by_epochs, machine_of_run, multitask_cost,
+                                       newest_cpu, read_results, read_sittings, runs_correct,
+                                       sweep_dir, table_selection, whole_study)
 from runtime import machine
 from storage import file_io
 
@@ -55,13 +55,13 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
       f"Written by `{command}` (experiments/study.py) from the runs under `{output_dir}`"
       f"{kept}; `--report_only` rewrites it. {datetime.date.today().isoformat()}, "
       f"{machine.cpu_line()} ({platform.platform()}).", ""]
-  sittings_path = os.path.join(output_dir, SITTINGS_FILE)
-  if tf.io.gfile.exists(sittings_path):
+  sittings = read_sittings(output_dir)
+  if sittings:
     lines += ["The sittings that ran the points (a sweep's last point finished at "
               "`last_finished`), with the CPU each ran on where it recorded one:", ""] + [
                   f"- `{s['command']}`: {s['started']} to {s['last_finished']}"
                   + (f", {s['machine']}" if s.get("machine") else "")
-                  for s in tables.read_json(sittings_path)] + [""]
+                  for s in sittings] + [""]
   status = []
   for part in PARTS:
     for task in TASKS:
@@ -91,7 +91,8 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
       whole_study(output_dir, model_dir, data_root)
       + [("multitask", name, runs) for name, runs in multitask.items()],
       f"Every part on its default tasks with {len(SEEDS)} seeds; the multitask part "
-      "(experiments.multitask_comparison's runs, not a sweep's points) per setting.")
+      "(experiments.multitask_comparison's runs, not a sweep's points) per setting.",
+      cpu=newest_cpu(sittings), machine_of=machine_of_run(sittings))
   predictions = claims.Predictions()
   # Table 1's row per method and task, read once for the two sections.
   selections = {task: table_selection(output_dir, task) for task in TASKS}

@@ -4,7 +4,7 @@ depend on them, the runs' dev predictions, the sittings."""
 
 import functools
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -23,6 +23,37 @@ from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MU
 from runtime import loop
 
 SITTINGS_FILE = "sittings.json"
+
+
+def read_sittings(output_dir: str) -> List[dict]:
+  """The sittings that ran points (experiments/study.py records them), oldest first."""
+  path = os.path.join(output_dir, SITTINGS_FILE)
+  return tables.read_json(path) if tf.io.gfile.exists(path) else []
+
+
+def newest_cpu(sittings: Sequence[Mapping[str, str]]) -> Optional[str]:
+  """The CPU of the sitting that started last, of those that recorded one."""
+  known = [s for s in sittings if s.get("machine")]
+  return max(known, key=lambda s: s["started"])["machine"] if known else None
+
+
+def machine_of_run(sittings: Sequence[Mapping[str, str]]
+                   ) -> Callable[[Mapping[str, object]], Optional[str]]:
+  """A function giving a finished run's CPU: its record's own `machine`
+  (experiments/runs.py writes it), else that of the sitting whose span (started
+  to last_finished) holds the record's finished_at, for the runs recorded before
+  the records named it; None where neither says."""
+  spans = [(s["started"], s["last_finished"], s["machine"]) for s in sittings
+           if s.get("machine") and s.get("last_finished")]
+
+  def machine_of(record: Mapping[str, object]) -> Optional[str]:
+    if record.get("machine"):
+      return str(record["machine"])
+    finished = record.get("finished_at")
+    # ISO timestamps of one format order as strings do.
+    return next((m for start, end, m in spans if finished and start <= finished <= end),
+                None)
+  return machine_of
 
 
 def sweep_dir(output_dir: str, part: str, task: str) -> str:

@@ -64,7 +64,7 @@ RESULT_COLUMNS = (
     "point", "status", "exit_code", "method", "train_mode", "adapter_size",
     "num_train_examples", "num_train_steps", "eval_accuracy", "eval_loss", "global_step",
     "loss", "params_total", "params_adapter", "params_trainable", "trained_share",
-    "wall_seconds", "output_dir", "error")
+    "wall_seconds", "machine", "output_dir", "error")
 
 
 class Sweep:
@@ -178,7 +178,8 @@ class Sweep:
         "exit_code": measured["exit_code"], "vary": point.vary, "settings": point.settings,
         "command": cmd, "output_dir": os.path.relpath(output_dir, self.output_dir),
         "finished_at": datetime.datetime.now().isoformat(timespec="seconds"),
-        "wall_seconds": measured["wall_seconds"], "train_mode": train_mode,
+        "wall_seconds": measured["wall_seconds"], "machine": measured["machine"],
+        "train_mode": train_mode,
         "adapter_size": adapter_size,
         "method": runs.method_name(train_mode, adapter_size,
                                    runs.resolve_design(point.settings, run_config)),

@@ -482,3 +482,51 @@ def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_p
   assert "| sizes | w | 2 | 1 | 1.00 | 1 | 1.0 (90.00 s/step) |" in text
   assert "| all | | 18 | | 6.50 | 14 | 27.9 |" in text
   assert "\nTwo parts. Hours measured are the finished points' own wall times" in text
+
+
+def test_cost_prices_the_pending_at_the_rate_measured_on_the_newest_sittings_cpu():
+  """Points on two CPUs: the estimate takes the newest sitting's CPU's rate where
+  the chain finds a point on it, else every CPU's (marked *); the hours measured
+  are summed per CPU. A record names its CPU, or its sitting's span does."""
+  from experiments import cost
+  sittings = [
+      {"started": "2026-01-01T10:00:00", "last_finished": "2026-01-01T12:00:00",
+       "machine": "slow CPU"},
+      {"started": "2026-01-02T10:00:00", "last_finished": "2026-01-02T12:00:00",
+       "machine": "fast CPU"},
+      {"started": "2026-01-03T10:00:00", "last_finished": "2026-01-03T12:00:00"}]
+  assert study_results.newest_cpu(sittings) == "fast CPU"
+  assert study_results.newest_cpu([]) is None
+  machine_of = study_results.machine_of_run(sittings)
+  slow = {"status": "ok", "wall_seconds": 400, "num_train_steps": 100,
+          "finished_at": "2026-01-01T11:00:00"}     # 4 s a step, in the first sitting
+  fast = {"status": "ok", "wall_seconds": 100, "num_train_steps": 100,
+          "finished_at": "2026-01-02T10:30:00"}     # 1 s a step, in the second
+  named = {"status": "ok", "wall_seconds": 200, "num_train_steps": 100,
+           "finished_at": "2026-01-01T11:00:00", "machine": "fast CPU"}  # its own word wins
+  unknown = {"status": "ok", "wall_seconds": 3600, "num_train_steps": 100,
+             "finished_at": "2026-01-03T11:00:00"}  # a sitting that named no CPU
+  assert [machine_of(r) for r in (slow, fast, named, unknown)] == [
+      "slow CPU", "fast CPU", "fast CPU", None]
+  ten_steps = lambda: 10 * 100
+  text = "\n".join(cost.section(
+      [("a", "t", cost.Runs([slow, fast, named], 10, ten_steps)),
+       ("b", "t", cost.Runs([slow], 10, ten_steps)),
+       ("c", "u", cost.Runs([slow, unknown], 10, ten_steps))],
+      "Three sweeps.", cpu="fast CPU", machine_of=machine_of))
+  # a: its own points on the fast CPU, (100 + 200) s / 200 steps = 1.5 s a step,
+  # not the 2.33 of all three: 1000 steps x 1.5 s.
+  assert "| a | t | 13 | 3 | 0.19 | 10 | 0.4 (1.50 s/step) |" in text
+  # b: none of its own on the fast CPU, so task t's fast points (1.5 s), not its
+  # own slow one (4 s).
+  assert "| b | t | 11 | 1 | 0.11 | 10 | 0.4 (1.50 s/step) |" in text
+  # c: neither c nor task u has a fast point; the next pool, the part's with
+  # the same batches, neither; then any with the same batches: a's, 1.5 s.
+  assert "| c | u | 12 | 2 | 1.11 | 10 | 0.4 (1.50 s/step) |" in text
+  assert ("Hours measured, by the CPU that ran them: fast CPU: 0.08 h (2 runs); "
+          "slow CPU: 0.33 h (3 runs); a CPU not recorded: 1.00 h (1 run).") in text
+  # Priced for a CPU none ran on: every CPU's rates, marked.
+  text = "\n".join(cost.section([("a", "t", cost.Runs([slow, fast], 10, ten_steps))],
+                                "One sweep.", cpu="new CPU", machine_of=machine_of))
+  assert "| a | t | 12 | 2 | 0.14 | 10 | 0.7 (2.50 s/step*) |" in text
+  assert "a rate marked * is of points on other CPUs, where none of those ran on new CPU" in text

@@ -21,6 +21,7 @@ from experiments import runs
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
+from runtime import machine
 from runtime import model_setup
 from test_run_classifier import run_main
 import tiny_bert
@@ -470,6 +471,8 @@ def test_real_run_classifier_point(tmp_path):
   assert (row["method"], row["train_mode"], row["adapter_size"]) == ("adapters_8",
                                                                      "adapters", 8)
   assert row["wall_seconds"] > 0
+  # Its wall time with the CPU that took it (the study prices pending points per CPU).
+  assert row["machine"] == machine.cpu_line()
   names = os.listdir(point_dir)
   assert "adapter_model" in names and runs.LOG_FILE in names
   assert not [n for n in names if n.startswith("model.ckpt-") or ".tf_record" in n]
