@@ -84,15 +84,16 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   lines += ["## What ran", "",
             "| part | task | points ok | failed | pending | run hours (sum of points) | "
             "results |", "|---|---|---|---|---|---|---|"] + status + [""]
+  machine_of = machine_of_run(sittings)
   if earlier_dir:
-    lines += reruns_section(output_dir, earlier_dir)
+    lines += reruns_section(output_dir, earlier_dir, machine_of)
   multitask = multitask_cost(output_dir, data_root)
   lines += cost.section(
       whole_study(output_dir, model_dir, data_root)
       + [("multitask", name, runs) for name, runs in multitask.items()],
       f"Every part on its default tasks with {len(SEEDS)} seeds; the multitask part "
       "(experiments.multitask_comparison's runs, not a sweep's points) per setting.",
-      cpu=newest_cpu(sittings), machine_of=machine_of_run(sittings))
+      cpu=newest_cpu(sittings), machine_of=machine_of)
   predictions = claims.Predictions()
   # Table 1's row per method and task, read once for the two sections.
   selections = {task: table_selection(output_dir, task) for task in TASKS}

@@ -5,18 +5,22 @@ docs/study_first_runs/, whose run directories were lost with their machine.
 A run is seeded (runtime/setup.py), so a rerun may give the same numbers to
 the last digit the tables keep, even on another CPU, or may not (kernels differ
 between instruction sets, and threads may sum in another order): the section
-counts the points that do and lists those that do not, with both values.
+counts the points that do and lists those that do not, with both values, and
+counts them by the CPU that ran the rerun: the first runs' points run again
+on their own kind of CPU give their numbers to the digit, on another they may not.
 """
 
 import csv
 import io
 import math
 import os
-from typing import List
+from typing import Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
 
+from experiments import runs
 from experiments import sweep as sweep_lib
+from experiments import tables
 from experiments.study_grids import PARTS, TASKS
 from experiments.study_results import sweep_dir
 
@@ -40,31 +44,52 @@ def _number(row: dict, column: str) -> float:
   return float(row[column]) if row.get(column) not in (None, "") else float("nan")
 
 
-def reruns_section(output_dir: str, earlier_dir: str) -> List[str]:
+def _machine(sweep: str, row: dict,
+             machine_of: Callable[[Mapping[str, object]], Optional[str]]) -> Optional[str]:
+  """The CPU that ran a results row's point, from its record (None: not known)."""
+  path = os.path.join(sweep, row.get("output_dir") or "", runs.RECORD_FILE)
+  return machine_of(tables.read_json(path)) if tf.io.gfile.exists(path) else None
+
+
+def reruns_section(output_dir: str, earlier_dir: str,
+                   machine_of: Callable[[Mapping[str, object]], Optional[str]] = (
+                       lambda record: record.get("machine"))) -> List[str]:
   """The page's section on the finished points that EARLIER_DIR's tables
-  (PART_TASK_results.csv, as the page copies them) also hold; [] where none."""
+  (PART_TASK_results.csv, as the page copies them) also hold; [] where none.
+  `machine_of` gives a point's CPU from its record."""
   same, differ, largest = 0, [], 0.0
+  by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
   for part in PARTS:
     for task in TASKS:
       earlier = _rows(os.path.join(earlier_dir, f"{part}_{task}_results.csv"))
       if not earlier:
         continue
-      now = _rows(os.path.join(sweep_dir(output_dir, part, task), sweep_lib.RESULTS_CSV))
+      sweep = sweep_dir(output_dir, part, task)
+      now = _rows(os.path.join(sweep, sweep_lib.RESULTS_CSV))
       for point in sorted(set(earlier) & set(now)):
         then, again = earlier[point], now[point]
         gaps = [abs(_number(then, c) - _number(again, c)) for c in LOSSES]
         largest = max([largest] + [g for g in gaps if not math.isnan(g)])
         changed = [f"{c} {then[c]} then, {again[c]} now" for c in EXACT
                    if _number(then, c) != _number(again, c)]
+        cpu = _machine(sweep, again, machine_of)
+        tally = by_cpu.setdefault(cpu, [0, 0])
+        tally[1] += 1
         if changed:
-          differ.append(f"- {part}/{task} `{point}`: " + "; ".join(changed))
+          differ.append(f"- {part}/{task} `{point}`: " + "; ".join(changed)
+                        + (f" (rerun on {cpu})" if cpu else ""))
         else:
           same += 1
+          tally[0] += 1
   if not same and not differ:
     return []
+  cpus = "; ".join(f"{cpu or 'a CPU not recorded'}: {n_same} of {n}"
+                   for cpu, (n_same, n) in sorted(by_cpu.items(),
+                                                  key=lambda kv: (kv[0] is None, kv[0] or "")))
   return ["## Reruns of earlier points", "",
           f"{same + len(differ)} finished points are reruns of points in `{earlier_dir}` "
           f"(the same settings, hence the same names): {same} of them give the same dev "
           f"accuracy and steps as that table keeps them, and the dev and final training "
-          f"losses of all differ by at most {largest:.2g}."
+          f"losses of all differ by at most {largest:.2g}. The same, by the CPU that ran "
+          f"the rerun: {cpus}."
           + (" The others:" if differ else ""), ""] + differ + ([""] if differ else [])

@@ -25,6 +25,7 @@ from experiments import study_record
 from experiments import sweep as sweep_lib
 from experiments import tables
 import errors
+from runtime import machine
 from study_files import JoinablePath, write_dev_sets, write_predictions, write_run, write_text
 
 
@@ -271,11 +272,14 @@ def test_the_page_checks_reruns_against_the_earlier_tables(tmp_path, monkeypatch
   text = study_page.report(str(out), "docs/study.md", "cmd", bootstrap_samples=100,
                            earlier_dir=str(tmp_path / "earlier"))
   accuracy = [l for l in now if l.startswith(second)][0].split(",")[header.index("eval_accuracy")]
+  # The points' records name no CPU; the sitting whose span holds them does.
+  cpu = machine.cpu_line()
   assert (f"## Reruns of earlier points\n\n2 finished points are reruns of points in "
           f"`{tmp_path / 'earlier'}` (the same settings, hence the same names): 1 of them give "
           f"the same dev accuracy and steps as that table keeps them, and the dev and final "
-          f"training losses of all differ by at most 0.25. The others:\n\n- methods/{TASK} "
-          f"`{second}`: eval_accuracy 0.5 then, {accuracy} now\n") in text
+          f"training losses of all differ by at most 0.25. The same, by the CPU that ran "
+          f"the rerun: {cpu}: 1 of 2. The others:\n\n- methods/{TASK} "
+          f"`{second}`: eval_accuracy 0.5 then, {accuracy} now (rerun on {cpu})\n") in text
   # No earlier tables (or none of their points rerun): no section.
   assert "## Reruns" not in study_page.report(str(out), "docs/study.md", "cmd",
                                                bootstrap_samples=100,
