@@ -30,17 +30,19 @@ from study_files import JoinablePath, grid_points, write_predictions, write_text
 
 
 def test_the_grids_are_the_papers_design():
-  # Table 1's six methods, three learning rates each (adapters 64 a fourth,
-  # below where they collapse), seeds 1-3, 3 epochs.
+  # Table 1's six methods, three learning rates each (adapters 64 and full
+  # fine-tuning a fourth, below where they collapse), seeds 1-3, 3 epochs.
   relation = grid_points("methods", "wordnet_relation")
-  assert len(relation) == (6 * 3 + 1) * 3
+  assert len(relation) == (6 * 3 + 2) * 3
+  assert sorted({p.settings["learning_rate"] for p in relation
+                 if p.settings["train_mode"] == "full"}) == [1e-5, 3e-5, 1e-4, 3e-4]
   assert {p.settings["num_train_epochs"] for p in relation} == {3}
   assert {(p.settings["train_mode"], p.settings["adapter_size"]) for p in relation} == {
       ("adapters", 8), ("adapters", 64), ("full", 0), ("top_layers:3", 0),
       ("layer_norm", 0), ("head", 0)}
   # wordnet_lexname adds the trade-off: adapters 2..256 and top-K for K = 1..6.
   lexname = grid_points("methods", "wordnet_lexname")
-  assert len(lexname) == ((6 * 3 + 1) + (6 * 3 + 1) + 5 * 3) * 3
+  assert len(lexname) == ((6 * 3 + 2) + (6 * 3 + 1) + 5 * 3) * 3
   rates = {}
   for p in lexname:
     if p.settings["train_mode"] == "adapters":
@@ -89,13 +91,18 @@ def test_the_grids_are_the_papers_design():
   for part in ("methods", "stability"):
     assert not any("group_by_length" in p.settings
                    for p in grid_points(part, "wordnet_relation"))
-  names = {p.name for p in grid_lib.Grid.from_json(study_grids.part_grid(
+  points = grid_lib.Grid.from_json(study_grids.part_grid(
       "methods", study_grids.TASKS["wordnet_relation"], "models/minilm",
-      "data/wordnet")).points(sweep_lib.DEFAULTS)}  # As the sweep names them.
+      "data/wordnet")).points(sweep_lib.DEFAULTS)  # As the sweep names them.
+  names = {p.name for p in points}
   with open(os.path.join(os.path.dirname(__file__), "..", "docs", "study_first_runs",
                          "methods_wordnet_relation_results.csv")) as f:
     first_runs = {line.split(",")[0] for line in f.read().splitlines()[1:]}
-  assert len(first_runs) == 57 and names == first_runs
+  # Every first run's point is in the grid; besides them, full fine-tuning's
+  # fourth rate, added after they ran.
+  assert len(first_runs) == 57 and first_runs <= names
+  assert sorted((p.settings["train_mode"], p.settings["learning_rate"]) for p in points
+                if p.name not in first_runs) == [("full", 1e-5)] * 3
 
 
 def test_table_1_says_which_tasks_trained_on_length_grouped_batches():
@@ -273,7 +280,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "## Epochs" not in text  # Not run.
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
-  assert "| methods | wordnet_relation | 57 | 0 | 0.00 | 57 | no point has finished |" in text
+  assert "| methods | wordnet_relation | 60 | 0 | 0.00 | 60 | no point has finished |" in text
   assert "| init_scale | wordnet_lexname | 27 | 0 | 0.00 | 27 |" in text
   # methods_long's cost is estimated before its rates are selected.
   assert "| methods_long | wordnet_relation | 18 | 0 | 0.00 | 18 |" in text
