@@ -44,18 +44,21 @@ def adapter_rates(size: int) -> tuple:
   wordnet_relation adapters 64 collapsed at 3e-3 on every seed and at 1e-3 on
   one of six, adapters 256 at 1e-3 on every seed, adapters 8 never): Adam moves
   each weight by about the rate, so an adapter's output moves by about its width
-  times the rate. So wider adapters also try rates below their edge.
+  times the rate. So wider adapters also try rates below their edge: 6e-4,
+  and 1e-4, since on wordnet_example adapters 64 collapsed at 6e-4 on two of
+  three seeds and 3e-4, then the smallest, was selected with no smaller rate
+  to bracket it (full fine-tuning tries one below its grid for the same reason).
   """
   if size <= 16:
     return ADAPTER_RATES
   if size <= 64:
-    return (3e-4, 6e-4) + ADAPTER_RATES[1:]
+    return (1e-4, 3e-4, 6e-4) + ADAPTER_RATES[1:]
   return (1e-4, 3e-4, 6e-4)
 
 
 FULL_RATES = (3e-5, 1e-4, 3e-4)
 # Full fine-tuning, the widest method of all (every weight moves), also tries
-# a rate below the grid, as wide adapters do (adapter_rates): on
+# a rate below the grid, as adapters of 32 and 64 do (adapter_rates): on
 # wordnet_example it collapsed to chance at 1e-4 and 3e-4 on every seed, so
 # 3e-5, the grid's edge, was selected with no smaller rate to bracket it.
 FULL_FINE_TUNING_RATES = (1e-5,) + FULL_RATES
@@ -91,6 +94,7 @@ TRADEOFF_METHODS = [
 # Training-set sizes (Figure 2) with steps that train the small sets to
 # convergence (64 epochs of 100 examples) rather than to one step count.
 DATA_SIZES = [[100, 200], [250, 250], [1000, 400], [4000, 750]]
+DATA_SIZE_ADAPTER_RATES = (6e-4, 1e-3)  # Adapters 64's, as full fine-tuning's FULL_RATES[:2].
 INIT_SCALES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 # Table 1's disagreement: on wordnet_relation adapters 64 collapse to chance at
 # lr 1e-3 (seed 2) and 3e-3 (every seed). The collapsed (learning rate, seed)
@@ -261,7 +265,7 @@ def part_grid(part: str, task: Task, model_dir: str, data_root: str,
             "vary": {"train_examples/train_steps": DATA_SIZES,
                      "seed/subset_seed": [[s, s] for s in seeds]},
             "grids": [{"train_mode/adapter_size": [["adapters", 64]],
-                       "learning_rate": list(adapter_rates(64)[1:3])},
+                       "learning_rate": list(DATA_SIZE_ADAPTER_RATES)},
                       {"train_mode/adapter_size": [["full", 0]],
                        "learning_rate": list(FULL_RATES[:2])}]}
   if part == "init_scale":

@@ -108,6 +108,20 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
   return text
 
 
+def _at_the_edge(rows: Mapping[str, dict], methods: Mapping) -> List[str]:
+  """Table 1's methods whose selected rate is the smallest or the largest of the
+  rates their finished points in the methods part tried (two or more)."""
+  found = []
+  for method, row in rows.items():
+    tried = sorted({r["learning_rate"] for r in methods["rows"]
+                    if r.get("method") == method})
+    rate = row["learning_rate"]
+    if method in TABLE_ROWS and len(tried) > 1 and rate in (tried[0], tried[-1]):
+      found.append(f"{method} lr {rate:g} (the {'smallest' if rate == tried[0] else 'largest'}"
+                   f" of {', '.join(f'{r:g}' for r in tried)})")
+  return found
+
+
 def _methods_section(output_dir: str, figures: str, samples: int,
                      predictions: claims.Predictions,
                      selections: Mapping[str, Optional[dict]]) -> List[str]:
@@ -138,6 +152,11 @@ def _methods_section(output_dir: str, figures: str, samples: int,
       f"{task}: " + ", ".join(f"{m} {_setting(r)}, {r['num_train_epochs']:g} epochs"
                               for m, r in rows.items() if m in TABLE_ROWS)
       for task, rows in selected.items()) + ".", ""]
+  edges = [f"{task}: " + ", ".join(found) for task, rows in selected.items()
+           if (found := _at_the_edge(rows, results[task]["methods"]))]
+  if edges:
+    lines += ["At the edge of the learning rates tried, so the best rate may lie beyond "
+              "it: " + "; ".join(edges) + ".", ""]
   lines += ["## The claims", "",
             "Difference of dev accuracy from full fine-tuning, mean over the tasks that "
             "have both methods, with a 95% interval from a paired bootstrap over dev "

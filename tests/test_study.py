@@ -30,10 +30,10 @@ from study_files import JoinablePath, grid_points, write_predictions, write_text
 
 
 def test_the_grids_are_the_papers_design():
-  # Table 1's six methods, three learning rates each (adapters 64 and full
-  # fine-tuning a fourth, below where they collapse), seeds 1-3, 3 epochs.
+  # Table 1's six methods, three learning rates each (adapters 64 two more and
+  # full fine-tuning one, below where they collapse), seeds 1-3, 3 epochs.
   relation = grid_points("methods", "wordnet_relation")
-  assert len(relation) == (6 * 3 + 2) * 3
+  assert len(relation) == (6 * 3 + 3) * 3
   assert sorted({p.settings["learning_rate"] for p in relation
                  if p.settings["train_mode"] == "full"}) == [1e-5, 3e-5, 1e-4, 3e-4]
   assert {p.settings["num_train_epochs"] for p in relation} == {3}
@@ -42,7 +42,7 @@ def test_the_grids_are_the_papers_design():
       ("layer_norm", 0), ("head", 0)}
   # wordnet_lexname adds the trade-off: adapters 2..256 and top-K for K = 1..6.
   lexname = grid_points("methods", "wordnet_lexname")
-  assert len(lexname) == ((6 * 3 + 2) + (6 * 3 + 1) + 5 * 3) * 3
+  assert len(lexname) == ((6 * 3 + 3) + (6 * 3 + 2) + 5 * 3) * 3
   rates = {}
   for p in lexname:
     if p.settings["train_mode"] == "adapters":
@@ -51,7 +51,7 @@ def test_the_grids_are_the_papers_design():
   # The rates fall with the width (Adam moves an adapter's output by about its
   # width times the rate): the paper's grid up to 16, then lower ones too.
   assert all(rates[m] == {3e-4, 1e-3, 3e-3} for m in (2, 4, 8, 16))
-  assert rates[32] == rates[64] == {3e-4, 6e-4, 1e-3, 3e-3}
+  assert rates[32] == rates[64] == {1e-4, 3e-4, 6e-4, 1e-3, 3e-3}
   assert rates[128] == rates[256] == {1e-4, 3e-4, 6e-4}
   assert sorted(p.settings["train_mode"] for p in lexname
                 if p.settings["train_mode"].startswith("top_layers")
@@ -98,11 +98,12 @@ def test_the_grids_are_the_papers_design():
   with open(os.path.join(os.path.dirname(__file__), "..", "docs", "study_first_runs",
                          "methods_wordnet_relation_results.csv")) as f:
     first_runs = {line.split(",")[0] for line in f.read().splitlines()[1:]}
-  # Every first run's point is in the grid; besides them, full fine-tuning's
-  # fourth rate, added after they ran.
+  # Every first run's point is in the grid; besides them, the rates below
+  # full fine-tuning's and adapters 64's grids, added after they ran.
   assert len(first_runs) == 57 and first_runs <= names
-  assert sorted((p.settings["train_mode"], p.settings["learning_rate"]) for p in points
-                if p.name not in first_runs) == [("full", 1e-5)] * 3
+  assert sorted((p.settings["train_mode"], p.settings["adapter_size"],
+                 p.settings["learning_rate"]) for p in points if p.name not in first_runs) == (
+                     [("adapters", 64, 1e-4)] * 3 + [("full", 0, 1e-5)] * 3)
 
 
 def test_table_1_says_which_tasks_trained_on_length_grouped_batches():
@@ -255,6 +256,10 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "AMD EPYC, 2 CPUs, avx512f, bfloat16 units (" in text.splitlines()[4]
   with tf.io.gfile.GFile(page) as f:
     assert f.read() == text
+  # Full fine-tuning's selected 1e-4 is the largest it tried: the best may lie
+  # above. Adapters 64 tried one rate only.
+  assert ("At the edge of the learning rates tried, so the best rate may lie beyond it: "
+          "wordnet_relation: full lr 0.0001 (the largest of 3e-05, 0.0001).\n") in text
   assert ("| methods | wordnet_relation | 8 | 0 | 1 | 4.00 | [methods_wordnet_relation_"
           "results.csv](study/methods_wordnet_relation_results.csv) |") in text
   with tf.io.gfile.GFile(str(tmp_path / "docs" / "study" /
@@ -280,7 +285,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "## Epochs" not in text  # Not run.
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
-  assert "| methods | wordnet_relation | 60 | 0 | 0.00 | 60 | no point has finished |" in text
+  assert "| methods | wordnet_relation | 63 | 0 | 0.00 | 63 | no point has finished |" in text
   assert "| init_scale | wordnet_lexname | 27 | 0 | 0.00 | 27 |" in text
   # methods_long's cost is estimated before its rates are selected.
   assert "| methods_long | wordnet_relation | 18 | 0 | 0.00 | 18 |" in text
