@@ -12,9 +12,9 @@ that rate, so it is a rough figure, printed as one. Runs that are not a sweep's
 points (the study's multitask part) are counted the same way, as `Runs`.
 
 A study runs over sittings on whatever machine each gets, and a step's time
-depends on the CPU (the study's page measures each CPU's hours): so the rates are taken over the points that ran on one
-CPU, the one the estimate is for, and over every point only where none of the
-chain's points ran on it.
+depends on the CPU: so the rates are taken over the points that ran on one CPU,
+the one the estimate is for, and over every point only where none of the
+chain's points ran on it; the hours measured are summed per CPU too.
 """
 
 import dataclasses

@@ -6,8 +6,8 @@ A run is seeded (runtime/setup.py), so a rerun may give the same numbers to
 the last digit the tables keep, even on another CPU, or may not (kernels differ
 between instruction sets, and threads may sum in another order): the section
 counts the points that do and lists those that do not, with both values, and
-counts them by the CPU that ran the rerun: the first runs' points run again
-on their own kind of CPU give their numbers to the digit, on another they may not.
+counts them by the CPU that ran the rerun (a seed fixes a run on one kind of
+CPU, not across kinds: README, the evidence study).
 """
 
 import csv
