@@ -170,32 +170,48 @@ def _run(F, command: str) -> None:
       if part == "multitask":
         _run_multitask(F, command, started)
         continue
-      # Built when its turn comes: methods_long's and epochs' grids are the
-      # methods part's selection, which an earlier sweep of this sitting may complete.
-      grid = study_grid(F.output_dir, part, task, F.model_dir, F.data_root, seeds)
-      if grid is None:
-        print(f"=== {part} on {task}: waits for the methods part's points on {task} "
-              f"(seeds {','.join(F.seeds)}) to finish: its grid is their selected rates")
-        continue
-      sweep = sweep_lib.Sweep(
-          grid_lib.Grid.from_json(grid), sweep_dir(F.output_dir, part, task),
-          parallel=F.parallel, retry_failed=F.retry_failed,
-          on_finished=lambda _: _after_point(F, command, started))
-      if F.dry_run:
-        print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
-        continue
-      print(f"=== {part} on {task}: {PARTS[part][1]}")
-      ran = bool(sweep.pending())
-      try:
-        sweep.run()
-      finally:
-        if ran:
-          _after_point(F, command, started)
+      _run_sweep(F, command, started, part, task, seeds)
   if not F.dry_run:
     _save(F)
     report(F.output_dir, F.page, command, F.bootstrap_samples, F.model_dir, F.data_root,
            F.record_dir, F.earlier_runs)
     print(f"Results page: {F.page}")
+
+
+def _run_sweep(F, command: str, started: str, part: str, task: str,
+               seeds: List[int]) -> None:
+  """One (part, task) sweep, run until its grid stops growing (the methods part
+  adds the rates that bracket its selections as its points finish)."""
+  ran_before = None
+  while True:
+    # Built when its turn comes: methods_long's and epochs' grids are the
+    # methods part's selection, which an earlier sweep of this sitting may complete.
+    grid = study_grid(F.output_dir, part, task, F.model_dir, F.data_root, seeds)
+    if grid is None:
+      print(f"=== {part} on {task}: waits for the methods part's points on {task} "
+            f"(seeds {','.join(F.seeds)}) to finish: its grid is their selected rates")
+      return
+    sweep = sweep_lib.Sweep(
+        grid_lib.Grid.from_json(grid), sweep_dir(F.output_dir, part, task),
+        parallel=F.parallel, retry_failed=F.retry_failed,
+        on_finished=lambda _: _after_point(F, command, started))
+    if F.dry_run:
+      print(f"{part}/{task}: {len(sweep.points)} points, {len(sweep.pending())} pending")
+      return
+    pending = {p.name for p in sweep.pending()}
+    # Once it has run: again only for points the grid gained (a point left
+    # pending, failed or stopped, is not run again in a loop).
+    if ran_before is not None and not pending - ran_before:
+      return
+    print(f"=== {part} on {task}: {PARTS[part][1]}")
+    try:
+      sweep.run()
+    finally:
+      if pending:
+        _after_point(F, command, started)
+    if not pending:
+      return
+    ran_before = (ran_before or set()) | pending
 
 
 def _run_multitask(F, command: str, started: str) -> None:

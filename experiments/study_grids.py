@@ -44,24 +44,16 @@ def adapter_rates(size: int) -> tuple:
   wordnet_relation adapters 64 collapsed at 3e-3 on every seed and at 1e-3 on
   one of six, adapters 256 at 1e-3 on every seed, adapters 8 never): Adam moves
   each weight by about the rate, so an adapter's output moves by about its width
-  times the rate. So wider adapters also try rates below their edge: 6e-4,
-  and 1e-4, since on wordnet_example adapters 64 collapsed at 6e-4 on two of
-  three seeds and 3e-4, then the smallest, was selected with no smaller rate
-  to bracket it (full fine-tuning tries one below its grid for the same reason).
+  times the rate. So wider adapters also try rates below their edge.
   """
   if size <= 16:
     return ADAPTER_RATES
   if size <= 64:
-    return (1e-4, 3e-4, 6e-4) + ADAPTER_RATES[1:]
+    return (3e-4, 6e-4) + ADAPTER_RATES[1:]
   return (1e-4, 3e-4, 6e-4)
 
 
 FULL_RATES = (3e-5, 1e-4, 3e-4)
-# Full fine-tuning, the widest method of all (every weight moves), also tries
-# a rate below the grid, as adapters of 32 and 64 do (adapter_rates): on
-# wordnet_example it collapsed to chance at 1e-4 and 3e-4 on every seed, so
-# 3e-5, the grid's edge, was selected with no smaller rate to bracket it.
-FULL_FINE_TUNING_RATES = (1e-5,) + FULL_RATES
 LAYER_NORM_RATES = (1e-3, 3e-3, 1e-2)
 HEAD_RATES = (3e-3, 1e-2, 3e-2)
 # Every method's learning rate is chosen at EPOCHS. The paper tuned
@@ -78,13 +70,39 @@ CONVERGENCE_EPOCHS = (6, 10)
 TABLE_METHODS = [
     {"train_mode/adapter_size": [["adapters", 8]], "learning_rate": list(adapter_rates(8))},
     {"train_mode/adapter_size": [["adapters", 64]], "learning_rate": list(adapter_rates(64))},
-    {"train_mode/adapter_size": [["full", 0]], "learning_rate": list(FULL_FINE_TUNING_RATES)},
-    {"train_mode/adapter_size": [["top_layers:3", 0]], "learning_rate": list(FULL_RATES)},
+    {"train_mode/adapter_size": [["full", 0], ["top_layers:3", 0]],
+     "learning_rate": list(FULL_RATES)},
     {"train_mode/adapter_size": [["layer_norm", 0]], "learning_rate": list(LAYER_NORM_RATES)},
     {"train_mode/adapter_size": [["head", 0]], "learning_rate": list(HEAD_RATES)},
 ]
 # (train_mode, adapter_size) of each Table 1 method.
 TABLE_METHOD_KEYS = [tuple(m) for g in TABLE_METHODS for m in g["train_mode/adapter_size"]]
+# Where a Table 1 method's selected rate is the smallest or the largest it
+# tried, the best may lie beyond it: the methods part then runs the next rate
+# of this ladder beyond it too, with every seed, until the selection is
+# bracketed, at most BRACKET_STEPS beyond the method's grid. (On
+# wordnet_example full fine-tuning collapsed to chance at 1e-4 and 3e-4 on
+# every seed, adapters 64 at 6e-4 on two of three, and both were selected at
+# their grids' smallest rate.)
+# As decimal literals (3e-4, not 3 * 10 ** -4): a point's identity hashes its settings.
+RATE_LADDER = tuple(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)) + (1.0,)
+BRACKET_STEPS = 2
+
+
+def bracketing_rate(selected: float, tried: Sequence[float],
+                    grid: Sequence[float]) -> Optional[float]:
+  """The rate to try next beyond `selected` where it is the smallest or the
+  largest of the rates `tried` (those of `grid` and any tried beyond it): the
+  next RATE_LADDER value past it; None where it is bracketed, or BRACKET_STEPS
+  rates past the grid's edge have been tried."""
+  low, high = min(grid), max(grid)
+  if selected <= min(tried) and sum(r < low for r in tried) < BRACKET_STEPS:
+    below = [r for r in RATE_LADDER if r < selected * (1 - 1e-9)]
+    return below[-1] if below else None
+  if selected >= max(tried) and sum(r > high for r in tried) < BRACKET_STEPS:
+    above = [r for r in RATE_LADDER if r > selected * (1 + 1e-9)]
+    return above[0] if above else None
+  return None
 TRADEOFF_METHODS = [
     *({"train_mode/adapter_size": [["adapters", m]], "learning_rate": list(adapter_rates(m))}
       for m in (2, 4, 16, 32, 128, 256)),
@@ -239,16 +257,21 @@ def fixed_settings(task: Task, model_dir: str, data_root: str) -> Dict[str, obje
 
 def part_grid(part: str, task: Task, model_dir: str, data_root: str,
               seeds: Sequence[int] = SEEDS,
-              rates: Optional[Mapping[tuple, float]] = None) -> dict:
+              rates: Optional[Mapping[tuple, float]] = None,
+              beyond: Optional[Mapping[tuple, Sequence[float]]] = None) -> dict:
   """The JSON grid (experiments/grid.py) of one part on one task.
 
   Args:
     rates: for "methods_long" and "epochs", the learning rate the methods part
       selected for each Table 1 method, by (train_mode, adapter_size).
+    beyond: for "methods", the rates past its grid that a Table 1 method also
+      tries (bracketing_rate), by (train_mode, adapter_size).
   """
   fixed = fixed_settings(task, model_dir, data_root)
   if part == "methods":
     grids = TABLE_METHODS + (TRADEOFF_METHODS if task.name in TRADEOFF_TASKS else [])
+    grids = grids + [{"train_mode/adapter_size": [list(key)], "learning_rate": list(extra)}
+                     for key, extra in (beyond or {}).items()]
     return {"fixed": dict(fixed, num_train_epochs=EPOCHS), "vary": {"seed": list(seeds)},
             "grids": grids}
   if part == "methods_long":

@@ -19,7 +19,7 @@ from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_RUNS,
                                      PARTS, SEEDS, TABLE_METHOD_KEYS, TABLE_METHODS, TASKS,
-                                     part_grid)
+                                     bracketing_rate, part_grid)
 from runtime import loop
 
 SITTINGS_FILE = "sittings.json"
@@ -97,14 +97,55 @@ def multitask_cost(output_dir: str, data_root: str,
   return out
 
 
+def _key(row: Mapping[str, object]) -> tuple:
+  return row["train_mode"], row["adapter_size"]
+
+
+def methods_grid(output_dir: str, task: str, model_dir: str, data_root: str,
+                 seeds: Sequence[int] = SEEDS) -> dict:
+  """The methods part's grid on `task`: the design's (study_grids.part_grid), and
+  for each Table 1 method whose points at `seeds` have all finished and whose
+  selected rate (the best mean over every finished seed, as selected_rates
+  selects) is the smallest or the largest it tried, the next rate beyond it
+  (study_grids.bracketing_rate), again until bracketed. So the grid grows as
+  its points finish: the study runs it until it stops growing."""
+  beyond: Dict[tuple, List[float]] = {}
+  grid_rates = {key: g["learning_rate"] for g in TABLE_METHODS
+                for key in map(tuple, g["train_mode/adapter_size"])}
+
+  def sweep(with_seeds):
+    grid = part_grid("methods", TASKS[task], model_dir, data_root, with_seeds, beyond=beyond)
+    return grid, sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
+                                 sweep_dir(output_dir, "methods", task))
+  while True:
+    grid, own = sweep(seeds)
+    waiting = {_key(p.settings) for p in own.pending()}
+    _, finished = sweep(sorted(set(seeds) | set(SEEDS)))
+    rows = finished.rows()
+    selected, _ = select_lib.select(rows, finished.grid.varied_keys())
+    grew = False
+    for row in selected:
+      key = _key(row)
+      if key not in grid_rates or key in waiting:
+        continue
+      tried = sorted({r["learning_rate"] for r in rows if _key(r) == key})
+      rate = bracketing_rate(row["learning_rate"], tried, grid_rates[key])
+      if rate is not None and rate not in tried:
+        beyond.setdefault(key, []).append(rate)
+        grew = True
+    if not grew:
+      return grid
+
+
 def selected_rates(output_dir: str, task: str, model_dir: str, data_root: str,
                    seeds: Sequence[int] = SEEDS) -> Optional[Dict[tuple, float]]:
   """Each Table 1 method's learning rate selected by the methods part on `task`,
   by (train_mode, adapter_size): None while any of its points at `seeds` is
-  pending; else selected over every seed that has finished there (so a sitting
-  with --seeds=1 still runs the rates that three seeds chose)."""
+  pending (the rates that bracket a selection among them); else selected over
+  every seed that has finished there (so a sitting with --seeds=1 still runs
+  the rates that three seeds chose)."""
   def sweep(with_seeds):
-    grid = part_grid("methods", TASKS[task], model_dir, data_root, with_seeds)
+    grid = methods_grid(output_dir, task, model_dir, data_root, with_seeds)
     return sweep_lib.Sweep(grid_lib.Grid.from_json(grid), sweep_dir(output_dir, "methods", task))
   if sweep(seeds).pending():
     return None
@@ -122,6 +163,8 @@ def study_grid(output_dir: str, part: str, task: str, model_dir: str, data_root:
                seeds: Sequence[int] = SEEDS) -> Optional[dict]:
   """The part's grid on the task; None for SELECTION_PARTS until the rates are selected."""
   rates = None
+  if part == "methods":
+    return methods_grid(output_dir, task, model_dir, data_root, seeds)
   if part in SELECTION_PARTS:
     rates = selected_rates(output_dir, task, model_dir, data_root, seeds)
     if rates is None:
@@ -147,7 +190,8 @@ def whole_study(output_dir: str, model_dir: str, data_root: str) -> List[cost.Sw
         if task not in rates:  # Selected once per task.
           rates[task] = selected_rates(output_dir, task, model_dir, data_root)
         task_rates = rates[task] or _ANY_RATES
-      grid = part_grid(part, TASKS[task], model_dir, data_root, rates=task_rates)
+      grid = (methods_grid(output_dir, task, model_dir, data_root) if part == "methods"
+              else part_grid(part, TASKS[task], model_dir, data_root, rates=task_rates))
       out.append((part, task, sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
                                               sweep_dir(output_dir, part, task))))
   return out

@@ -30,19 +30,18 @@ from study_files import JoinablePath, grid_points, write_predictions, write_text
 
 
 def test_the_grids_are_the_papers_design():
-  # Table 1's six methods, three learning rates each (adapters 64 two more and
-  # full fine-tuning one, below where they collapse), seeds 1-3, 3 epochs.
+  # Table 1's six methods, three learning rates each (adapters 64 a fourth,
+  # below where they collapse), seeds 1-3, 3 epochs; the rates that bracket a
+  # selection at the grid's edge come as the points finish (below).
   relation = grid_points("methods", "wordnet_relation")
-  assert len(relation) == (6 * 3 + 3) * 3
-  assert sorted({p.settings["learning_rate"] for p in relation
-                 if p.settings["train_mode"] == "full"}) == [1e-5, 3e-5, 1e-4, 3e-4]
+  assert len(relation) == (6 * 3 + 1) * 3
   assert {p.settings["num_train_epochs"] for p in relation} == {3}
   assert {(p.settings["train_mode"], p.settings["adapter_size"]) for p in relation} == {
       ("adapters", 8), ("adapters", 64), ("full", 0), ("top_layers:3", 0),
       ("layer_norm", 0), ("head", 0)}
   # wordnet_lexname adds the trade-off: adapters 2..256 and top-K for K = 1..6.
   lexname = grid_points("methods", "wordnet_lexname")
-  assert len(lexname) == ((6 * 3 + 3) + (6 * 3 + 2) + 5 * 3) * 3
+  assert len(lexname) == ((6 * 3 + 1) + (6 * 3 + 1) + 5 * 3) * 3
   rates = {}
   for p in lexname:
     if p.settings["train_mode"] == "adapters":
@@ -51,7 +50,7 @@ def test_the_grids_are_the_papers_design():
   # The rates fall with the width (Adam moves an adapter's output by about its
   # width times the rate): the paper's grid up to 16, then lower ones too.
   assert all(rates[m] == {3e-4, 1e-3, 3e-3} for m in (2, 4, 8, 16))
-  assert rates[32] == rates[64] == {1e-4, 3e-4, 6e-4, 1e-3, 3e-3}
+  assert rates[32] == rates[64] == {3e-4, 6e-4, 1e-3, 3e-3}
   assert rates[128] == rates[256] == {1e-4, 3e-4, 6e-4}
   assert sorted(p.settings["train_mode"] for p in lexname
                 if p.settings["train_mode"].startswith("top_layers")
@@ -91,19 +90,13 @@ def test_the_grids_are_the_papers_design():
   for part in ("methods", "stability"):
     assert not any("group_by_length" in p.settings
                    for p in grid_points(part, "wordnet_relation"))
-  points = grid_lib.Grid.from_json(study_grids.part_grid(
+  names = {p.name for p in grid_lib.Grid.from_json(study_grids.part_grid(
       "methods", study_grids.TASKS["wordnet_relation"], "models/minilm",
-      "data/wordnet")).points(sweep_lib.DEFAULTS)  # As the sweep names them.
-  names = {p.name for p in points}
+      "data/wordnet")).points(sweep_lib.DEFAULTS)}  # As the sweep names them.
   with open(os.path.join(os.path.dirname(__file__), "..", "docs", "study_first_runs",
                          "methods_wordnet_relation_results.csv")) as f:
     first_runs = {line.split(",")[0] for line in f.read().splitlines()[1:]}
-  # Every first run's point is in the grid; besides them, the rates below
-  # full fine-tuning's and adapters 64's grids, added after they ran.
-  assert len(first_runs) == 57 and first_runs <= names
-  assert sorted((p.settings["train_mode"], p.settings["adapter_size"],
-                 p.settings["learning_rate"]) for p in points if p.name not in first_runs) == (
-                     [("adapters", 64, 1e-4)] * 3 + [("full", 0, 1e-5)] * 3)
+  assert len(first_runs) == 57 and names == first_runs
 
 
 def test_table_1_says_which_tasks_trained_on_length_grouped_batches():
@@ -285,7 +278,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "## Epochs" not in text  # Not run.
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
-  assert "| methods | wordnet_relation | 63 | 0 | 0.00 | 63 | no point has finished |" in text
+  assert "| methods | wordnet_relation | 57 | 0 | 0.00 | 57 | no point has finished |" in text
   assert "| init_scale | wordnet_lexname | 27 | 0 | 0.00 | 27 |" in text
   # methods_long's cost is estimated before its rates are selected.
   assert "| methods_long | wordnet_relation | 18 | 0 | 0.00 | 18 |" in text
@@ -542,3 +535,101 @@ def test_cost_prices_the_pending_at_the_rate_measured_on_the_newest_sittings_cpu
                                 "One sweep.", cpu="new CPU", machine_of=machine_of))
   assert "| a | t | 12 | 2 | 0.14 | 10 | 0.7 (2.50 s/step*) |" in text
   assert "a rate marked * is of points on other CPUs, where none of those ran on new CPU" in text
+
+
+def test_bracketing_rate_is_the_next_rate_past_an_edge_selection():
+  grid = [3e-5, 1e-4, 3e-4]
+  assert study_grids.bracketing_rate(3e-5, grid, grid) == 1e-5
+  assert study_grids.bracketing_rate(3e-4, grid, grid) == 1e-3
+  assert study_grids.bracketing_rate(1e-4, grid, grid) is None  # Bracketed.
+  # Past the grid at most BRACKET_STEPS (2) rates: 3e-6 is the last.
+  assert study_grids.bracketing_rate(1e-5, [1e-5] + grid, grid) == 3e-6
+  assert study_grids.bracketing_rate(3e-6, [3e-6, 1e-5] + grid, grid) is None
+  # Off the ladder (adapters' 6e-4): the next ladder value; exact literals,
+  # since a point's name hashes its settings.
+  assert study_grids.bracketing_rate(6e-4, [3e-4, 6e-4], [3e-4, 6e-4]) == 1e-3
+  assert study_grids.bracketing_rate(0.03, [3e-3, 1e-2, 3e-2], [3e-3, 1e-2, 3e-2]) == 0.1
+
+
+def test_the_methods_part_brackets_each_selected_rate(tmp_path):
+  """Full fine-tuning best at its grid's smallest rate: the grid gains the next
+  rate below, with every seed, once full fine-tuning's points have finished;
+  again while the new rate wins, at most two past the grid. Selection waits for
+  those points. A method with points still pending is not extended yet."""
+  from experiments import tables
+  out, task = str(tmp_path), "wordnet_relation"
+  args = (out, task, "models/minilm", "data/wordnet")
+  full_accuracy = {1e-5: 0.72, 3e-6: 0.73, 3e-5: 0.70, 1e-4: 0.65, 3e-4: 0.25}
+
+  def finish(skip=()):
+    """Records for the methods grid's pending points (but `skip`'s method)."""
+    grid = study_results.methods_grid(*args)
+    sweep = sweep_lib.Sweep(grid_lib.Grid.from_json(grid), study_results.sweep_dir(
+        out, "methods", task))
+    for p in sweep.pending():
+      mode, size, rate = (p.settings[k] for k in ("train_mode", "adapter_size",
+                                                   "learning_rate"))
+      if mode in skip:
+        continue
+      if mode == "full":
+        accuracy = full_accuracy[rate]
+      else:  # Best at the grid's middle rate: bracketed.
+        rates = sorted(g["learning_rate"] for g in study_grids.TABLE_METHODS
+                       if [mode, size] in g["train_mode/adapter_size"])[0]
+        accuracy = 0.6 if rate == sorted(rates)[1] else 0.5
+      tables.write_json(os.path.join(sweep.point_dir(p), runs_lib.RECORD_FILE), {
+          "point": p.name, "status": "ok", "vary": p.vary, "settings": p.settings,
+          "train_mode": mode, "adapter_size": size, "metrics": {"eval_accuracy": accuracy},
+          "method": runs_lib.method_name(mode, size)})
+    return sweep
+
+  def full_rates():
+    grid = grid_lib.Grid.from_json(study_results.methods_grid(*args))
+    return sorted({p.settings["learning_rate"] for p in grid.points()
+                   if p.settings["train_mode"] == "full"})
+
+  # The head's points pending, the rest finished: full fine-tuning gains 1e-5;
+  # the head (best at its smallest finished rate) is not extended while it waits.
+  finish(skip=("head",))
+  assert full_rates() == [1e-5, 3e-5, 1e-4, 3e-4]
+  assert study_results.selected_rates(*args) is None
+  finish()
+  assert full_rates() == [3e-6, 1e-5, 3e-5, 1e-4, 3e-4]  # 1e-5 won: one more.
+  finish()
+  # 3e-6 won too, but two rates past the grid is the most.
+  assert full_rates() == [3e-6, 1e-5, 3e-5, 1e-4, 3e-4]
+  rates = study_results.selected_rates(*args)
+  assert rates[("full", 0)] == 3e-6 and rates[("head", 0)] == study_grids.HEAD_RATES[1]
+  assert len(grid_lib.Grid.from_json(study_results.methods_grid(*args)).points()) == (
+      (6 * 3 + 1) + 2) * 3
+
+
+def test_a_sitting_runs_the_points_its_grid_gains(tmp_path, monkeypatch):
+  """The methods part's grid grows as its points finish: the sitting runs it
+  again for the new points, and stops where no point is new (one left pending,
+  stopped or failed, is not run again and again)."""
+  base = {"fixed": {}, "vary": {"seed": [1, 2]}}
+  grown = {"fixed": {}, "vary": {"seed": [1, 2, 3]}}
+  grids = iter([base, grown, grown])
+  ran, finished = [], set()
+
+  class FakeSweep:
+    def __init__(self, grid, directory, **kwargs):
+      self.points = grid.points()
+
+    def pending(self):
+      return [p for p in self.points if p.name not in finished]
+
+    def run(self):
+      names = [p.name for p in self.pending()]
+      ran.append([n.rsplit("-", 1)[0] for n in names])
+      finished.update(n for n in names if not n.startswith("seed-2"))  # Seed 2 never ends.
+
+  monkeypatch.setattr(study, "study_grid", lambda *args: next(grids))
+  monkeypatch.setattr(study.sweep_lib, "Sweep", FakeSweep)
+  monkeypatch.setattr(study, "_after_point", lambda *args: None)
+  fv = flags.FlagValues()
+  study.define_flags(fv)
+  fv(["study", f"--output_dir={tmp_path}"])
+  study._run_sweep(fv, "cmd", "2026-11-26T00:00:00", "methods", "wordnet_relation", [1, 2, 3])
+  assert ran == [["seed-1", "seed-2"], ["seed-2", "seed-3"]]
