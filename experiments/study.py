@@ -14,7 +14,9 @@ the other ways of training few weights (Figures 3-5), over training-set sizes
 (Figure 2) and adapter initial scales (Figure 6). This command runs those
 comparisons as experiments.sweep grids (PARTS) on the four WordNet tasks with
 the pretrained MiniLM, at least 3 seeds per point, selects each method's
-setting by the mean dev metric over seeds (experiments.select), and writes one
+setting by the mean dev metric over seeds (experiments.select; a selection at
+the edge of the rates tried runs the next rate past it, until bracketed:
+study_results.methods_grid), and writes one
 results page (--page, docs/study.md) with its tables, plots (experiments.plots),
 the commands and the wall time.
 

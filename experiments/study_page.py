@@ -14,8 +14,8 @@ from experiments import plots
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_disagreements import disagreements_section
-from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, PARTS, SEEDS,
-                                     TASKS, TRADEOFF_TASKS)
+from experiments.study_grids import (BRACKET_STEPS, CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS,
+                                     PARTS, SEEDS, TASKS, TRADEOFF_TASKS)
 from experiments.study_multitask import multitask_section
 from experiments.study_reruns import reruns_section
 from experiments.study_results import (full_by_epochs, machine_of_run, multitask_cost,
@@ -135,7 +135,9 @@ def _methods_section(output_dir: str, figures: str, samples: int,
     return ["## Table 1: not run yet", ""]
   lines = ["## Table 1: dev accuracy at each method's selected setting", "",
            "Mean ± std over seeds (number of seeds). Each method's learning rate is the "
-           f"one with the best mean dev accuracy at {EPOCHS} epochs (experiments.select); "
+           f"one with the best mean dev accuracy at {EPOCHS} epochs (experiments.select; "
+           "where the best was the smallest or the largest rate tried, the next rate past "
+           f"it ran too, until bracketed, at most {BRACKET_STEPS} past the method's grid); "
            f"its epochs, {EPOCHS} or {LONG_EPOCHS} at that rate (the methods_long part), "
            f"are selected the same way where both have run; a cell at {LONG_EPOCHS} "
            "epochs says so. The rate is not selected again at "
