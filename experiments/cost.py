@@ -76,12 +76,12 @@ def _grouped(sweep: Union[sweep_lib.Sweep, Runs]) -> bool:
       p.settings.get("group_by_length") for p in sweep.points)
 
 
-def _no_machine(record: Mapping[str, object]) -> Optional[str]:
+def _record_machine(record: Mapping[str, object]) -> Optional[str]:
   return record.get("machine")
 
 
 def section(sweeps: Sequence[Sweep], scope: str, cpu: Optional[str] = None,
-            machine_of: Callable[[Mapping[str, object]], Optional[str]] = _no_machine
+            machine_of: Callable[[Mapping[str, object]], Optional[str]] = _record_machine
             ) -> List[str]:
   """The page's table of measured and estimated hours per (part, task), with totals;
   `scope` says what the sweeps are (the first sentence). The pending are priced

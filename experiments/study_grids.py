@@ -75,34 +75,10 @@ TABLE_METHODS = [
     {"train_mode/adapter_size": [["layer_norm", 0]], "learning_rate": list(LAYER_NORM_RATES)},
     {"train_mode/adapter_size": [["head", 0]], "learning_rate": list(HEAD_RATES)},
 ]
-# (train_mode, adapter_size) of each Table 1 method.
-TABLE_METHOD_KEYS = [tuple(m) for g in TABLE_METHODS for m in g["train_mode/adapter_size"]]
-# Where a Table 1 method's selected rate is the smallest or the largest it
-# tried, the best may lie beyond it: the methods part then runs the next rate
-# of this ladder beyond it too, with every seed, until the selection is
-# bracketed, at most BRACKET_STEPS beyond the method's grid. (On
-# wordnet_example full fine-tuning collapsed to chance at 1e-4 and 3e-4 on
-# every seed, adapters 64 at 6e-4 on two of three, and both were selected at
-# their grids' smallest rate.)
-# As decimal literals (3e-4, not 3 * 10 ** -4): a point's identity hashes its settings.
-RATE_LADDER = tuple(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)) + (1.0,)
-BRACKET_STEPS = 2
-
-
-def bracketing_rate(selected: float, tried: Sequence[float],
-                    grid: Sequence[float]) -> Optional[float]:
-  """The rate to try next beyond `selected` where it is the smallest or the
-  largest of the rates `tried` (those of `grid` and any tried beyond it): the
-  next RATE_LADDER value past it; None where it is bracketed, or BRACKET_STEPS
-  rates past the grid's edge have been tried."""
-  low, high = min(grid), max(grid)
-  if selected <= min(tried) and sum(r < low for r in tried) < BRACKET_STEPS:
-    below = [r for r in RATE_LADDER if r < selected * (1 - 1e-9)]
-    return below[-1] if below else None
-  if selected >= max(tried) and sum(r > high for r in tried) < BRACKET_STEPS:
-    above = [r for r in RATE_LADDER if r > selected * (1 + 1e-9)]
-    return above[0] if above else None
-  return None
+# Each Table 1 method's learning rates, by (train_mode, adapter_size).
+TABLE_METHOD_RATES = {tuple(m): tuple(g["learning_rate"]) for g in TABLE_METHODS
+                      for m in g["train_mode/adapter_size"]}
+TABLE_METHOD_KEYS = list(TABLE_METHOD_RATES)
 TRADEOFF_METHODS = [
     *({"train_mode/adapter_size": [["adapters", m]], "learning_rate": list(adapter_rates(m))}
       for m in (2, 4, 16, 32, 128, 256)),
@@ -112,7 +88,6 @@ TRADEOFF_METHODS = [
 # Training-set sizes (Figure 2) with steps that train the small sets to
 # convergence (64 epochs of 100 examples) rather than to one step count.
 DATA_SIZES = [[100, 200], [250, 250], [1000, 400], [4000, 750]]
-DATA_SIZE_ADAPTER_RATES = (6e-4, 1e-3)  # Adapters 64's, as full fine-tuning's FULL_RATES[:2].
 INIT_SCALES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 # Table 1's disagreement: on wordnet_relation adapters 64 collapse to chance at
 # lr 1e-3 (seed 2) and 3e-3 (every seed). The collapsed (learning rate, seed)
@@ -229,6 +204,34 @@ def multitask_runs(output_dir: str, model_dir: str, data_root: str, seeds: Seque
 TRADEOFF_TASKS = ("wordnet_lexname",)
 
 
+# Where a Table 1 method's selected rate is the smallest or the largest it
+# tried, the best may lie beyond it: the methods part then runs the next rate
+# of this ladder beyond it too, with every seed, until the selection is
+# bracketed, at most BRACKET_STEPS beyond the method's grid. (On
+# wordnet_example full fine-tuning collapsed to chance at 1e-4 and 3e-4 on
+# every seed, adapters 64 at 6e-4 on two of three, and both were selected at
+# their grids' smallest rate.)
+# As decimal literals (3e-4, not 3 * 10 ** -4): a point's identity hashes its settings.
+RATE_LADDER = tuple(float(f"{m}e{e}") for e in range(-7, 0) for m in (1, 3)) + (1.0,)
+BRACKET_STEPS = 2
+
+
+def bracketing_rate(selected: float, tried: Sequence[float],
+                    grid: Sequence[float]) -> Optional[float]:
+  """The rate to try next beyond `selected` where it is the smallest or the
+  largest of the rates `tried` (those of `grid` and any tried beyond it): the
+  next RATE_LADDER value past it; None where it is bracketed, or BRACKET_STEPS
+  rates past the grid's edge have been tried."""
+  low, high = min(grid), max(grid)
+  if selected <= min(tried) and sum(r < low for r in tried) < BRACKET_STEPS:
+    below = [r for r in RATE_LADDER if r < selected * (1 - 1e-9)]
+    return below[-1] if below else None
+  if selected >= max(tried) and sum(r > high for r in tried) < BRACKET_STEPS:
+    above = [r for r in RATE_LADDER if r > selected * (1 + 1e-9)]
+    return above[0] if above else None
+  return None
+
+
 def _rates(part: str, rates: Optional[Mapping[tuple, float]]) -> Dict[tuple, float]:
   """The selected rates, in Table 1's method order."""
   if rates is None:
@@ -288,7 +291,7 @@ def part_grid(part: str, task: Task, model_dir: str, data_root: str,
             "vary": {"train_examples/train_steps": DATA_SIZES,
                      "seed/subset_seed": [[s, s] for s in seeds]},
             "grids": [{"train_mode/adapter_size": [["adapters", 64]],
-                       "learning_rate": list(DATA_SIZE_ADAPTER_RATES)},
+                       "learning_rate": list(adapter_rates(64)[1:3])},
                       {"train_mode/adapter_size": [["full", 0]],
                        "learning_rate": list(FULL_RATES[:2])}]}
   if part == "init_scale":

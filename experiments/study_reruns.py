@@ -52,8 +52,7 @@ def _machine(sweep: str, row: dict,
 
 
 def reruns_section(output_dir: str, earlier_dir: str,
-                   machine_of: Callable[[Mapping[str, object]], Optional[str]] = (
-                       lambda record: record.get("machine"))) -> List[str]:
+                   machine_of: Callable[[Mapping[str, object]], Optional[str]]) -> List[str]:
   """The page's section on the finished points that EARLIER_DIR's tables
   (PART_TASK_results.csv, as the page copies them) also hold; [] where none.
   `machine_of` gives a point's CPU from its record."""

@@ -18,8 +18,8 @@ from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_RUNS,
-                                     PARTS, SEEDS, TABLE_METHOD_KEYS, TABLE_METHODS, TASKS,
-                                     bracketing_rate, part_grid)
+                                     PARTS, SEEDS, TABLE_METHOD_KEYS, TABLE_METHOD_RATES,
+                                     TASKS, bracketing_rate, part_grid)
 from runtime import loop
 
 SITTINGS_FILE = "sittings.json"
@@ -110,31 +110,26 @@ def methods_grid(output_dir: str, task: str, model_dir: str, data_root: str,
   (study_grids.bracketing_rate), again until bracketed. So the grid grows as
   its points finish: the study runs it until it stops growing."""
   beyond: Dict[tuple, List[float]] = {}
-  grid_rates = {key: g["learning_rate"] for g in TABLE_METHODS
-                for key in map(tuple, g["train_mode/adapter_size"])}
-
-  def sweep(with_seeds):
-    grid = part_grid("methods", TASKS[task], model_dir, data_root, with_seeds, beyond=beyond)
-    return grid, sweep_lib.Sweep(grid_lib.Grid.from_json(grid),
-                                 sweep_dir(output_dir, "methods", task))
+  every_seed = sorted(set(seeds) | set(SEEDS))
   while True:
-    grid, own = sweep(seeds)
-    waiting = {_key(p.settings) for p in own.pending()}
-    _, finished = sweep(sorted(set(seeds) | set(SEEDS)))
+    finished = sweep_lib.Sweep(grid_lib.Grid.from_json(part_grid(
+        "methods", TASKS[task], model_dir, data_root, every_seed, beyond=beyond)),
+        sweep_dir(output_dir, "methods", task))
+    waiting = {_key(p.settings) for p in finished.pending() if p.settings["seed"] in seeds}
     rows = finished.rows()
     selected, _ = select_lib.select(rows, finished.grid.varied_keys())
     grew = False
     for row in selected:
       key = _key(row)
-      if key not in grid_rates or key in waiting:
+      if key not in TABLE_METHOD_RATES or key in waiting:
         continue
-      tried = sorted({r["learning_rate"] for r in rows if _key(r) == key})
-      rate = bracketing_rate(row["learning_rate"], tried, grid_rates[key])
-      if rate is not None and rate not in tried:
+      tried = {r["learning_rate"] for r in rows if _key(r) == key}
+      rate = bracketing_rate(row["learning_rate"], tried, TABLE_METHOD_RATES[key])
+      if rate is not None:
         beyond.setdefault(key, []).append(rate)
         grew = True
     if not grew:
-      return grid
+      return part_grid("methods", TASKS[task], model_dir, data_root, seeds, beyond=beyond)
 
 
 def selected_rates(output_dir: str, task: str, model_dir: str, data_root: str,
@@ -174,8 +169,7 @@ def study_grid(output_dir: str, part: str, task: str, model_dir: str, data_root:
 
 # Stand-in rates for the SELECTION_PARTS' cost before the rates are selected: a
 # point's steps, hence its estimated hours, do not depend on its rate.
-_ANY_RATES = {key: grid["learning_rate"][0] for grid in TABLE_METHODS
-              for key in map(tuple, grid["train_mode/adapter_size"])}
+_ANY_RATES = {key: rates[0] for key, rates in TABLE_METHOD_RATES.items()}
 
 
 def whole_study(output_dir: str, model_dir: str, data_root: str) -> List[cost.Sweep]:
