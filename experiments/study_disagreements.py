@@ -29,7 +29,9 @@ def disagreements_section(output_dir: str, samples: int,
     for row in methods[1]:
       groups.setdefault((row["method"], row["learning_rate"]), []).append(row)
     for (method, rate), rows in groups.items():
-      fell = [r for r in rows if collapse.collapsed(r["eval_loss"], num_labels)]
+      fell = [r for r in rows if collapse.collapsed(
+          r["eval_loss"], os.path.join(sweep_dir(output_dir, "methods", task), r["output_dir"]),
+          num_labels)]
       if fell:
         lines.append(f"| {task} | {method} | {rate:g} | {len(fell)} of {len(rows)} | "
                      f"{', '.join(str(r['seed']) for r in fell)} | "
@@ -43,7 +45,8 @@ def disagreements_section(output_dir: str, samples: int,
       "some of Table 1's runs *collapse*. Their training loss rises to ln(labels), the "
       "loss of a prediction that ignores its input, and stays there; dev accuracy is "
       f"chance. (A collapsed run's dev loss is within {collapse.DEV_TOLERANCE:g} of "
-      "ln(labels).) Selection by the mean over seeds then passes over that rate, and a "
+      "ln(labels), and one label takes at least "
+      f"{collapse.ONE_LABEL_SHARE:.0%} of its dev predictions.) Selection by the mean over seeds then passes over that rate, and a "
       "method can end up at a smaller one where it is behind.", "",
       "| task | method | learning rate | collapsed | seeds that collapsed | "
       "dev accuracy (seed) |", "|---|---|---|---|---|---|"] + lines + [""]
@@ -96,7 +99,7 @@ def _stability_lines(output_dir: str, samples: int,
   for part, row in runs:
     run_dir = os.path.join(sweep_dir(output_dir, part, task), row["output_dir"])
     line = collapse.timeline(run_dir)
-    fell = collapse.collapsed(row["eval_loss"], line.num_labels)
+    fell = collapse.collapsed(row["eval_loss"], run_dir, line.num_labels)
     setting = (row["adapter_size"], row["learning_rate"], row["warmup_proportion"],
                row["adapter_init_scale"])
     if setting + (row["seed"],) in seen:  # A replay of a Table 1 run: counted once.

@@ -49,8 +49,18 @@ def test_collapse_timeline_from_a_runs_loss(tmp_path):
   assert line.lowest_learning_rate == pytest.approx(20 / 40000)
   write_run(str(tmp_path / "learned"), [(1, 0.69), (10, 0.5), (20, 0.3)])
   assert collapse.timeline(str(tmp_path / "learned")).chance_from is None
-  assert collapse.collapsed(ln2 - 0.005, 2) and not collapse.collapsed(ln2 - 0.02, 2)
-  assert not collapse.collapsed(None, 2)
+  # Collapsed: dev loss within 0.01 of ln 2 and one label for at least 95% of
+  # the dev examples (19 of 20). A weak learner at the same loss that answers
+  # both labels (the head alone on the pair task: 0.68 against ln 2) has not.
+  one_label, split = str(tmp_path / "one_label"), str(tmp_path / "split")
+  write_text(os.path.join(one_label, "eval_predictions.tsv"),
+             "0.51\t0.49\n" * 19 + "0.49\t0.51\n")
+  write_text(os.path.join(split, "eval_predictions.tsv"),
+             "0.51\t0.49\n" * 18 + "0.49\t0.51\n" * 2)
+  assert collapse.collapsed(ln2 - 0.005, one_label, 2)
+  assert not collapse.collapsed(ln2 - 0.02, one_label, 2)
+  assert not collapse.collapsed(ln2 - 0.005, split, 2)
+  assert not collapse.collapsed(None, one_label, 2)
 
 
 def test_disagreements_section_counts_the_collapses(tmp_path, monkeypatch):
