@@ -45,8 +45,8 @@ def disagreements_section(output_dir: str, samples: int,
       "some of Table 1's runs *collapse*. Their training loss rises to ln(labels), the "
       "loss of a prediction that ignores its input, and stays there; dev accuracy is "
       f"chance. (A collapsed run's dev loss is within {collapse.DEV_TOLERANCE:g} of "
-      "ln(labels), and one label takes at least "
-      f"{collapse.ONE_LABEL_SHARE:.0%} of its dev predictions.) Selection by the mean over seeds then passes over that rate, and a "
+      f"ln(labels), and one label takes at least {collapse.ONE_LABEL_SHARE:.0%} of its dev "
+      "predictions.) Selection by the mean over seeds then passes over that rate, and a "
       "method can end up at a smaller one where it is behind.", "",
       "| task | method | learning rate | collapsed | seeds that collapsed | "
       "dev accuracy (seed) |", "|---|---|---|---|---|---|"] + lines + [""]

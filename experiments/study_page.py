@@ -19,8 +19,9 @@ from experiments.study_grids import (BRACKET_STEPS, CONVERGENCE_EPOCHS, EPOCHS, 
 from experiments.study_multitask import multitask_section
 from experiments.study_reruns import reruns_section
 from experiments.study_results import (full_by_epochs, machine_of_run, multitask_cost,
-                                       newest_cpu, read_results, read_sittings, runs_correct,
-                                       sweep_dir, table_selection, whole_study)
+                                       newest_cpu, pending_methods, read_results,
+                                       read_sittings, runs_correct, sweep_dir, table_selection,
+                                       whole_study)
 from runtime import machine
 from storage import file_io
 
@@ -110,9 +111,12 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
 
 def _at_the_edge(rows: Mapping[str, dict], methods: Mapping) -> List[str]:
   """Table 1's methods whose selected rate is the smallest or the largest of the
-  rates their finished points in the methods part tried (two or more)."""
-  found = []
+  rates their finished points in the methods part tried (two or more), once
+  none of their points there is pending (till then the selection may move)."""
+  found, waiting = [], pending_methods(methods)
   for method, row in rows.items():
+    if method in waiting:
+      continue
     tried = sorted({r["learning_rate"] for r in methods["rows"]
                     if r.get("method") == method})
     rate = row["learning_rate"]

@@ -14,6 +14,7 @@ from experiments import cost
 from experiments import data as data_lib
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
+from experiments import runs
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
@@ -202,6 +203,15 @@ def ok_rows(output_dir: str, part: str, task: str) -> Optional[tuple]:
   if results is None:
     return None
   return results, [r for r in results["rows"] if r["status"] == "ok"]
+
+
+def pending_methods(results: Mapping) -> set:
+  """The methods (runs.method_name) of a sweep's pending points, which its
+  results name only: their settings come from the sweep's grid."""
+  pending = set(results.get("pending", ()))
+  points = grid_lib.Grid.from_json(results["grid"]).points(sweep_lib.DEFAULTS)
+  return {runs.method_name(*runs.resolve_method(p.settings), runs.resolve_design(p.settings))
+          for p in points if p.name in pending}
 
 
 def selected_methods(results: Mapping) -> Dict[str, dict]:

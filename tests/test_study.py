@@ -228,7 +228,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
     rows.append({"point": point, "status": "ok", "train_mode": mode, "adapter_size": size,
                  "method": "full" if mode == "full" else f"adapters_{size}",
                  "learning_rate": lr, "num_train_epochs": 3, "seed": seed,
-                 "eval_accuracy": k / 100, "eval_loss": 1.0 - k / 100, "wall_seconds": 1800})
+                 "output_dir": f"runs/{point}", "eval_accuracy": k / 100,
+                 "eval_loss": 1.0 - k / 100, "wall_seconds": 1800})
   fixed = {"data_dir": str(data), "text_a_column": "word_a", "text_b_column": "word_b",
            "label_column": "label"}
   write_text(str(sweep / "results.csv"), "point,status\n")
@@ -438,6 +439,28 @@ def test_bracketing_rate_is_the_next_rate_past_an_edge_selection():
   # since a point's name hashes its settings.
   assert study_grids.bracketing_rate(6e-4, [3e-4, 6e-4], [3e-4, 6e-4]) == 1e-3
   assert study_grids.bracketing_rate(0.03, [3e-3, 1e-2, 3e-2], [3e-3, 1e-2, 3e-2]) == 0.1
+
+
+def test_the_edge_sentence_waits_for_a_methods_pending_points():
+  """A method is named at the edge of its rates only once none of its points
+  is pending: with seed 2 still to run, its selection may yet move."""
+  grid = grid_lib.Grid.from_json({
+      "fixed": {"task_name": "tsv"},
+      "vary": {"train_mode/adapter_size": [["full", 0], ["adapters", 64]],
+               "learning_rate": [1e-4, 3e-4], "seed": [1, 2]}})
+  points = grid.points(sweep_lib.DEFAULTS)
+  pending = [p.name for p in points
+             if p.settings["train_mode"] == "adapters" and p.settings["seed"] == 2]
+  finished = [p for p in points if p.name not in pending]
+  methods = {"grid": grid.to_json(), "pending": pending, "rows": [
+      {"method": runs_lib.method_name(p.settings["train_mode"], p.settings["adapter_size"]),
+       "learning_rate": p.settings["learning_rate"]} for p in finished]}
+  assert study_results.pending_methods(methods) == {"adapters_64"}
+  selected = {"full": {"learning_rate": 3e-4}, "adapters_64": {"learning_rate": 3e-4}}
+  assert study_page._at_the_edge(selected, methods) == [
+      "full lr 0.0003 (the largest of 0.0001, 0.0003)"]
+  methods["pending"] = []
+  assert len(study_page._at_the_edge(selected, methods)) == 2
 
 
 def test_the_methods_part_brackets_each_selected_rate(tmp_path):
