@@ -110,6 +110,18 @@ def _log_x(kind: str, xs: Sequence[float]) -> bool:
   return bool(positive) and max(positive) / min(positive) >= 10
 
 
+def y_axis_label(points: Sequence[Mapping[str, object]], metric: str) -> str:
+  """The y axis's label, promising only what the points have: a bar is a std
+  over seeds only where a point has two or more."""
+  counts = sorted({int(p.get("n_seeds") or 1) for p in points})
+  several = [n for n in counts if n > 1]
+  if not several:
+    return f"dev {metric} (one seed)"
+  span = str(several[0]) if len(several) == 1 else f"{several[0]}-{several[-1]}"
+  label = f"dev {metric} (mean ± std over {span} seeds"
+  return label + ("; no bar: one seed)" if counts[0] == 1 else ")")
+
+
 def draw(points: Sequence[Mapping[str, object]], kind: str, metric: str, path: str) -> None:
   """The figure of `points` as a PNG."""
   spec = KINDS[kind]
@@ -138,7 +150,7 @@ def draw(points: Sequence[Mapping[str, object]], kind: str, metric: str, path: s
   if kind == "data_size" and len(xs) <= 12:  # The sizes run, not decades.
     ax.set_xticks(xs)
   ax.set_xlabel(spec["x_label"])
-  ax.set_ylabel(f"dev {metric} (mean ± std over seeds)")
+  ax.set_ylabel(y_axis_label(points, metric))
   ax.set_title(spec["title"])
   ax.grid(True, which="major", alpha=0.3)
   if points:
@@ -199,7 +211,8 @@ def make_plot(results_path: str, kind: str, output_dir: Optional[str] = None,
   columns = tables.columns_of(points, DATA_COLUMNS)
   tables.write_table(paths["json"], paths["csv"], points, columns, kind=kind, metric=metric,
                      x=KINDS[kind]["x"], x_label=KINDS[kind]["x_label"],
-                     log_x=_log_x(kind, [p["x"] for p in points]), results=results_path)
+                     log_x=_log_x(kind, [p["x"] for p in points]),
+                     y_label=y_axis_label(points, metric), results=results_path)
   draw(points, kind, metric, paths["png"])
   return paths
 

@@ -412,6 +412,7 @@ def test_plots_write_png_and_exactly_the_plotted_points(tmp_path):
     assert sorted((p["method"], p["x"], p["y"], p["y_std"]) for p in data["rows"]) == expected
   tradeoff = tables.read_json(os.path.join(str(tmp_path), "plots", "tradeoff.json"))
   assert tradeoff["log_x"] is True
+  assert tradeoff["y_label"] == "dev eval_accuracy (mean ± std over 2 seeds)"
   assert {p["series"] for p in tradeoff["rows"]} == {
       "adapters, train_examples=100", "adapters, train_examples=1000",
       "top_layers, train_examples=100", "top_layers, train_examples=1000",
@@ -433,6 +434,15 @@ def test_plots_write_png_and_exactly_the_plotted_points(tmp_path):
   points = tables.read_json(paths["json"])["rows"]
   assert [(p["x"], p["y"]) for p in points] == [(1e-3, pytest.approx(0.565)),
                                                 (1e-1, pytest.approx(0.765))]
+
+
+def test_the_y_axis_promises_a_std_only_where_points_have_seeds():
+  def label(*seeds):
+    return plots.y_axis_label([{"n_seeds": n} for n in seeds], "eval_accuracy")
+  assert label(3, 3) == "dev eval_accuracy (mean ± std over 3 seeds)"
+  assert label(2, 3) == "dev eval_accuracy (mean ± std over 2-3 seeds)"
+  assert label(3, 1) == "dev eval_accuracy (mean ± std over 3 seeds; no bar: one seed)"
+  assert label(1, 1) == "dev eval_accuracy (one seed)"
 
 
 # One real point: run_classifier.py on the tiny BERT.
