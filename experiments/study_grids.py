@@ -272,9 +272,12 @@ def part_grid(part: str, task: Task, model_dir: str, data_root: str,
   """
   fixed = fixed_settings(task, model_dir, data_root)
   if part == "methods":
-    grids = TABLE_METHODS + (TRADEOFF_METHODS if task.name in TRADEOFF_TASKS else [])
-    grids = grids + [{"train_mode/adapter_size": [list(key)], "learning_rate": list(extra)}
-                     for key, extra in (beyond or {}).items()]
+    # The rates that bracket Table 1's selections run before the trade-off's
+    # points (a sweep runs its grid in order): they decide the claims.
+    grids = TABLE_METHODS + [{"train_mode/adapter_size": [list(key)],
+                              "learning_rate": list(extra)}
+                             for key, extra in (beyond or {}).items()]
+    grids += TRADEOFF_METHODS if task.name in TRADEOFF_TASKS else []
     return {"fixed": dict(fixed, num_train_epochs=EPOCHS), "vary": {"seed": list(seeds)},
             "grids": grids}
   if part == "methods_long":

@@ -516,6 +516,23 @@ def test_the_methods_part_brackets_each_selected_rate(tmp_path):
       (6 * 3 + 1) + 2) * 3
 
 
+def test_the_rates_that_bracket_table_1_run_before_the_trade_off():
+  """A sweep runs its grid in order: on the trade-off's task the bracketing
+  rates (Table 1's claims) come right after Table 1's own points."""
+  grid = grid_lib.Grid.from_json(study_grids.part_grid(
+      "methods", study_grids.TASKS["wordnet_lexname"], "models/minilm", "data/wordnet",
+      beyond={("full", 0): [1e-5]}))
+  order = [(p.settings["train_mode"], p.settings["adapter_size"],
+            p.settings["learning_rate"]) for p in grid.points()]
+  table = {tuple(m) for g in study_grids.TABLE_METHODS for m in g["train_mode/adapter_size"]}
+  bracketing = [i for i, point in enumerate(order) if point == ("full", 0, 1e-5)]
+  trade_off = [i for i, (mode, size, _) in enumerate(order) if (mode, size) not in table]
+  assert len(bracketing) == 3 and trade_off
+  assert max(i for i, (mode, size, _) in enumerate(order)
+             if (mode, size) in table) < min(trade_off)
+  assert max(bracketing) < min(trade_off)
+
+
 def test_a_sitting_runs_the_points_its_grid_gains(tmp_path, monkeypatch):
   """The methods part's grid grows as its points finish: the sitting runs it
   again for the new points, and stops where no point is new (one left pending,
