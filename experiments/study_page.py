@@ -18,8 +18,8 @@ from experiments.study_grids import (BRACKET_STEPS, CONVERGENCE_EPOCHS, EPOCHS, 
                                      PARTS, SEEDS, TASKS, TRADEOFF_TASKS)
 from experiments.study_multitask import multitask_section
 from experiments.study_reruns import reruns_section
-from experiments.study_results import (full_by_epochs, machine_of_run, multitask_cost,
-                                       newest_cpu, pending_methods, read_results,
+from experiments.study_results import (full_by_epochs, full_by_epochs_pending, machine_of_run,
+                                       multitask_cost, newest_cpu, pending_methods, read_results,
                                        read_sittings, runs_correct, sweep_dir, table_selection,
                                        whole_study)
 from runtime import machine
@@ -267,6 +267,8 @@ def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictio
                                         shorter[1], shorter[2]["points"])}
       return claims.bootstrap_difference([pair], samples)
 
+    # A reading from part of a budget's seeds may yet turn, so it waits for them.
+    waiting = full_by_epochs_pending(output_dir, task)
     cells = [_cell(curve[e][2]) if e in curve else "pending" for e in budgets]
     best = max((e for e in curve if e != EPOCHS),
                key=lambda e: curve[e][2].get("eval_accuracy_mean") or -1.0)
@@ -278,13 +280,15 @@ def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictio
       cells.append(claims.in_points(*step))
       reading = (f"still rising at {LONG_EPOCHS}" if step[1] > 0 else
                  f"stopped by {last}" if step[2] < 0.01 else f"undecided at {LONG_EPOCHS}")
-      if step[1] > 0:
+      if step[1] > 0 and not waiting:
         still.append(task)
     else:
       cells.append("pending")
       reading = (f"still rising after {EPOCHS}" if after[1] > 0 else
                  f"stopped by {EPOCHS}" if after[2] < 0.01 else "undecided")
-    if after[1] > 0:
+    if waiting:
+      reading = "pending"
+    elif after[1] > 0:
       rising.append(task)
     rate = curve[EPOCHS][2]["learning_rate"]
     lines.append(f"| {task} | {rate:g} | " + " | ".join(cells) + f" | {reading} |")

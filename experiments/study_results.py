@@ -214,6 +214,16 @@ def pending_methods(results: Mapping) -> set:
           for p in points if p.name in pending}
 
 
+def full_by_epochs_pending(output_dir: str, task: str) -> bool:
+  """Whether full_by_epochs(task) still waits for points: the epochs part's
+  (every one full fine-tuning) or methods_long's of full fine-tuning."""
+  epochs = read_results(output_dir, "epochs", task)
+  if epochs is not None and epochs.get("pending"):
+    return True
+  long = read_results(output_dir, "methods_long", task)
+  return long is not None and bool(long.get("pending")) and "full" in pending_methods(long)
+
+
 def selected_methods(results: Mapping) -> Dict[str, dict]:
   """Each method's selected setting (experiments.select), by method name."""
   rows, _ = select_lib.select(results["rows"], results.get("varied_keys", []))

@@ -297,9 +297,21 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
                  "method": "full", "num_train_epochs": num_epochs, "seed": seed,
                  "eval_accuracy": k / 100, "eval_loss": 0.5, "wall_seconds": 60})
   write_text(str(epochs / "results.csv"), "point,status\n")
-  write_text(str(epochs / "results.json"), json.dumps({
-      "rows": rows, "pending": [], "grid": {"fixed": dict(fixed, learning_rate=1e-4)},
-      "varied_keys": ["num_train_epochs", "seed"]}))
+
+  def write_epochs(epochs_rows, pending):
+    write_text(str(epochs / "results.json"), json.dumps({
+        "rows": epochs_rows, "pending": pending,
+        "grid": {"fixed": dict(fixed, learning_rate=1e-4)},
+        "varied_keys": ["num_train_epochs", "seed"]}))
+
+  # A sitting that has run 6 epochs only: +10 points so far, but the reading
+  # waits for the 10-epoch points, which may yet turn it.
+  write_epochs([r for r in rows if r["num_train_epochs"] == 6], ["e10-1", "e10-2"])
+  text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
+  assert len(line) == 1 and line[0].endswith(" (6 ep) | pending | pending |"), line
+  assert "has not converged" not in text
+  write_epochs(rows, [])
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
   assert len(line) == 1, text
@@ -425,6 +437,30 @@ def test_methods_long_runs_each_table_method_at_its_selected_rate(tmp_path, caps
   assert {p.settings["learning_rate"] for p in epochs.points()} == {second[("full", 0)]}
   with pytest.raises(ValueError, match="selected rates"):
     study_grids.part_grid("methods_long", study_grids.TASKS[task], *args)
+
+
+def test_full_fine_tunings_epochs_wait_for_its_own_pending_points(tmp_path):
+  """methods_long's pending points hold back full fine-tuning's epochs reading
+  only where some are full fine-tuning's; any pending point of the epochs part
+  (full fine-tuning only) does."""
+  out, task = str(tmp_path), "wordnet_relation"
+  grid = grid_lib.Grid.from_json({
+      "fixed": {"task_name": "tsv"},
+      "vary": {"train_mode/adapter_size": [["full", 0], ["adapters", 64]], "seed": [1, 2]}})
+  points = grid.points(sweep_lib.DEFAULTS)
+
+  def write(part, pending):
+    write_text(os.path.join(study_results.sweep_dir(out, part, task), "results.json"),
+               json.dumps({"grid": grid.to_json(), "pending": pending, "rows": []}))
+
+  assert not study_results.full_by_epochs_pending(out, task)  # Nothing started.
+  write("methods_long", [p.name for p in points if p.settings["train_mode"] == "adapters"])
+  assert not study_results.full_by_epochs_pending(out, task)
+  write("methods_long", [p.name for p in points if p.settings["seed"] == 2])
+  assert study_results.full_by_epochs_pending(out, task)
+  write("methods_long", [])
+  write("epochs", ["e10-2"])
+  assert study_results.full_by_epochs_pending(out, task)
 
 
 def test_bracketing_rate_is_the_next_rate_past_an_edge_selection():
