@@ -194,8 +194,9 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   short = [task for task, rows in selected.items() if not _long_done(rows)]
   if short:
     lines += [f"On {', '.join(short)} Table 1's epochs are not selected yet (the "
-              f"methods_long part has not finished there): its cells, and its share of "
-              f"each claim, are at {EPOCHS} epochs.", ""]
+              f"methods_long part has not finished there): its cells that do not say "
+              f"\"{LONG_EPOCHS:g} ep\", and their share of each claim, are at {EPOCHS} epochs.",
+              ""]
   for task in TRADEOFF_TASKS:
     if task in selected:
       lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,

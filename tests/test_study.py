@@ -274,8 +274,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert low < -5.0 < high and cells[5].strip(" |") in ("fails", "undecided")
   assert "| head more than 1 point below full |" in text and "| 0 | | | pending |" in text
   assert ("On wordnet_relation Table 1's epochs are not selected yet (the methods_long part "
-          "has not finished there): its cells, and its share of each claim, are at 3 "
-          "epochs.") in text
+          "has not finished there): its cells that do not say \"20 ep\", and their share "
+          "of each claim, are at 3 epochs.") in text
   assert "## Epochs" not in text  # Not run.
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
