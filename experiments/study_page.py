@@ -195,8 +195,8 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   if short:
     lines += [f"On {', '.join(short)} Table 1's epochs are not selected yet (the "
               f"methods_long part has not finished there): its cells that do not say "
-              f"\"{LONG_EPOCHS:g} ep\", and their share of each claim, are at {EPOCHS} epochs.",
-              ""]
+              f"\"{_epochs_mark(LONG_EPOCHS)}\", and their share of each claim, are at "
+              f"{EPOCHS} epochs.", ""]
   for task in TRADEOFF_TASKS:
     if task in selected:
       lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
@@ -233,9 +233,14 @@ def _task_heading(task: str, results: Mapping[str, Optional[Mapping]],
   return task + (f" ({'; '.join(progress)})" if progress else "")
 
 
+def _epochs_mark(epochs: float) -> str:
+  """How a Table 1 cell says its epochs, where they are not EPOCHS."""
+  return f"{epochs:g} ep"
+
+
 def _epochs_note(row: Optional[Mapping]) -> str:
   return "" if row is None or row["num_train_epochs"] == EPOCHS else (
-      f", {row['num_train_epochs']:g} ep")
+      f", {_epochs_mark(row['num_train_epochs'])}")
 
 
 def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictions,
