@@ -353,6 +353,18 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   assert "| method | wordnet_relation (8 of 9 runs; 20 epochs tried by 0 of 2 methods) |" in text
   assert "| full | 0.850 ± 0.071 (2) |" in text
+  # Full fine-tuning's two seeds done, the adapters' not yet: its cell and its
+  # share of the claims are at 20 epochs, the adapters' at 3, and the note says so.
+  write_long([r for r in rows if r["train_mode"] == "full"])
+  text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
+  assert "| method | wordnet_relation (8 of 9 runs; 20 epochs tried by 1 of 2 methods) |" in text
+  assert "| full | 1.000 ± 0.000 (2), 20 ep |" in text
+  assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
+  claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
+  assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim  # 3 epochs: -5.
+  assert ("On wordnet_relation Table 1's epochs are not selected yet (the methods_long part "
+          "has not finished there): its cells that do not say \"20 ep\", and their share "
+          "of each claim, are at 3 epochs.") in text
   write_long(rows)
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   assert "| method | wordnet_relation (8 of 9 runs) |" in text
