@@ -1,22 +1,18 @@
-"""experiments/study.py and claims.py: the grids, the bootstrap of the claims, the page.
+"""experiments/study.py: the grids and the page.
 
-The grids are counted by hand from the paper's design; the bootstrap is checked
-against cases whose answer is known in closed form; the page is written from a
+The grids are counted by hand from the paper's design; the page is written from a
 study directory made here (results tables and eval_predictions.tsv files as
 the sweep and run_classifier.py write them), so no model runs.
 """
 
 import json
-import math
 import os
 import uuid
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags
 
-from experiments import claims
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import runs as runs_lib
@@ -108,50 +104,6 @@ def test_table_1_says_which_tasks_trained_on_length_grouped_batches():
       "as its first runs had them.")
 
 
-def test_bootstrap_of_equal_runs_is_exactly_zero():
-  # The same runs (every seed alike): the paired draws of examples cancel.
-  correct = np.stack([np.random.default_rng(1).random(500) < 0.8] * 3)
-  estimate, low, high = claims.bootstrap_difference(
-      [{"method": correct, "reference": correct}] * 2, samples=300)
-  assert estimate == low == high == 0.0
-
-
-def test_bootstrap_interval_is_the_binomial_one_for_a_sure_method():
-  # The method is always right; full fine-tuning right on 90% of 1,000
-  # examples in every seed: the difference is 0.1 and its sampling std over
-  # examples sqrt(0.9 * 0.1 / 1000) (seeds add nothing: they agree).
-  n = 1000
-  full = np.arange(n) % 10 != 0
-  pair = {"method": np.ones((3, n), bool), "reference": np.stack([full] * 3)}
-  estimate, low, high = claims.bootstrap_difference([pair], samples=4000)
-  sigma = math.sqrt(0.9 * 0.1 / n)
-  assert estimate == pytest.approx(0.1)
-  assert low == pytest.approx(0.1 - 1.96 * sigma, abs=0.003)
-  assert high == pytest.approx(0.1 + 1.96 * sigma, abs=0.003)
-
-
-def test_bootstrap_counts_the_spread_between_seeds():
-  # Two seeds of the method: one right everywhere, one wrong everywhere
-  # (mean 0.5); resampling seeds gives draws of 0, 0.5 and 1 with
-  # probabilities 1/4, 1/2, 1/4, so the 95% interval spans [-0.5, 0.5]
-  # around full fine-tuning's 0.5.
-  n = 200
-  pair = {"method": np.stack([np.ones(n, bool), np.zeros(n, bool)]),
-          "reference": np.stack([np.arange(n) % 2 == 0] * 2)}
-  estimate, low, high = claims.bootstrap_difference([pair], samples=2000)
-  assert estimate == pytest.approx(0.0)
-  assert low == pytest.approx(-0.5, abs=0.08) and high == pytest.approx(0.5, abs=0.08)
-
-
-@pytest.mark.parametrize("kind,low,high,expected", [
-    ("within", -0.005, 0.01, "holds"), ("within", -0.03, -0.02, "fails"),
-    ("within", -0.02, 0.0, "undecided"), ("below", -0.2, -0.1, "holds"),
-    ("below", 0.0, 0.01, "fails"), ("below", -0.05, 0.0, "undecided")])
-def test_verdicts(kind, low, high, expected):
-  claim = claims.Claim("m", kind, 0.01, "")
-  assert claims.verdict(claim, low, high) == expected
-
-
 def test_a_sitting_is_recorded_only_where_it_had_points_to_run(tmp_path, monkeypatch):
   """sittings.json (the page's list of sittings) keeps the sittings that ran
   something: one that found every point, or every multitask run, done ran none."""
@@ -194,6 +146,17 @@ def test_a_sitting_is_recorded_only_where_it_had_points_to_run(tmp_path, monkeyp
   [recorded] = sitting("--parts=init_scale")
   assert recorded["machine"] == "a CPU"
   assert len(sitting("--parts=multitask", "--multitask_settings=lr-0.001,lr-0.0001")) == 1
+
+
+# Under the claims, while a task's 20-epoch runs (methods_long) are not all done.
+NOT_SELECTED_NOTE = (
+    "On wordnet_relation Table 1's epochs are not selected yet (the methods_long part has not "
+    "finished there): its cells that do not say \"20 ep\", and their share of each claim, are "
+    "at 3 epochs.")
+
+
+def _lines(text: str, prefix: str) -> list:
+  return [line for line in text.splitlines() if line.startswith(prefix)]
 
 
 @pytest.mark.parametrize("file_system", ["local", "ram"])
@@ -243,7 +206,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   # The sitting records the CPU its points ran on; the page's head says the one
   # it was written on.
-  sitting = [l for l in text.splitlines() if l.startswith("- `python -m experiments.study --")]
+  sitting = _lines(text, "- `python -m experiments.study --")
   assert len(sitting) == 1 and sitting[0].startswith(
       "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to "), sitting
   assert sitting[0].endswith(", AMD EPYC, 2 CPUs, avx512f, bfloat16 units"), sitting
@@ -265,7 +228,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "| full | 0.850 ± 0.071 (2) |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
   assert "full lr 0.0001, 3 epochs" in text
-  claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
+  claim = _lines(text, "| adapters_64 within 1 point")
   # 0.80 - 0.85 = -5 points: more than 1 point below, but 100 examples and
   # 2 seeds leave the interval wide.
   assert len(claim) == 1 and "| 1 | -5.00 | [" in claim[0], claim
@@ -273,9 +236,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   low, high = (float(v) for v in cells[4].strip("[]").split(", "))
   assert low < -5.0 < high and cells[5].strip(" |") in ("fails", "undecided")
   assert "| head more than 1 point below full |" in text and "| 0 | | | pending |" in text
-  assert ("On wordnet_relation Table 1's epochs are not selected yet (the methods_long part "
-          "has not finished there): its cells that do not say \"20 ep\", and their share "
-          "of each claim, are at 3 epochs.") in text
+  assert NOT_SELECTED_NOTE in text
   assert "## Epochs" not in text  # Not run.
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
@@ -308,12 +269,12 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   # waits for the 10-epoch points, which may yet turn it.
   write_epochs([r for r in rows if r["num_train_epochs"] == 6], ["e10-1", "e10-2"])
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
-  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
+  line = _lines(text, "| wordnet_relation | 0.0001 |")
   assert len(line) == 1 and line[0].endswith(" (6 ep) | pending | pending |"), line
   assert "has not converged" not in text
   write_epochs(rows, [])
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
-  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
+  line = _lines(text, "| wordnet_relation | 0.0001 |")
   assert len(line) == 1, text
   assert line[0].startswith("| wordnet_relation | 0.0001 | 0.850 ± 0.071 (2) | 0.950 ± 0.000 (2) "
                             "| 1.000 ± 0.000 (2) | pending | +15.00 [+"), line
@@ -360,23 +321,21 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "| method | wordnet_relation (8 of 9 runs; 20 epochs tried by 1 of 2 methods) |" in text
   assert "| full | 1.000 ± 0.000 (2), 20 ep |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
-  claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
+  claim = _lines(text, "| adapters_64 within 1 point")
   assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim  # 3 epochs: -5.
-  assert ("On wordnet_relation Table 1's epochs are not selected yet (the methods_long part "
-          "has not finished there): its cells that do not say \"20 ep\", and their share "
-          "of each claim, are at 3 epochs.") in text
+  assert NOT_SELECTED_NOTE in text
   write_long(rows)
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   assert "| method | wordnet_relation (8 of 9 runs) |" in text
   assert "| full | 1.000 ± 0.000 (2), 20 ep |" in text
   assert "| adapters_64 | 0.800 ± 0.000 (2) |" in text
   assert "full lr 0.0001, 20 epochs" in text and "adapters_64 lr 0.001, 3 epochs" in text
-  claim = [l for l in text.splitlines() if l.startswith("| adapters_64 within 1 point")]
+  claim = _lines(text, "| adapters_64 within 1 point")
   assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim
   # Every Table 1 method has tried both epochs (adapters 2 are not in it).
   assert "their verdicts hold for 3 epochs only" not in text
   assert "Table 1's epochs are not selected yet" not in text
-  line = [l for l in text.splitlines() if l.startswith("| wordnet_relation | 0.0001 |")]
+  line = _lines(text, "| wordnet_relation | 0.0001 |")
   assert "| 1.000 ± 0.000 (2) | 1.000 ± 0.000 (2) | +15.00 [+" in line[0], line
   assert line[0].endswith(" (10 ep) | +0.00 [+0.00, +0.00] | stopped by 10 |"), line
   if file_system == "ram":
