@@ -20,8 +20,8 @@ from experiments.study_multitask import multitask_section
 from experiments.study_reruns import reruns_section
 from experiments.study_results import (full_by_epochs, full_by_epochs_pending, machine_of_run,
                                        multitask_cost, newest_cpu, pending_methods, read_results,
-                                       read_sittings, runs_correct, sweep_dir, table_selection,
-                                       whole_study)
+                                       read_sittings, runs_correct, selected_methods, sweep_dir,
+                                       table_selection, whole_study)
 from runtime import machine
 from storage import file_io
 
@@ -174,11 +174,10 @@ def _methods_section(output_dir: str, figures: str, samples: int,
     for task, rows in selected.items():
       if claim.method not in rows or claim.reference not in rows:
         continue
-      task_pairs.append({key: runs_correct(predictions, output_dir, rows[name]["part"], task,
-                                            results[task][rows[name]["part"]],
-                                            rows[name]["points"])
-                         for key, name in (("method", claim.method),
-                                           ("reference", claim.reference))})
+      compared = _compared_rows(rows, results[task]["methods"], claim.method, claim.reference)
+      task_pairs.append({key: runs_correct(predictions, output_dir, row["part"], task,
+                                            results[task][row["part"]], row["points"])
+                         for key, row in zip(("method", "reference"), compared)})
     what = claim.describe()
     if not task_pairs:
       lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
@@ -195,13 +194,26 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   if short:
     lines += [f"On {', '.join(short)} Table 1's epochs are not selected yet (the "
               f"methods_long part has not finished there): its cells that do not say "
-              f"\"{_epochs_mark(LONG_EPOCHS)}\", and their share of each claim, are at "
-              f"{EPOCHS} epochs.", ""]
+              f"\"{_epochs_mark(LONG_EPOCHS)}\" are at {EPOCHS} epochs, and a claim whose "
+              f"two methods have not both finished {LONG_EPOCHS} epochs there compares "
+              f"both at {EPOCHS}.", ""]
   for task in TRADEOFF_TASKS:
     if task in selected:
       lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
                      "Figures 3-5: dev accuracy vs trained parameters")
   return lines
+
+
+def _compared_rows(rows: Mapping[str, dict], methods_results: Mapping, method: str,
+                   reference: str) -> List[dict]:
+  """The rows of a task that a claim compares: Table 1's, or, where methods_long
+  has finished one of the two methods but not the other, both methods' EPOCHS
+  rows (the methods part's), so that no claim sets one method's longer budget
+  against the other's shorter one while a sitting is part-way through a task."""
+  if rows[method]["epochs_tried"] == rows[reference]["epochs_tried"]:
+    return [rows[method], rows[reference]]
+  short = selected_methods(methods_results)
+  return [dict(short[name], part="methods") for name in (method, reference)]
 
 
 def _batches_note(tasks: Sequence[str]) -> str:
