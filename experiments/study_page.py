@@ -166,29 +166,27 @@ def _methods_section(output_dir: str, figures: str, samples: int,
   lines += ["## The claims", "",
             "Difference of dev accuracy from full fine-tuning, mean over the tasks that "
             "have both methods, with a 95% interval from a paired bootstrap over dev "
-            f"examples and seeds ({samples} samples).", "",
-            "| claim | paper | tasks | difference | 95% interval | verdict |",
-            "|---|---|---|---|---|---|"]
+            f"examples and seeds ({samples} samples): at Table 1's settings, and at "
+            f"{EPOCHS} epochs on every task (each method's rate as selected there), the "
+            "budget the rates are selected at.", "",
+            "| claim | paper | tasks | difference | 95% interval | verdict "
+            f"| at {EPOCHS} epochs |", "|---|---|---|---|---|---|---|"]
   for claim in claims.CLAIMS:
-    task_pairs = []
-    for task, rows in selected.items():
-      if claim.method not in rows or claim.reference not in rows:
-        continue
-      compared = _compared_rows(rows, results[task]["methods"], claim.method, claim.reference)
-      task_pairs.append({key: runs_correct(predictions, output_dir, row["part"], task,
-                                            results[task][row["part"]], row["points"])
-                         for key, row in zip(("method", "reference"), compared)})
     what = claim.describe()
-    if not task_pairs:
-      lines.append(f"| {what} | {claim.paper} | 0 | | | pending |")
+    pairs = {short: _claim_pairs(claim, selected, results, predictions, output_dir, short)
+             for short in (False, True)}
+    if not pairs[False]:
+      lines.append(f"| {what} | {claim.paper} | 0 | | | pending | |")
       continue
-    estimate, low, high = claims.bootstrap_difference(task_pairs, samples)
-    seeds = min(p[k].shape[0] for p in task_pairs for k in p)
+    estimate, low, high = claims.bootstrap_difference(pairs[False], samples)
+    seeds = min(p[k].shape[0] for p in pairs[False] for k in p)
     # With one seed the interval covers the draw of dev examples only.
     caveat = " (1 seed: the interval leaves out seed variation)" if seeds < 2 else ""
-    lines.append(f"| {what} | {claim.paper} | {len(task_pairs)} | {100 * estimate:+.2f} | "
+    at_short = claims.bootstrap_difference(pairs[True], samples)
+    lines.append(f"| {what} | {claim.paper} | {len(pairs[False])} | {100 * estimate:+.2f} | "
                  f"[{100 * low:+.2f}, {100 * high:+.2f}] | "
-                 f"{claims.verdict(claim, low, high)}{caveat} |")
+                 f"{claims.verdict(claim, low, high)}{caveat} | "
+                 f"{claims.in_points(*at_short)}, {claims.verdict(claim, *at_short[1:])} |")
   lines.append("")
   short = [task for task, rows in selected.items() if not _long_done(rows)]
   if short:
@@ -197,11 +195,30 @@ def _methods_section(output_dir: str, figures: str, samples: int,
               f"\"{_epochs_mark(LONG_EPOCHS)}\" are at {EPOCHS} epochs, and a claim whose "
               f"two methods have not both finished {LONG_EPOCHS} epochs there compares "
               f"both at {EPOCHS}.", ""]
+  lines += _budgets_section(selected, results, predictions, output_dir, samples)
   for task in TRADEOFF_TASKS:
     if task in selected:
       lines += _plot(sweep_dir(output_dir, "methods", task), "tradeoff", figures, task,
                      "Figures 3-5: dev accuracy vs trained parameters")
   return lines
+
+
+def _claim_pairs(claim: claims.Claim, selected: Mapping[str, dict], results: Mapping,
+                 predictions: claims.Predictions, output_dir: str, short: bool) -> List[dict]:
+  """A claim's {"method", "reference"} runs' correctness on each task that has
+  both methods: Table 1's rows (_compared_rows), or with `short` the rows
+  selected at EPOCHS (the methods part's)."""
+  pairs = []
+  for task, rows in selected.items():
+    if claim.method not in rows or claim.reference not in rows:
+      continue
+    names = (claim.method, claim.reference)
+    compared = (_short_rows(results[task]["methods"], names) if short
+                else _compared_rows(rows, results[task]["methods"], *names))
+    pairs.append({key: runs_correct(predictions, output_dir, row["part"], task,
+                                    results[task][row["part"]], row["points"])
+                  for key, row in zip(("method", "reference"), compared)})
+  return pairs
 
 
 def _compared_rows(rows: Mapping[str, dict], methods_results: Mapping, method: str,
@@ -212,8 +229,53 @@ def _compared_rows(rows: Mapping[str, dict], methods_results: Mapping, method: s
   against the other's shorter one while a sitting is part-way through a task."""
   if rows[method]["epochs_tried"] == rows[reference]["epochs_tried"]:
     return [rows[method], rows[reference]]
+  return _short_rows(methods_results, (method, reference))
+
+
+def _short_rows(methods_results: Mapping, names: Sequence[str]) -> List[dict]:
+  """The methods part's selected rows (at EPOCHS) of the named methods."""
   short = selected_methods(methods_results)
-  return [dict(short[name], part="methods") for name in (method, reference)]
+  return [dict(short[name], part="methods") for name in names]
+
+
+def _budgets_section(selected: Mapping[str, dict], results: Mapping,
+                     predictions: claims.Predictions, output_dir: str,
+                     samples: int) -> List[str]:
+  """Each Table 1 method's LONG_EPOCHS minus EPOCHS at its selected rate, per
+  task where methods_long has run it: which methods need the longer budget."""
+  tasks = [t for t, rows in selected.items() if _epochs_tried(rows)[0]]
+  if not tasks:
+    return []
+  lines = [f"## What {LONG_EPOCHS} epochs add to each method", "",
+           f"Dev accuracy at {LONG_EPOCHS} epochs (methods_long) minus at {EPOCHS} (the "
+           f"methods part), at the learning rate selected at {EPOCHS}, in points with its "
+           f"95% bootstrap interval; \"(kept)\" marks where Table 1 takes {LONG_EPOCHS}.", "",
+           "| method | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+  for method in TABLE_ROWS:
+    cells = []
+    for task in tasks:
+      row = selected[task].get(method)
+      if row is None or row["epochs_tried"] != [EPOCHS, LONG_EPOCHS]:
+        cells.append("pending")
+        continue
+      budgets = {part: (part, results[task][part],
+                        selected_methods(results[task][part])[method])
+                 for part in ("methods", "methods_long")}
+      gain = _difference(predictions, output_dir, task, budgets["methods_long"],
+                         budgets["methods"], samples)
+      cells.append(claims.in_points(*gain)
+                   + (" (kept)" if row["num_train_epochs"] == LONG_EPOCHS else ""))
+    lines.append(f"| {method} | " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
+def _difference(predictions: claims.Predictions, output_dir: str, task: str, runs: tuple,
+                reference: tuple, samples: int) -> tuple:
+  """One task's dev accuracy of `runs` minus `reference`, each (part, results,
+  selected row), with its 95% bootstrap interval."""
+  pair = {key: runs_correct(predictions, output_dir, part, task, results, row["points"])
+          for key, (part, results, row) in (("method", runs), ("reference", reference))}
+  return claims.bootstrap_difference([pair], samples)
 
 
 def _batches_note(tasks: Sequence[str]) -> str:
@@ -278,23 +340,18 @@ def _epochs_section(output_dir: str, samples: int, predictions: claims.Predictio
                + f" | after {EPOCHS} | {CONVERGENCE_EPOCHS[-1]} to {LONG_EPOCHS} | reading |",
                "|---|---|" + "---|" * (len(budgets) + 3)]
 
-    def difference(longer, shorter):
-      pair = {"method": runs_correct(predictions, output_dir, longer[0], task, longer[1],
-                                     longer[2]["points"]),
-              "reference": runs_correct(predictions, output_dir, shorter[0], task,
-                                        shorter[1], shorter[2]["points"])}
-      return claims.bootstrap_difference([pair], samples)
-
     # A reading from part of a budget's seeds may yet turn, so it waits for them.
     waiting = full_by_epochs_pending(output_dir, task)
     cells = [_cell(curve[e][2]) if e in curve else "pending" for e in budgets]
     best = max((e for e in curve if e != EPOCHS),
                key=lambda e: curve[e][2].get("eval_accuracy_mean") or -1.0)
-    after = difference(curve[best], curve[EPOCHS])
+    after = _difference(predictions, output_dir, task, curve[best], curve[EPOCHS],
+                        samples)
     cells.append(claims.in_points(*after) + f" ({best:g} ep)")
     last = CONVERGENCE_EPOCHS[-1]
     if last in curve and LONG_EPOCHS in curve:
-      step = difference(curve[LONG_EPOCHS], curve[last])
+      step = _difference(predictions, output_dir, task, curve[LONG_EPOCHS], curve[last],
+                         samples)
       cells.append(claims.in_points(*step))
       reading = (f"still rising at {LONG_EPOCHS}" if step[1] > 0 else
                  f"stopped by {last}" if step[2] < 0.01 else f"undecided at {LONG_EPOCHS}")

@@ -238,6 +238,7 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "| head more than 1 point below full |" in text and "| 0 | | | pending |" in text
   assert NOT_SELECTED_NOTE in text
   assert "## Epochs" not in text  # Not run.
+  assert "## What 20 epochs add" not in text
   # The cost table lists every sweep of the whole study, counted as in
   # test_the_grids_are_the_papers_design, none finished in this directory.
   assert "| methods | wordnet_relation | 57 | 0 | 0.00 | 57 | no point has finished |" in text
@@ -326,6 +327,10 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   claim = _lines(text, "| adapters_64 within 1 point")
   assert len(claim) == 1 and "| 1 | -5.00 | [" in claim[0], claim
   assert NOT_SELECTED_NOTE in text
+  # What 20 epochs add: full fine-tuning 1.0 - 0.85; the adapters' wait.
+  [full_gain] = _lines(text, "| full | +15.00 [")
+  assert full_gain.endswith("] (kept) |"), full_gain
+  assert "| adapters_64 | pending |" in text
   write_long(rows)
   text = study_page.report(str(out), page, "python -m experiments.study", bootstrap_samples=500)
   assert "| method | wordnet_relation (8 of 9 runs) |" in text
@@ -334,6 +339,15 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert "full lr 0.0001, 20 epochs" in text and "adapters_64 lr 0.001, 3 epochs" in text
   claim = _lines(text, "| adapters_64 within 1 point")
   assert len(claim) == 1 and "| 1 | -20.00 | [" in claim[0], claim
+  # The last column compares both at 3 epochs: 0.80 - 0.85, as before methods_long.
+  at_three = claim[0].split(" | ")[-1].strip(" |")
+  assert at_three.startswith("-5.00 [") and at_three.endswith(("], fails", "], undecided")), \
+      at_three
+  # Adapters 64 lose 10 points at 20 epochs (0.70 - 0.80), so Table 1 keeps their 3.
+  [adapters_gain] = _lines(text, "| adapters_64 | -10.00 [")
+  low, high = (float(v) for v in adapters_gain.split("[")[1].split("]")[0].split(", "))
+  assert low < -10.0 < high and adapters_gain.endswith("] |"), adapters_gain
+  assert "| full | +15.00 [" in text
   # Every Table 1 method has tried both epochs (adapters 2 are not in it).
   assert "their verdicts hold for 3 epochs only" not in text
   assert "Table 1's epochs are not selected yet" not in text
