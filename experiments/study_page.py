@@ -251,6 +251,9 @@ def _budgets_section(selected: Mapping[str, dict], results: Mapping,
            f"methods part), at the learning rate selected at {EPOCHS}, in points with its "
            f"95% bootstrap interval; \"(kept)\" marks where Table 1 takes {LONG_EPOCHS}.", "",
            "| method | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+  # Each budget's selected rows, per task: (part, results, rows by method).
+  budgets = {task: {part: (part, results[task][part], selected_methods(results[task][part]))
+                    for part in ("methods", "methods_long")} for task in tasks}
   for method in TABLE_ROWS:
     cells = []
     for task in tasks:
@@ -258,11 +261,9 @@ def _budgets_section(selected: Mapping[str, dict], results: Mapping,
       if row is None or row["epochs_tried"] != [EPOCHS, LONG_EPOCHS]:
         cells.append("pending")
         continue
-      budgets = {part: (part, results[task][part],
-                        selected_methods(results[task][part])[method])
-                 for part in ("methods", "methods_long")}
-      gain = _difference(predictions, output_dir, task, budgets["methods_long"],
-                         budgets["methods"], samples)
+      short, long = ((part, found, rows[method])
+                     for part, found, rows in budgets[task].values())
+      gain = _difference(predictions, output_dir, task, long, short, samples)
       cells.append(claims.in_points(*gain)
                    + (" (kept)" if row["num_train_epochs"] == LONG_EPOCHS else ""))
     lines.append(f"| {method} | " + " | ".join(cells) + " |")
