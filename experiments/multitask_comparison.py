@@ -223,18 +223,22 @@ def markdown(rows: Sequence[dict]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv, flag_values=None, popen: Optional[Callable] = None):
-  """Runs the comparison; `popen` starts each run (default: a subprocess)."""
+def main(argv, flag_values=None, popen: Optional[Callable] = None,
+         on_run_finished: Optional[Callable[[], None]] = None):
+  """Runs the comparison; `popen` starts each run (default: a subprocess), and
+  `on_run_finished` is called after each run that this call finished (the study
+  saves its record then: a setting's runs take hours)."""
   del argv
   F = flag_values or flags.FLAGS
   path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
                                       model_dir=path_checks.INPUT_DIR,
                                       data_root=path_checks.INPUT_DIR))
   with runs.sigterm_stops():
-    _compare(F, popen)
+    _compare(F, popen, on_run_finished)
 
 
-def _compare(F, popen: Optional[Callable]) -> None:
+def _compare(F, popen: Optional[Callable],
+             on_run_finished: Optional[Callable[[], None]] = None) -> None:
   records = {}
   for seed in map(int, F.seeds):
     for method in F.methods:
@@ -243,9 +247,12 @@ def _compare(F, popen: Optional[Callable]) -> None:
           commands(F, method, seed), commands(F, method, seed, train=False),
           run_dirs(F.output_dir, method, seed)):
         logging.info("%s seed %d: %s", method, seed, output_dir)
+        ran_before = tf.io.gfile.exists(posixpath.join(output_dir, DONE_FILE))
         done.append((output_dir, run_once(
             output_dir, cmd, popen, eval_cmd,
             [eval_predictions_path(F.output_dir, method, seed, t) for t in tasks])))
+        if on_run_finished and not ran_before:
+          on_run_finished()
       if method == "houlsby":
         # As the bank counts: the base once, each task's adapters, LayerNorms and head.
         trained = [int(r["params"]["trainable"]) for _, r in done]

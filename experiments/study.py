@@ -46,7 +46,7 @@ sweep directory, and the task data relative to where the command runs.
 
 The finished runs' small files (each point's record, config, eval results and
 summary: experiments/study_record.py) are kept in --record_dir,
-docs/study/record/ in the repository: saved as each point finishes, restored
+docs/study/record/ in the repository: saved as each point (or multi-task run) finishes, restored
 into OUTPUT_DIR before anything runs. So a sitting on a new machine (a lent GPU, a
 Colab VM) skips what finished elsewhere, and on a clean clone `--report_only`
 writes the page from the record alone.
@@ -229,7 +229,8 @@ def _run_multitask(F, command: str, started: str) -> None:
     multitask_comparison.define_flags(fv)
     fv(["multitask_comparison"] + argv)
     try:
-      multitask_comparison.main([], fv)
+      multitask_comparison.main([], fv,
+                                on_run_finished=lambda: _after_point(F, command, started))
     finally:
       if pending[name].pending:
         _after_point(F, command, started)
@@ -247,9 +248,9 @@ _AFTER_POINT = threading.Lock()  # Points finish on the sweep's threads.
 
 
 def _after_point(F, command: str, started: str) -> None:
-  """After each finished point (and at the end of a sweep or a multitask
-  setting): the sitting and the record brought up to date, so a sitting killed
-  midway (its machine gone) loses only the points that were running."""
+  """After each finished point or multi-task run (and at the end of a sweep or
+  a multitask setting): the sitting and the record brought up to date, so a
+  sitting killed midway (its machine gone) loses only the runs in progress."""
   with _AFTER_POINT:
     record_sitting(F.output_dir, command, started)
     _save(F)

@@ -316,6 +316,48 @@ def test_the_record_is_saved_as_each_point_finishes(tmp_path, monkeypatch):
   assert sitting["command"].startswith("python -m experiments.study")
 
 
+def test_the_record_is_saved_as_each_multitask_run_finishes(tmp_path, monkeypatch):
+  """The multitask part's settings take hours each: a sitting killed midway has
+  the setting's finished runs in the record already, not only whole settings."""
+  monkeypatch.chdir(tmp_path)
+  seen = []
+
+  def run_once(output_dir, cmd, popen=None, eval_cmd=None, predictions=()):
+    seen.append(sorted(_files("docs/study/record")))  # As each run starts.
+    if len(seen) == 2:
+      raise SystemExit("killed")  # Not a KeyboardInterrupt: no clean-up runs.
+    accuracies = {f"{t}/eval_accuracy": 0.5 for t in multitask_comparison.WORDNET_TASKS}
+    write_text(os.path.join(output_dir, "eval_results.txt"),
+               "".join(f"{k} = {v}\n" for k, v in accuracies.items()))
+    record = {"status": "ok", "wall_seconds": 10.0, "per_task": ["1"], "all_tasks": ["1.0"]}
+    tables.write_json(os.path.join(output_dir, multitask_comparison.DONE_FILE), record)
+    return record
+
+  monkeypatch.setattr(multitask_comparison, "run_once", run_once)
+  fv = flags.FlagValues()
+  study.define_flags(fv)
+  fv(["study", "--output_dir=out", "--parts=multitask", "--multitask_settings=lr-0.001",
+      "--model_dir=.", "--data_root=."])
+  with pytest.raises(SystemExit):
+    study.main([], fv)
+  # As the second run (seed 2) starts, the first (seed 1) is kept, with this sitting.
+  assert seen == [[], ["multitask/lr-0.001/hyperformer/seed-1/comparison_run.json",
+                       "multitask/lr-0.001/hyperformer/seed-1/eval_results.txt",
+                       "sittings.json"]]
+  [sitting] = json.loads((tmp_path / "docs" / "study" / "record" / "sittings.json").read_text())
+  assert sitting["command"].startswith("python -m experiments.study")
+  # The next sitting: called after the two runs it finished (the 5th and 6th
+  # run_once calls here), not after seed 1's, which it found done.
+  seen.append("not killed")
+  finished = []
+  fv = flags.FlagValues()
+  multitask_comparison.define_flags(fv)
+  fv(["multitask_comparison", "--output_dir=out/multitask/lr-0.001", "--seeds=1,2,3",
+      "--methods=hyperformer", "--model_dir=.", "--data_root=."])
+  multitask_comparison.main([], fv, on_run_finished=lambda: finished.append(len(seen)))
+  assert finished == [5, 6]
+
+
 def test_the_committed_page_is_what_the_committed_record_gives(tmp_path, monkeypatch):
   """docs/study.md, as committed, is what `--report_only` writes from
   docs/study/record/ on a clean clone (all but the line that says when, where and
