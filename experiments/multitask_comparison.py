@@ -181,9 +181,15 @@ def _check_ok(measured: dict, cmd: Sequence[str]) -> dict:
   return measured
 
 
-def _eval_results(output_dir: str) -> Dict[str, float]:
+def accuracies(output_dir: str, tasks: Sequence[str]) -> Dict[str, float]:
+  """Dev accuracy by task of the finished run in output_dir that trained `tasks`
+  (as run_dirs pairs them): a per-task run's eval_accuracy, a multi-task run's
+  TASK/eval_accuracy."""
   path = posixpath.join(output_dir, "eval_results.txt")
-  return runs.parse_eval_results(input_files.read_text(path, "eval results"))
+  metrics = runs.parse_eval_results(input_files.read_text(path, "eval results"))
+  if len(tasks) == 1:
+    return {tasks[0]: metrics["eval_accuracy"]}
+  return {task: metrics[f"{task}/eval_accuracy"] for task in tasks}
 
 
 def rows_of(records: Mapping[tuple, dict]) -> List[dict]:
@@ -259,16 +265,14 @@ def _compare(F, popen: Optional[Callable],
         base = adapter_bank.base_parameter_count(
             input_files.read_json(os.path.join(F.model_dir, "bert_config.json")))
         for (output_dir, _), task in zip(done, WORDNET_TASKS):
-          records[(method, seed, task)] = {
-              "accuracy": _eval_results(output_dir)["eval_accuracy"]}
+          records[(method, seed, task)] = {"accuracy": accuracies(output_dir, [task])[task]}
         records[(method, seed, "params")] = {
             "trained_per_task": round(sum(trained) / len(trained)),
             "total_multiple": (base + sum(trained)) / base}
       else:
         output_dir, record = done[0]
-        metrics = _eval_results(output_dir)
-        for task in WORDNET_TASKS:
-          records[(method, seed, task)] = {"accuracy": metrics[f"{task}/eval_accuracy"]}
+        for task, accuracy in accuracies(output_dir, list(WORDNET_TASKS)).items():
+          records[(method, seed, task)] = {"accuracy": accuracy}
         records[(method, seed, "params")] = {
             "trained_per_task": int(record["per_task"][0]),
             "total_multiple": float(record["all_tasks"][0])}

@@ -46,10 +46,10 @@ sweep directory, and the task data relative to where the command runs.
 
 The finished runs' small files (each point's record, config, eval results and
 summary: experiments/study_record.py) are kept in --record_dir,
-docs/study/record/ in the repository: saved as each point (or multi-task run) finishes, restored
-into OUTPUT_DIR before anything runs. So a sitting on a new machine (a lent GPU, a
-Colab VM) skips what finished elsewhere, and on a clean clone `--report_only`
-writes the page from the record alone.
+docs/study/record/ in the repository: saved as each point (or multi-task run)
+finishes, restored into OUTPUT_DIR before anything runs. So a sitting on a new
+machine (a lent GPU, a Colab VM) skips what finished elsewhere, and on a clean
+clone `--report_only` writes the page from the record alone.
 
 The design (parts, grids) is experiments/study_grids.py; the page
 experiments/study_page.py, study_multitask.py and study_disagreements.py,

@@ -1,5 +1,6 @@
 """The results page's check of reruns: points run again (same settings, so the
-same names) against an earlier study's tables, such as the first runs' in
+same names) and multi-task runs run again (the same setting, method and seed)
+against an earlier study's tables, such as the first runs' in
 docs/study_first_runs/, whose run directories were lost with their machine.
 
 A run is seeded (runtime/setup.py), so a rerun may give the same numbers to
@@ -18,10 +19,11 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
 
+from experiments import multitask_comparison
 from experiments import runs
 from experiments import sweep as sweep_lib
 from experiments import tables
-from experiments.study_grids import PARTS, TASKS
+from experiments.study_grids import MULTITASK_RUNS, PARTS, TASKS
 from experiments.study_results import sweep_dir
 
 # Compared exactly: the dev accuracy and the steps trained. The dev and final
@@ -54,8 +56,23 @@ def _machine(sweep: str, row: dict,
 def reruns_section(output_dir: str, earlier_dir: str,
                    machine_of: Callable[[Mapping[str, object]], Optional[str]]) -> List[str]:
   """The page's section on the finished points that EARLIER_DIR's tables
-  (PART_TASK_results.csv, as the page copies them) also hold; [] where none.
-  `machine_of` gives a point's CPU from its record."""
+  (PART_TASK_results.csv, as the page copies them) also hold, and on the
+  finished multi-task runs that its multitask_SETTING.csv tables hold; [] where
+  none. `machine_of` gives a point's or a run's CPU from its record."""
+  lines = _sweep_reruns(output_dir, earlier_dir, machine_of) + _multitask_reruns(
+      output_dir, earlier_dir, machine_of)
+  return ["## Reruns of earlier points", ""] + lines if lines else []
+
+
+def _by_cpu(tallies: Mapping[Optional[str], List[int]]) -> str:
+  """'CPU: the same of reruns; ...' from {CPU: [the same, reruns]}."""
+  return "; ".join(f"{cpu or 'a CPU not recorded'}: {n_same} of {n}"
+                   for cpu, (n_same, n) in sorted(tallies.items(),
+                                                  key=lambda kv: (kv[0] is None, kv[0] or "")))
+
+
+def _sweep_reruns(output_dir: str, earlier_dir: str,
+                  machine_of: Callable[[Mapping[str, object]], Optional[str]]) -> List[str]:
   same, differ, largest = 0, [], 0.0
   by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
   for part in PARTS:
@@ -82,13 +99,57 @@ def reruns_section(output_dir: str, earlier_dir: str,
           tally[0] += 1
   if not same and not differ:
     return []
-  cpus = "; ".join(f"{cpu or 'a CPU not recorded'}: {n_same} of {n}"
-                   for cpu, (n_same, n) in sorted(by_cpu.items(),
-                                                  key=lambda kv: (kv[0] is None, kv[0] or "")))
-  return ["## Reruns of earlier points", "",
-          f"{same + len(differ)} finished points are reruns of points in `{earlier_dir}` "
+  return [f"{same + len(differ)} finished points are reruns of points in `{earlier_dir}` "
           f"(the same settings, hence the same names): {same} of them give the same dev "
           f"accuracy and steps as that table keeps them, and the dev and final training "
           f"losses of all differ by at most {largest:.2g}. The same, by the CPU that ran "
-          f"the rerun: {cpus}."
+          f"the rerun: {_by_cpu(by_cpu)}."
+          + (" The others:" if differ else ""), ""] + differ + ([""] if differ else [])
+
+
+def _earlier_accuracies(path: str) -> Dict[tuple, float]:
+  """{(method, task, seed): dev accuracy} from a multitask comparison's CSV
+  (multitask_comparison.rows_of's: its seeds and values joined by ';'); {}
+  where the file is absent."""
+  if not tf.io.gfile.exists(path):
+    return {}
+  with tf.io.gfile.GFile(path) as f:
+    rows = list(csv.DictReader(io.StringIO(f.read())))
+  return {(r["method"], r["task"], int(seed)): float(value) for r in rows
+          for seed, value in zip(r["seeds"].split(";"), r["values"].split(";"))}
+
+
+def _multitask_reruns(output_dir: str, earlier_dir: str,
+                      machine_of: Callable[[Mapping[str, object]], Optional[str]]) -> List[str]:
+  """The finished multi-task runs whose setting, method and seed an earlier
+  multitask_SETTING.csv holds: each task's dev accuracy against it, at the 4
+  decimals rows_of keeps."""
+  same, differ = 0, []
+  by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
+  for run in MULTITASK_RUNS:
+    earlier = _earlier_accuracies(os.path.join(earlier_dir, f"multitask_{run.name}.csv"))
+    for method, seed in sorted({(m, s) for m, _, s in earlier}):
+      for directory, tasks in multitask_comparison.run_dirs(
+          os.path.join(output_dir, "multitask", run.name), method, seed):
+        done = os.path.join(directory, multitask_comparison.DONE_FILE)
+        if not tf.io.gfile.exists(done) or not all((method, t, seed) in earlier for t in tasks):
+          continue
+        now = multitask_comparison.accuracies(directory, tasks)
+        changed = [f"{t} {earlier[(method, t, seed)]:g} then, {now[t]:g} now" for t in tasks
+                   if round(now[t], 4) != earlier[(method, t, seed)]]
+        cpu = machine_of(tables.read_json(done))
+        tally = by_cpu.setdefault(cpu, [0, 0])
+        tally[1] += 1
+        if changed:
+          differ.append(f"- multitask/{run.name} {method} seed {seed}: " + "; ".join(changed)
+                        + (f" (rerun on {cpu})" if cpu else ""))
+        else:
+          same += 1
+          tally[0] += 1
+  if not same and not differ:
+    return []
+  return [f"{same + len(differ)} finished multi-task runs are reruns of runs in "
+          f"`{earlier_dir}`'s multitask_SETTING.csv tables (the same setting, method and "
+          f"seed): {same} of them give the same dev accuracy on every task they train as "
+          f"those tables keep it. The same, by the CPU that ran the rerun: {_by_cpu(by_cpu)}."
           + (" The others:" if differ else ""), ""] + differ + ([""] if differ else [])

@@ -22,6 +22,7 @@ from experiments import study
 from experiments import study_grids
 from experiments import study_page
 from experiments import study_record
+from experiments import study_reruns
 from experiments import sweep as sweep_lib
 from experiments import tables
 import errors
@@ -284,6 +285,49 @@ def test_the_page_checks_reruns_against_the_earlier_tables(tmp_path, monkeypatch
   assert "## Reruns" not in study_page.report(str(out), "docs/study.md", "cmd",
                                                bootstrap_samples=100,
                                                earlier_dir=str(tmp_path / "none"))
+
+
+def test_the_page_checks_multitask_reruns_against_the_earlier_tables(tmp_path):
+  """Multi-task runs run again (the same setting, method and seed) against the
+  earlier study's multitask_SETTING.csv (rows_of's table: each seed's value):
+  each task's dev accuracy compared; unfinished runs and runs the table lacks
+  left out."""
+  tasks = list(multitask_comparison.WORDNET_TASKS)
+  then = {("houlsby", 1, t): {"accuracy": 0.8} for t in tasks}
+  # More digits than the table keeps (4): compared at its 4.
+  then.update({("hyperformer", s, t): {"accuracy": 0.60004 + 0.01 * i}
+               for s in (1, 2) for i, t in enumerate(tasks)})
+  for method, seed in (("houlsby", 1), ("hyperformer", 1), ("hyperformer", 2)):
+    then[(method, seed, "params")] = {"trained_per_task": 1, "total_multiple": 1.0}
+  rows = multitask_comparison.rows_of(then)
+  tables.write_table(str(tmp_path / "earlier.json"),
+                     str(tmp_path / "earlier" / "multitask_lr-0.0003.csv"), rows,
+                     ["method", "task", "mean", "std", "seeds", "values"])
+  out = tmp_path / "out" / "multitask" / "lr-0.0003"
+
+  def finished(directory, results, cpu):
+    write_text(str(directory / "eval_results.txt"),
+               "".join(f"{k} = {v}\n" for k, v in results.items()))
+    write_text(str(directory / multitask_comparison.DONE_FILE),
+               json.dumps({"status": "ok", "machine": cpu}))
+
+  # Houlsby on lexname as then (a run per task; its other tasks not finished).
+  finished(out / "houlsby" / "seed-1" / "wordnet_lexname", {"eval_accuracy": 0.8}, "CPU A")
+  # HyperFormer++ seed 1: pos (then 0.61) at 0.615 now; seed 2 not finished;
+  # seed 3 finished but not in the earlier table.
+  now = {f"{t}/eval_accuracy": 0.60004 + 0.01 * i for i, t in enumerate(tasks)}
+  finished(out / "hyperformer" / "seed-1", dict(now, **{"wordnet_pos/eval_accuracy": 0.615}),
+           "CPU B")
+  finished(out / "hyperformer" / "seed-3", now, "CPU B")
+  text = "\n".join(study_reruns.reruns_section(
+      str(tmp_path / "out"), str(tmp_path / "earlier"), lambda record: record["machine"]))
+  assert text == (
+      "## Reruns of earlier points\n\n2 finished multi-task runs are reruns of runs in "
+      f"`{tmp_path / 'earlier'}`'s multitask_SETTING.csv tables (the same setting, method "
+      "and seed): 1 of them give the same dev accuracy on every task they train as those "
+      "tables keep it. The same, by the CPU that ran the rerun: CPU A: 1 of 1; CPU B: 0 of "
+      "1. The others:\n\n- multitask/lr-0.0003 hyperformer seed 1: wordnet_pos 0.61 then, "
+      "0.615 now (rerun on CPU B)\n")
 
 
 def test_the_record_is_saved_as_each_point_finishes(tmp_path, monkeypatch):
