@@ -118,7 +118,7 @@ def test_a_sitting_is_recorded_only_where_it_had_points_to_run(tmp_path, monkeyp
       return {}
 
   monkeypatch.setattr(study.sweep_lib, "Sweep", FakeSweep)
-  monkeypatch.setattr(study.multitask_comparison, "main", lambda argv, fv: None)
+  monkeypatch.setattr(study.multitask_comparison, "main", lambda argv, fv, **callbacks: None)
   monkeypatch.setattr(study, "report", lambda *args: None)
   monkeypatch.setattr(machine, "cpu_line", lambda: "a CPU")
   out = tmp_path / "out"
