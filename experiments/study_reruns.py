@@ -64,17 +64,43 @@ def reruns_section(output_dir: str, earlier_dir: str,
   return ["## Reruns of earlier points", ""] + lines if lines else []
 
 
-def _by_cpu(tallies: Mapping[Optional[str], List[int]]) -> str:
-  """'CPU: the same of reruns; ...' from {CPU: [the same, reruns]}."""
-  return "; ".join(f"{cpu or 'a CPU not recorded'}: {n_same} of {n}"
-                   for cpu, (n_same, n) in sorted(tallies.items(),
-                                                  key=lambda kv: (kv[0] is None, kv[0] or "")))
+class _Tally:
+  """Reruns counted: how many give the earlier numbers, the others' lines, and
+  both by the CPU that ran the rerun."""
+
+  def __init__(self):
+    self.same, self.differ = 0, []
+    self.by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
+
+  def add(self, label: str, changed: List[str], cpu: Optional[str]) -> None:
+    tally = self.by_cpu.setdefault(cpu, [0, 0])
+    tally[1] += 1
+    if changed:
+      self.differ.append(f"- {label}: " + "; ".join(changed)
+                         + (f" (rerun on {cpu})" if cpu else ""))
+    else:
+      self.same += 1
+      tally[0] += 1
+
+  @property
+  def total(self) -> int:
+    return self.same + len(self.differ)
+
+  def lines(self, opening: str) -> List[str]:
+    """OPENING, the counts by CPU and the others' lines; [] where none was rerun."""
+    if not self.total:
+      return []
+    cpus = "; ".join(f"{cpu or 'a CPU not recorded'}: {n_same} of {n}"
+                     for cpu, (n_same, n) in sorted(
+                         self.by_cpu.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
+    differ = self.differ
+    return [f"{opening} The same, by the CPU that ran the rerun: {cpus}."
+            + (" The others:" if differ else ""), ""] + differ + ([""] if differ else [])
 
 
 def _sweep_reruns(output_dir: str, earlier_dir: str,
                   machine_of: Callable[[Mapping[str, object]], Optional[str]]) -> List[str]:
-  same, differ, largest = 0, [], 0.0
-  by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
+  tally, largest = _Tally(), 0.0
   for part in PARTS:
     for task in TASKS:
       earlier = _rows(os.path.join(earlier_dir, f"{part}_{task}_results.csv"))
@@ -88,23 +114,12 @@ def _sweep_reruns(output_dir: str, earlier_dir: str,
         largest = max([largest] + [g for g in gaps if not math.isnan(g)])
         changed = [f"{c} {then[c]} then, {again[c]} now" for c in EXACT
                    if _number(then, c) != _number(again, c)]
-        cpu = _machine(sweep, again, machine_of)
-        tally = by_cpu.setdefault(cpu, [0, 0])
-        tally[1] += 1
-        if changed:
-          differ.append(f"- {part}/{task} `{point}`: " + "; ".join(changed)
-                        + (f" (rerun on {cpu})" if cpu else ""))
-        else:
-          same += 1
-          tally[0] += 1
-  if not same and not differ:
-    return []
-  return [f"{same + len(differ)} finished points are reruns of points in `{earlier_dir}` "
-          f"(the same settings, hence the same names): {same} of them give the same dev "
-          f"accuracy and steps as that table keeps them, and the dev and final training "
-          f"losses of all differ by at most {largest:.2g}. The same, by the CPU that ran "
-          f"the rerun: {_by_cpu(by_cpu)}."
-          + (" The others:" if differ else ""), ""] + differ + ([""] if differ else [])
+        tally.add(f"{part}/{task} `{point}`", changed, _machine(sweep, again, machine_of))
+  return tally.lines(
+      f"{tally.total} finished points are reruns of points in `{earlier_dir}` (the same "
+      f"settings, hence the same names): {tally.same} of them give the same dev accuracy "
+      f"and steps as that table keeps them, and the dev and final training losses of all "
+      f"differ by at most {largest:.2g}.")
 
 
 def _earlier_accuracies(path: str) -> Dict[tuple, float]:
@@ -124,8 +139,7 @@ def _multitask_reruns(output_dir: str, earlier_dir: str,
   """The finished multi-task runs whose setting, method and seed an earlier
   multitask_SETTING.csv holds: each task's dev accuracy against it, at the 4
   decimals rows_of keeps."""
-  same, differ = 0, []
-  by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
+  tally = _Tally()
   for run in MULTITASK_RUNS:
     earlier = _earlier_accuracies(os.path.join(earlier_dir, f"multitask_{run.name}.csv"))
     for method, seed in sorted({(m, s) for m, _, s in earlier}):
@@ -137,19 +151,9 @@ def _multitask_reruns(output_dir: str, earlier_dir: str,
         now = multitask_comparison.accuracies(directory, tasks)
         changed = [f"{t} {earlier[(method, t, seed)]:g} then, {now[t]:g} now" for t in tasks
                    if round(now[t], 4) != earlier[(method, t, seed)]]
-        cpu = machine_of(tables.read_json(done))
-        tally = by_cpu.setdefault(cpu, [0, 0])
-        tally[1] += 1
-        if changed:
-          differ.append(f"- multitask/{run.name} {method} seed {seed}: " + "; ".join(changed)
-                        + (f" (rerun on {cpu})" if cpu else ""))
-        else:
-          same += 1
-          tally[0] += 1
-  if not same and not differ:
-    return []
-  return [f"{same + len(differ)} finished multi-task runs are reruns of runs in "
-          f"`{earlier_dir}`'s multitask_SETTING.csv tables (the same setting, method and "
-          f"seed): {same} of them give the same dev accuracy on every task they train as "
-          f"those tables keep it. The same, by the CPU that ran the rerun: {_by_cpu(by_cpu)}."
-          + (" The others:" if differ else ""), ""] + differ + ([""] if differ else [])
+        tally.add(f"multitask/{run.name} {method} seed {seed}", changed,
+                  machine_of(tables.read_json(done)))
+  return tally.lines(
+      f"{tally.total} finished multi-task runs are reruns of runs in `{earlier_dir}`'s "
+      f"multitask_SETTING.csv tables (the same setting, method and seed): {tally.same} of "
+      f"them give the same dev accuracy on every task they train as those tables keep it.")
