@@ -69,7 +69,7 @@ class _Tally:
   both by the CPU that ran the rerun."""
 
   def __init__(self):
-    self.same, self.differ = 0, []
+    self.differ: List[str] = []
     self.by_cpu: Dict[Optional[str], List[int]] = {}  # CPU -> [the same, reruns]
 
   def add(self, label: str, changed: List[str], cpu: Optional[str]) -> None:
@@ -79,12 +79,15 @@ class _Tally:
       self.differ.append(f"- {label}: " + "; ".join(changed)
                          + (f" (rerun on {cpu})" if cpu else ""))
     else:
-      self.same += 1
       tally[0] += 1
 
   @property
+  def same(self) -> int:
+    return sum(n_same for n_same, _ in self.by_cpu.values())
+
+  @property
   def total(self) -> int:
-    return self.same + len(self.differ)
+    return sum(n for _, n in self.by_cpu.values())
 
   def lines(self, opening: str) -> List[str]:
     """OPENING, the counts by CPU and the others' lines; [] where none was rerun."""
