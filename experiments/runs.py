@@ -6,7 +6,9 @@ a test's stand-in) in its own output_dir, with stdout and stderr in
 exit status, wall time, the dev metrics of `eval_results.txt`, the parameter
 counts of the log's `***** ... Parameters = N *****` lines and the train mode
 and adapter size the run used (its `run_config.json`). That file marks the
-point as done: a sweep that is run again skips it.
+point as done: a sweep that is run again skips it. A point stopped midway runs
+again in the same output_dir, resuming; its wall time is then that of all its
+attempts, the earlier ones read from run.log.
 """
 
 import contextlib
@@ -38,6 +40,11 @@ LOG_FILE = "run.log"
 _COUNT = re.compile(r"\*\*\*\*\* (Total|Adapter|Total Trainable) Parameters = (\d+) \*\*\*\*\*")
 _COUNT_KEYS = {"Total": "total", "Adapter": "adapter", "Total Trainable": "trainable"}
 _TRAIN_EXAMPLES = re.compile(r"Running training \*+[^\n]*\n[^\n]*Num examples = (\d+)")
+# The line run_logged starts each attempt with, and the times the lines after it
+# carry: absl's (I1128 03:12:50.568748, no year) and TensorFlow's C++ logging's.
+_ATTEMPT = re.compile(r"^==== (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) ", re.M)
+_ABSL_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)[. ]", re.M)
+_TF_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[.:]", re.M)
 
 
 def default_program() -> List[str]:
@@ -76,6 +83,38 @@ def parse_eval_results(text: str) -> Dict[str, float]:
 def parse_num_train_examples(log_text: str) -> Optional[int]:
   found = _TRAIN_EXAMPLES.findall(log_text)
   return int(found[-1]) if found else None
+
+
+def earlier_attempts_seconds(log_text: str) -> float:
+  """Wall seconds of the attempts a run.log holds before its last one, each from
+  its "====" line to its last timed line.
+
+  A run stopped midway (Ctrl-C, SIGTERM, a sitting that ended) runs again and
+  resumes, and only the last attempt is timed as it runs: without the earlier
+  ones its wall time would leave out the steps they trained. An attempt's time
+  after its last logged line (a training step's line comes every ~30 s) is lost.
+  """
+  starts = list(_ATTEMPT.finditer(log_text))
+  seconds = 0.0
+  for attempt, following in zip(starts, starts[1:]):
+    start = datetime.datetime.fromisoformat(attempt.group(1))
+    text = log_text[attempt.end():following.start()]
+    times = [datetime.datetime.fromisoformat(m.group(1)) for m in _TF_TIME.finditer(text)]
+    for m in _ABSL_TIME.finditer(text):
+      month, day, hour, minute, second = map(int, m.groups())
+      # absl leaves out the year: a line months before the attempt's start is in
+      # the next one.
+      for year in (start.year, start.year + 1):
+        try:
+          logged = datetime.datetime(year, month, day, hour, minute, second)
+        except ValueError:  # 29 February of a year that has none.
+          continue
+        if logged >= start - datetime.timedelta(days=180):
+          times.append(logged)
+          break
+    if times:
+      seconds += max(0.0, (max(times) - start).total_seconds())
+  return seconds
 
 
 def resolve_method(settings: Mapping[str, object], run_config: Optional[Mapping] = None):
@@ -214,7 +253,8 @@ def run(cmd: Sequence[str], output_dir: str, popen: Optional[Callable] = None,
   A run interrupted before its record was written runs again in the same
   output_dir: run_classifier.py resumes from its last checkpoint there. Its
   log is appended to, and results of an earlier attempt are removed first so
-  that they are never taken for this attempt's. All through tf.io.gfile, so
+  that they are never taken for this attempt's; its wall_seconds are those of
+  every attempt (earlier_attempts_seconds). All through tf.io.gfile, so
   output_dir may be a bucket.
   """
   tf.io.gfile.makedirs(output_dir)
@@ -224,8 +264,8 @@ def run(cmd: Sequence[str], output_dir: str, popen: Optional[Callable] = None,
   log_path = posixpath.join(output_dir, LOG_FILE)
   start = time.time()
   code = run_logged(cmd, log_path, popen, on_start)
-  wall = time.time() - start
   log_text = read_log(log_path)
+  wall = time.time() - start + earlier_attempts_seconds(log_text)
   # The wall time is the CPU's as much as the run's: the two go together.
   measured = {"exit_code": code, "wall_seconds": round(wall, 3), "machine": machine.cpu_line()}
   metrics = None

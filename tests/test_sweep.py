@@ -273,6 +273,32 @@ def test_sweep_records_failures_resumes_and_retries(tmp_path, fake, monkeypatch)
   assert any("FAILED (exit 2)" in line for line in logs)
 
 
+def test_a_resumed_point_is_timed_over_all_its_attempts(tmp_path, fake):
+  """A point stopped midway twice (sittings that ended) and resumed a third time:
+  its wall time adds the earlier attempts, each from run_logged's "====" line to
+  its last timed line (absl's lines have no year; TensorFlow's C++ lines do)."""
+  program, calls = fake
+  out = str(tmp_path / "point")
+  os.makedirs(out)
+  log = ("==== 2026-12-31T23:50:00 python run_classifier.py --learning_rate=0.001\n"
+         "2026-12-31 23:50:04.967328: E external/cuda_platform.cc:51] failed call to cuInit\n"
+         "I1231 23:50:10.000001 1406 loop.py:154] ***** Running training *****\n"
+         "I0101 00:05:50.568748 1406 loop.py:249] global_step = 2745\n"  # 950 s in.
+         "  a line without a time\n"
+         "==== 2027-01-01T08:59:00 python run_classifier.py --learning_rate=0.001\n"
+         "W0101 08:59:30.100000 1406 loop.py:1] resumed\n"  # 30 s in.
+         "==== 2027-01-01T09:00:00 python run_classifier.py --learning_rate=0.001\n"
+         "I0101 12:00:00.000000 1406 loop.py:1] the last attempt is timed as it runs\n")
+  assert runs.earlier_attempts_seconds(log) == 950 + 30
+  assert runs.earlier_attempts_seconds(log.split("==== 2027-01-01T08")[0]) == 0
+  with open(os.path.join(out, runs.LOG_FILE), "w") as f:
+    f.write(log.rpartition("====")[0])
+  measured = runs.run(runs.command(program, {"learning_rate": 1e-3}, out), out)
+  call, = calls()
+  assert measured["status"] == "ok"
+  assert 980 + (call["end"] - call["start"]) < measured["wall_seconds"] < 980 + 60
+
+
 def test_parallel_points_run_concurrently(tmp_path, fake, monkeypatch):
   program, calls = fake
   monkeypatch.setenv("FAKE_SLEEP", "1.0")
