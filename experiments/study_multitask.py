@@ -143,8 +143,8 @@ def _claims(output_dir: str, differences: _Differences) -> List[str]:
           f"({differences.samples} samples).",
           "", "| setting | claim | paper | tasks | seeds (fewest) | difference | "
           "95% interval | verdict |", "|---|---|---|---|---|---|---|---|"] + rows + [""] + (
-              [f"Where it fails, three causes are tested: the budget ({LONG_EPOCHS} epochs: "
-               "its rows here once that setting has run), capacity (HyperFormer++ with "
+              [f"Where it fails, three causes are tested: the budget (the {LONG_EPOCHS}-epoch "
+               "setting's rows), capacity (HyperFormer++ with "
                "generated adapters as wide as the per-task ones) and the learning rate (a "
                "third and three times as large); for the last two see \"vs houlsby\" in "
                "the table below.", ""] if failed else [])

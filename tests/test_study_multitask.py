@@ -180,7 +180,7 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
   # over 4 tasks: std sqrt(0.1 * 0.9 / 100) / 2 = 1.5 points.
   assert -15 < low < -10 < high < -6 and cells[7] == "fails", row
   assert "hyperformer_ln within" not in text  # It has no runs.
-  assert "Where it fails, three causes are tested: the budget (20 epochs" in text
+  assert "Where it fails, three causes are tested: the budget (the 20-epoch setting's rows)" in text
   # The spread table: each HyperFormer++ setting against the per-task adapters of
   # the setting that ran them at the same epochs (here once the comparison's
   # tables are written): -10 points, and -2 with adapters of 64.
