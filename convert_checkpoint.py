@@ -39,12 +39,12 @@ from typing import Dict, Optional
 from absl import app
 from absl import flags
 
-from checkpoints import google_release
-from checkpoints import huggingface
-from checkpoints import tf2_encoder
-from cli import path_flags
-import errors
-from storage import path_checks
+from adapter_bert.checkpoints import google_release
+from adapter_bert.checkpoints import huggingface
+from adapter_bert.checkpoints import tf2_encoder
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
+from adapter_bert.storage import path_checks
 
 
 def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "random",

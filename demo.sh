@@ -45,7 +45,7 @@ else
   # The converter writes into a temporary directory and renames it at the end,
   # so an interrupted conversion leaves no half-written $MODEL_DIR/.
   "$PYTHON" convert_checkpoint.py --hf_dir="$("$PYTHON" -c \
-      'from checkpoints import huggingface; print(huggingface.minilm_package_dir())')" \
+      'from adapter_bert.checkpoints import huggingface; print(huggingface.minilm_package_dir())')" \
       --output_dir="$MODEL_DIR"
 fi
 

@@ -35,8 +35,8 @@ import tensorflow as tf
 from adapter_layers import (Adapter, AdapterConfig, AdapterWeights, LowRankUpdate, LowRankWeights,
                             apply_adapter, apply_low_rank, get_activation)
 from adapter_layers import KERAS_PACKAGE as _PACKAGE
-import errors
-from storage import input_files
+from adapter_bert import errors
+from adapter_bert.storage import input_files
 
 NO_ADAPTERS = AdapterConfig(size=0)
 

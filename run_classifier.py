@@ -27,21 +27,21 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bank import adapter_bank
-from classification import features as classifier_features
-from classification import metrics as classifier_metrics
-from classification import processors
-from classification import task as classifier_task
-from cli import flag_checks
-from cli import flags as cli_flags
-from cli import options as cli_options
-from cli import path_flags
-import errors
-from fusion import attentions as fusion_attentions
-from fusion import fused_tasks
-from fusion import model as fusion_model
-from runtime import model_setup
-from runtime import setup
+from adapter_bert.bank import adapter_bank
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import metrics as classifier_metrics
+from adapter_bert.classification import processors
+from adapter_bert.classification import task as classifier_task
+from adapter_bert.cli import flag_checks
+from adapter_bert.cli import flags as cli_flags
+from adapter_bert.cli import options as cli_options
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
+from adapter_bert.fusion import attentions as fusion_attentions
+from adapter_bert.fusion import fused_tasks
+from adapter_bert.fusion import model as fusion_model
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import startup
 import tokenization
 
 
@@ -67,7 +67,7 @@ def _check_bank(bank_dir, task, base, do_lower_case, do_train):
   return bank
 
 
-def _check_bank_weights(run: setup.Run, bank_dir: str, bank) -> str:
+def _check_bank_weights(run: startup.Run, bank_dir: str, bank) -> str:
   """The fingerprint of the loaded base, checked against the bank's (if there is one)."""
   # The loaded base must be the bank's before hours of training, not after.
   fingerprint = adapter_bank.frozen_fingerprint(run.model.tf1_variable_map())
@@ -77,7 +77,7 @@ def _check_bank_weights(run: setup.Run, bank_dir: str, bank) -> str:
   return fingerprint
 
 
-def _add_to_bank(run: setup.Run, bank_dir: str, bank_task: str, fingerprint: str,
+def _add_to_bank(run: startup.Run, bank_dir: str, bank_task: str, fingerprint: str,
                  saved: str) -> None:
   """Adds the trained adapters to the bank, which is created for this base if new."""
   options = run.options
@@ -88,9 +88,9 @@ def _add_to_bank(run: setup.Run, bank_dir: str, bank_task: str, fingerprint: str
   adapter_bank.add_task(bank_dir, bank_task, os.path.dirname(saved))
 
 
-def train(run: setup.Run, processor, task_name, examples, tokenizer,
+def train(run: startup.Run, processor, task_name, examples, tokenizer,
           fusion_metadata=None) -> Optional[str]:
-  """Trains on the examples; returns where the adapter-only weights went (setup.train).
+  """Trains on the examples; returns where the adapter-only weights went (startup.train).
   `fusion_metadata`: a fusion task's record of its fused tasks (fused_tasks.Fusion)."""
   options = run.options
   is_regression, label_list = processor.is_regression, processor.get_labels()
@@ -106,12 +106,12 @@ def train(run: setup.Run, processor, task_name, examples, tokenizer,
       drop_remainder=True, is_regression=is_regression,
       seed=model_setup.shuffle_seed(options.seed),
       pad_to_multiple_of=options.pad_to_multiple_of, group_by_length=options.group_by_length)
-  return setup.train(run, classifier_task.loss_fn(is_regression), dataset, dict(
+  return startup.train(run, classifier_task.loss_fn(is_regression), dataset, dict(
       task=task_name, labels=[] if is_regression else label_list,
       is_regression=is_regression, **(fusion_metadata or {})))
 
 
-def _outputs(run: setup.Run, processor, split, examples, tokenizer, batch_size):
+def _outputs(run: startup.Run, processor, split, examples, tokenizer, batch_size):
   """Writes the split's feature record (padded on TPU) and runs the model over it."""
   options = run.options
   padded = classifier_features.pad_examples_for_tpu(examples,
@@ -125,7 +125,7 @@ def _outputs(run: setup.Run, processor, split, examples, tokenizer, batch_size):
       processor.is_regression, options.use_xla, options.pad_to_multiple_of)
 
 
-def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_size,
+def evaluate(run: startup.Run, processor, task_name, examples, tokenizer, batch_size,
              write_predictions: bool = False, bank_task: Optional[str] = None):
   """eval_results.txt and the eval summaries (output_dir/eval), as the original's;
   with `write_predictions` also eval_predictions.tsv (--eval_predictions); a
@@ -144,7 +144,7 @@ def evaluate(run: setup.Run, processor, task_name, examples, tokenizer, batch_si
     classifier_task.write_eval_predictions(output_dir, outputs, processor.is_regression)
 
 
-def predict(run: setup.Run, processor, examples, tokenizer, batch_size,
+def predict(run: startup.Run, processor, examples, tokenizer, batch_size,
             bank_task: Optional[str] = None):
   """test_results.tsv: a line of probabilities (or a score) per test example (and
   a fusion model's attentions, as `evaluate`)."""
@@ -159,7 +159,7 @@ def predict(run: setup.Run, processor, examples, tokenizer, batch_size,
   _write_fusion_attentions(run, "predict", outputs, bank_task or run.config["task_name"])
 
 
-def _write_fusion_attentions(run: setup.Run, split, outputs, task_name) -> None:
+def _write_fusion_attentions(run: startup.Run, split, outputs, task_name) -> None:
   """With --fusion_attentions (the model then returns them): fusion/attentions.py."""
   if fusion_attentions.OUTPUT_KEY in outputs:
     model = run.model
@@ -180,7 +180,7 @@ def main(argv, flag_values=None):
   processor = classifier_task.make_processor(F.task_name, F.data_dir,
                                              cli_options.tsv_options(F))
   classifier_task.check_data_dir(F.data_dir)
-  base = setup.read_base(options)
+  base = startup.read_base(options)
   task_name = processors.canonical_task_name(F.task_name)
   bank_task, bank, fusion = F.bank_task or task_name, None, None
   if F.adapter_bank:
@@ -215,7 +215,7 @@ def main(argv, flag_values=None):
     fingerprint = _check_bank_weights(run, F.adapter_bank, bank)
 
   # From here on files are written.
-  setup.write_run_config(run)
+  startup.write_run_config(run)
   if F.do_train:
     saved = train(run, processor, task_name, examples["train"], tokenizer,
                   fusion.metadata() if fusion else {})

@@ -28,7 +28,7 @@ the task embeddings and the heads), eval_results.txt (every task's metrics,
 prefixed with its name); per task, TASK/{train,eval,predict}.tf_record,
 TASK/eval_results.txt, TASK/test_results.tsv, TASK/eval (TensorBoard) and
 with --eval_predictions TASK/eval_predictions.tsv.
-`python -m serving.export --multitask_run=OUTPUT_DIR` serves the tasks from
+`python -m adapter_bert.serving.export --multitask_run=OUTPUT_DIR` serves the tasks from
 raw text.
 """
 
@@ -40,24 +40,24 @@ from absl import logging
 import tensorflow as tf
 
 from adapter_layers import AdapterConfig
-from checkpoints import adapter_weights
-from classification import features as classifier_features
-from classification import metrics as classifier_metrics
-from classification import task as classifier_task
-from cli import flag_checks
-from cli import flags as cli_flags
-from cli import options as cli_options
-from cli import path_flags
-import errors
-from multitask import accounting
-from multitask import model as multitask_model
-from multitask import sampling
-from multitask import tasks as multitask_tasks
-from multitask.hypernetwork import HyperFormerConfig
-from runtime import loop
-from runtime import model_setup
-from runtime import setup
-from storage import path_checks
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import metrics as classifier_metrics
+from adapter_bert.classification import task as classifier_task
+from adapter_bert.cli import flag_checks
+from adapter_bert.cli import flags as cli_flags
+from adapter_bert.cli import options as cli_options
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
+from adapter_bert.multitask import accounting
+from adapter_bert.multitask import model as multitask_model
+from adapter_bert.multitask import sampling
+from adapter_bert.multitask import tasks as multitask_tasks
+from adapter_bert.multitask.hypernetwork import HyperFormerConfig
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import startup
+from adapter_bert.storage import path_checks
 import tokenization
 
 # What trains, per adapter type: the default first.
@@ -189,7 +189,7 @@ def with_task_index(dataset: tf.data.Dataset, task_index: int) -> tf.data.Datase
   return dataset.map(add)
 
 
-def _record(options: setup.RunOptions, task, split, examples, tokenizer, batch_size):
+def _record(options: startup.RunOptions, task, split, examples, tokenizer, batch_size):
   """Writes the task's split as a feature record (padded on TPU); returns its path."""
   task_dir = os.path.join(options.output_dir, task.name)
   tf.io.gfile.makedirs(task_dir)
@@ -202,7 +202,7 @@ def _record(options: setup.RunOptions, task, split, examples, tokenizer, batch_s
   return path
 
 
-def train(run: setup.Run, tasks, heads, examples, tokenizer, sampling_temperature,
+def train(run: startup.Run, tasks, heads, examples, tokenizer, sampling_temperature,
           model_facts) -> None:
   """Trains on batches of the tasks, drawn by sampling.task_probabilities."""
   options = run.options
@@ -215,10 +215,10 @@ def train(run: setup.Run, tasks, heads, examples, tokenizer, sampling_temperatur
   logging.info("  Batch size = %d", options.train_batch_size)
   logging.info("  Num steps = %d", run.settings.num_train_steps)
   dataset = train_dataset(options, tasks, examples, tokenizer, probabilities)
-  setup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
+  startup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
 
 
-def train_dataset(options: setup.RunOptions, tasks, examples, tokenizer,
+def train_dataset(options: startup.RunOptions, tasks, examples, tokenizer,
                   probabilities) -> tf.data.Dataset:
   """The training batches: each task's records batched to the global batch size,
   then whole batches drawn by task (sampling.sample_batches). A global batch
@@ -238,7 +238,7 @@ def train_dataset(options: setup.RunOptions, tasks, examples, tokenizer,
   return sampling.sample_batches(datasets, probabilities, seed=seed)
 
 
-def task_dataset(options: setup.RunOptions, task, index, split, examples, tokenizer,
+def task_dataset(options: startup.RunOptions, task, index, split, examples, tokenizer,
                  batch_size) -> tf.data.Dataset:
   """One task's eval or predict batches, its last batch filled on TPU (is_real_example 0)."""
   return with_task_index(classifier_features.make_dataset(
@@ -247,7 +247,7 @@ def task_dataset(options: setup.RunOptions, task, index, split, examples, tokeni
       is_regression=task.is_regression, pad_to_multiple_of=options.pad_to_multiple_of), index)
 
 
-def _outputs(run: setup.Run, task, index, head, split, examples, tokenizer, batch_size):
+def _outputs(run: startup.Run, task, index, head, split, examples, tokenizer, batch_size):
   """The model's outputs for one task's split, its own classes only."""
   options = run.options
   dataset = task_dataset(options, task, index, split, examples, tokenizer, batch_size)
@@ -259,7 +259,7 @@ def _outputs(run: setup.Run, task, index, head, split, examples, tokenizer, batc
   return outputs
 
 
-def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size,
+def evaluate(run: startup.Run, tasks, heads, examples, tokenizer, batch_size,
              write_predictions: bool = False) -> None:
   """Each task's eval_results.txt and summaries, and every task's in output_dir's;
   with `write_predictions` also each task's eval_predictions.tsv (as
@@ -286,7 +286,7 @@ def evaluate(run: setup.Run, tasks, heads, examples, tokenizer, batch_size,
                                         summary)
 
 
-def predict(run: setup.Run, tasks, heads, examples, tokenizer, batch_size) -> None:
+def predict(run: startup.Run, tasks, heads, examples, tokenizer, batch_size) -> None:
   """Each task's test_results.tsv."""
   logging.info("***** Running prediction*****")
   for index, task in enumerate(tasks):
@@ -319,7 +319,7 @@ def main(argv, flag_values=None):
   take_recorded_settings(F)
   options = cli_options.run_options(F, model=model_options(F))
   hyper_config = hyperformer_config(F)
-  base = setup.read_base(options)
+  base = startup.read_base(options)
   examples = {t.name: classifier_task.read_examples(t.processor, t.data_dir, F.do_train,
                                                    F.do_eval, F.do_predict)
               for t in tasks}
@@ -329,7 +329,7 @@ def main(argv, flag_values=None):
   model_facts = dict(adapter_type=F.adapter_type,
                      hyperformer_config=hyper_config and hyper_config.to_dict(),
                      tasks=[h.to_dict() for h in heads])
-  run = setup.set_up(
+  run = startup.set_up(
       options, base, lambda bert, adapters: multitask_model.MultiTaskClassifier(
           bert, heads, F.adapter_type, adapters, hyper_config),
       sum(len(examples[t.name]["train"]) for t in tasks) if F.do_train else None,
@@ -339,7 +339,7 @@ def main(argv, flag_values=None):
   accounting.log_accounting(accounting.parameter_accounting(run.model))
 
   # From here on files are written.
-  setup.write_run_config(run)
+  startup.write_run_config(run)
   if F.do_train:
     train(run, tasks, heads, examples, tokenizer, F.sampling_temperature, model_facts)
   if F.do_eval:

@@ -24,20 +24,20 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from cli import flag_checks
-from cli import flags as cli_flags
-from cli import options as cli_options
-from cli import path_flags
-import errors
+from adapter_bert.cli import flag_checks
+from adapter_bert.cli import flags as cli_flags
+from adapter_bert.cli import options as cli_options
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 import modeling
-from runtime import loop
-from runtime import model_setup
-from runtime import setup
-from squad import data as squad_data
-from squad import metrics as squad_metrics
-from squad import postprocess
-from storage import file_io
-from storage import path_checks
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import startup
+from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import evaluate as squad_metrics
+from adapter_bert.squad import postprocess
+from adapter_bert.storage import file_io
+from adapter_bert.storage import path_checks
 import tokenization
 
 # The original seeds its pre-conversion shuffle of the training examples with this.
@@ -232,7 +232,7 @@ def read_train_examples(train_file: str, version_2_with_negative: bool):
   return examples
 
 
-def train(run: setup.Run, examples, writer: squad_data.FeatureWriter) -> None:
+def train(run: startup.Run, examples, writer: squad_data.FeatureWriter) -> None:
   """Trains on the examples' features (writer's record); writes adapter_model/."""
   options = run.options
   logging.info("***** Running training *****")
@@ -244,10 +244,10 @@ def train(run: setup.Run, examples, writer: squad_data.FeatureWriter) -> None:
                           model_setup.shuffle_seed(options.seed),
                           options.pad_to_multiple_of, options.group_by_length)
   version_2 = run.config["version_2_with_negative"]
-  setup.train(run, span_loss, dataset, {"task": "squad", "version_2_with_negative": version_2})
+  startup.train(run, span_loss, dataset, {"task": "squad", "version_2_with_negative": version_2})
 
 
-def predict(run: setup.Run, examples, writer: squad_data.FeatureWriter, batch_size: int,
+def predict(run: startup.Run, examples, writer: squad_data.FeatureWriter, batch_size: int,
             n_best_size: int, max_answer_length: int, null_score_diff_threshold: float,
             verbose_logging: bool):
   """predictions.json, nbest_predictions.json (and null_odds.json for v2).
@@ -287,7 +287,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
            fv.max_seq_length, fv.max_query_length, fv.doc_stride)
   options = cli_options.run_options(fv)
-  base = setup.read_base(options)
+  base = startup.read_base(options)
   tokenizer = tokenization.FullTokenizer(base.vocab_file, fv.do_lower_case)
 
   # Every input file is read and the model loaded before anything is written,
@@ -297,13 +297,13 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   eval_examples = (squad_data.read_squad_examples(fv.predict_file, False, version_2)
                    if fv.do_predict else None)
   score = fv.do_predict and has_answers(fv.predict_file, version_2)
-  run = setup.set_up(
+  run = startup.set_up(
       options, base, modeling.BertSpanLabeler, len(train_examples) if fv.do_train else None,
       adapter_metadata={"task": "squad"}, task_name="squad",
       version_2_with_negative=version_2, doc_stride=fv.doc_stride,
       max_query_length=fv.max_query_length)
 
-  setup.write_run_config(run)
+  startup.write_run_config(run)
   convert = dict(tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
                  doc_stride=fv.doc_stride, max_query_length=fv.max_query_length)
   if fv.do_train:

@@ -17,8 +17,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from official.nlp.tools import tokenization as _mg
 
-import errors
-from storage import input_files
+from adapter_bert import errors
+from adapter_bert.storage import input_files
 
 # Identical to the original: re-exported unchanged.
 convert_to_unicode = _mg.convert_to_unicode

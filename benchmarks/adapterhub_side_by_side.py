@@ -332,7 +332,7 @@ def default_hf_dir(tf_python):
 
 def cpu_line(tf_python):
   """The project's CPU line (runtime/machine.py), as its own benchmarks print it."""
-  return _ask_project_venv(tf_python, "from runtime import machine; print(machine.cpu_line())")
+  return _ask_project_venv(tf_python, "from adapter_bert.runtime import machine; print(machine.cpu_line())")
 
 
 def adapterhub_real_run(args, variant, data_dir, text_a, text_b, hf_dir, work_dir, sample):

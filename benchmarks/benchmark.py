@@ -54,7 +54,7 @@ from absl import app, flags
 
 import bench_harness as harness  # Beside this script (its folder is on sys.path).
 import run_classifier_timing
-from runtime import machine
+from adapter_bert.runtime import machine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -239,7 +239,7 @@ def matmul_flops(config, batch, seq, adapter_config, num_labels, trains):
 def parse_mode(spec):
   """(TrainMode, AdapterConfig) of a --modes entry: a train mode, or an adapter design."""
   from adapter_layers import DESIGNS, AdapterConfig
-  from runtime import trainable
+  from adapter_bert.runtime import trainable
   if spec in DESIGNS:
     return trainable.TrainMode("adapters"), AdapterConfig(size=FLAGS.adapter_size, design=spec)
   mode = trainable.TrainMode.parse(spec)
@@ -252,12 +252,12 @@ def train_worker():
   import keras
   import numpy as np
   import tensorflow as tf
-  from classification import task as classifier_task
+  from adapter_bert.classification import task as classifier_task
   import modeling
   import optimization
-  from runtime import loop
-  from runtime import model_setup
-  from runtime import trainable
+  from adapter_bert.runtime import loop
+  from adapter_bert.runtime import model_setup
+  from adapter_bert.runtime import trainable
   memory.stage("runtime")
 
   keras.utils.set_random_seed(FLAGS.seed)
@@ -347,7 +347,7 @@ def input_pipeline(num_examples=4096):
   """Examples per second that make_dataset reads, parses and batches."""
   import numpy as np
   import tensorflow as tf
-  from classification import features as classifier_features
+  from adapter_bert.classification import features as classifier_features
   S, B = FLAGS.seq_length, FLAGS.batch_size
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "train.tf_record")
@@ -375,11 +375,11 @@ def file_sizes(shapes):
   """Adapter-only file vs full checkpoint, in bytes, for each (label, config spec)."""
   import keras
   from adapter_layers import AdapterConfig
-  from checkpoints import adapter_weights
-  from checkpoints import run_checkpoints
+  from adapter_bert.checkpoints import adapter_weights
+  from adapter_bert.checkpoints import run_checkpoints
   import modeling
   import optimization
-  from runtime import trainable
+  from adapter_bert.runtime import trainable
 
   out = {}
   for label, spec in shapes:

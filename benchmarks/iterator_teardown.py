@@ -38,7 +38,7 @@ flags.DEFINE_string("json_out", None, "Also write the figures here as JSON.")
 _WITH_AUTOTUNER = """
 import runpy, sys
 import tensorflow as tf
-from runtime import loop
+from adapter_bert.runtime import loop
 without = loop.training_dataset
 def with_autotuner(dataset, step):
   options = tf.data.Options()

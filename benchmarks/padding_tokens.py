@@ -20,8 +20,8 @@ import tempfile
 
 from absl import app, flags
 
-from classification import features as classifier_features
-from classification import processors
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import processors
 import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

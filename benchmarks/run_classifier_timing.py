@@ -58,7 +58,7 @@ def check_model_dir(model_dir):
     if not os.path.exists(os.path.join(model_dir, path)):
       return (f"{model_dir}/{path} is missing: convert MiniLM first (demo.sh does), e.g. "
               ".venv/bin/python convert_checkpoint.py --hf_dir=\"$(.venv/bin/python -c "
-              "'from checkpoints import huggingface; print(huggingface.minilm_package_dir())')\""
+              "'from adapter_bert.checkpoints import huggingface; print(huggingface.minilm_package_dir())')\""
               f" --output_dir={model_dir}")
   return None
 

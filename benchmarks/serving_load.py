@@ -8,7 +8,7 @@ temporary directory): three WordNet tasks (data/wordnet: lexname and pos,
 single sentences with 10 and 4 labels, max_seq_length 32; example, sentence
 pairs, 64) each trained briefly (--train_steps) with run_classifier.py into
 one adapter bank on the real MiniLM (models/minilm, from convert_checkpoint.py),
-then `python -m serving.export`. The request pool is --pool_size dev examples
+then `python -m adapter_bert.serving.export`. The request pool is --pool_size dev examples
 of the export's tasks, mixed and shuffled (with --export_dir: of those WordNet
 tasks the export serves).
 
@@ -86,7 +86,7 @@ def build_export(work_dir, model_dir, train_steps):
     if column_b:
       command.append(f"--text_b_column={column_b}")
     _run(command, f"training {task}")
-  _run([sys.executable, "-m", "serving.export", f"--bank={bank}",
+  _run([sys.executable, "-m", "adapter_bert.serving.export", f"--bank={bank}",
         f"--export_dir={export_dir}"], "exporting")
   return export_dir
 

@@ -47,21 +47,21 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bank import adapter_bank
-from checkpoints import run_checkpoints
-from classification import features as classifier_features
-from classification import processors
-from classification import task as classifier_task
-from cli import flag_checks
-from cli import flags as cli_flags
-from cli import options as cli_options
-from cli import path_flags
-import errors
+from adapter_bert.bank import adapter_bank
+from adapter_bert.checkpoints import run_checkpoints
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import processors
+from adapter_bert.classification import task as classifier_task
+from adapter_bert.cli import flag_checks
+from adapter_bert.cli import flags as cli_flags
+from adapter_bert.cli import options as cli_options
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 import modeling
-from runtime import model_setup
-from runtime import setup
-from storage import file_io
-from storage import path_checks
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import startup
+from adapter_bert.storage import file_io
+from adapter_bert.storage import path_checks
 import tokenization
 
 RESULTS_FILE = "ablation.json"
@@ -255,8 +255,8 @@ def _check_has_adapters(options: model_setup.ModelOptions) -> None:
     raise errors.UserError(f"{named}: the model has no adapters to remove")
 
 
-def _with_bank_task(options: setup.RunOptions, bank_dir, bank_task, base,
-                    do_lower_case) -> setup.RunOptions:
+def _with_bank_task(options: startup.RunOptions, bank_dir, bank_task, base,
+                    do_lower_case) -> startup.RunOptions:
   """The options with the adapters of the bank's task, the bank checked against the base."""
   bank = adapter_bank.open_bank(bank_dir)
   adapter_bank.check_base(bank_dir, bank, None, base.bert_config.to_dict(), do_lower_case,
@@ -265,7 +265,7 @@ def _with_bank_task(options: setup.RunOptions, bank_dir, bank_task, base,
       options.model, adapter_checkpoint=adapter_bank.task_checkpoint(bank_dir, bank_task)))
 
 
-def ablate(run: setup.Run, processor, task_name, metric, record, batch_size) -> dict:
+def ablate(run: startup.Run, processor, task_name, metric, record, batch_size) -> dict:
   """The full model's and every span's eval metrics, as ablation.json holds them."""
   def evaluate(layers):
     with adapters_removed(run.model, layers):
@@ -300,7 +300,7 @@ def main(argv, flag_values=None):
   processor = classifier_task.make_processor(F.task_name, F.data_dir,
                                              cli_options.tsv_options(F))
   options = cli_options.run_options(F)
-  base = setup.read_base(options)
+  base = startup.read_base(options)
   _check_has_adapters(options.model)
   task_name = processors.canonical_task_name(F.task_name)
   if F.adapter_bank:

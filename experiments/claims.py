@@ -17,8 +17,8 @@ from typing import Dict, Mapping, Sequence
 
 import numpy as np
 
-from classification import processors
-import errors
+from adapter_bert.classification import processors
+from adapter_bert import errors
 from experiments import run_summary
 
 

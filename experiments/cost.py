@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 
 from experiments import data as data_lib
 from experiments import sweep as sweep_lib
-from runtime import loop
+from adapter_bert.runtime import loop
 
 
 def point_steps(settings: Mapping[str, object], cache: Dict[tuple, int]) -> int:

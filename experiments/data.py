@@ -23,9 +23,9 @@ from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from classification import processors
+from adapter_bert.classification import processors
 from experiments import grid as grid_lib
-from storage import file_io
+from adapter_bert.storage import file_io
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,12 +22,12 @@ from absl import flags
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from checkpoints import checkpoint_io
-from cli import path_flags
-import errors
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 import modeling
-from storage import input_files
-from storage import path_checks
+from adapter_bert.storage import input_files
+from adapter_bert.storage import path_checks
 import tokenization
 
 FLAGS = flags.FLAGS

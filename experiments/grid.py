@@ -38,7 +38,7 @@ import json
 import re
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
-import errors
+from adapter_bert import errors
 
 # Keys the sweep itself interprets (see data.py); never passed to run_classifier.py.
 SWEEP_KEYS = {

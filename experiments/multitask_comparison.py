@@ -37,17 +37,17 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from bank import adapter_bank
-from classification import metrics as classifier_metrics
-from cli import path_flags
-import errors
+from adapter_bert.bank import adapter_bank
+from adapter_bert.classification import metrics as classifier_metrics
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 from experiments import run_summary
 from experiments import runs
 from experiments import select
 from experiments import tables
-from storage import file_io
-from storage import input_files
-from storage import path_checks
+from adapter_bert.storage import file_io
+from adapter_bert.storage import input_files
+from adapter_bert.storage import path_checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ("houlsby", "shared", "hyperformer", "hyperformer_ln")

@@ -43,12 +43,12 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from cli import path_flags
-import errors
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 from experiments import runs
-from storage import file_io
-from storage import input_files
-from storage import path_checks
+from adapter_bert.storage import file_io
+from adapter_bert.storage import input_files
+from adapter_bert.storage import path_checks
 
 ROOT = runs.ROOT
 

@@ -32,13 +32,13 @@ from matplotlib import ticker  # pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 
-from cli import path_flags
-import errors
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 from experiments import runs
 from experiments import select as select_lib
 from experiments import tables
-from storage import file_io
-from storage import path_checks
+from adapter_bert.storage import file_io
+from adapter_bert.storage import path_checks
 
 # What names a method; a fusion's bank and fused tasks are part of it.
 _METHOD_KEYS = ("train_mode", "adapter_size", "adapter_design", "adapter_bank", "fusion_tasks",

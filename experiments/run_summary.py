@@ -20,10 +20,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
-from classification import metrics as classifier_metrics
-import errors
-from storage import file_io
-from storage import input_files
+from adapter_bert.classification import metrics as classifier_metrics
+from adapter_bert import errors
+from adapter_bert.storage import file_io
+from adapter_bert.storage import input_files
 
 SUMMARY_FILE = "run_summary.json"
 

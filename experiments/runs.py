@@ -28,10 +28,10 @@ import tensorflow as tf
 import adapter_layers
 from experiments import grid as grid_lib
 from experiments import tables
-from runtime import machine
-from runtime import model_setup
-from runtime import trainable
-from storage import file_io
+from adapter_bert.runtime import machine
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import trainable
+from adapter_bert.storage import file_io
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD_FILE = "sweep_point.json"

@@ -28,10 +28,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
-from cli import path_flags
-import errors
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 from experiments import tables
-from storage import path_checks
+from adapter_bert.storage import path_checks
 
 DEFAULT_TUNE = ("learning_rate", "num_train_epochs", "train_steps")
 # bank_task: a fusion run per seed adds its own task to the bank (one name per seed).

@@ -67,8 +67,8 @@ from typing import List
 from absl import app
 from absl import flags
 
-from cli import path_flags
-import errors
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import runs
@@ -79,8 +79,8 @@ from experiments.study_grids import MULTITASK_RUNS, PARTS, SEEDS, TASKS, multita
 from experiments.study_page import report
 from experiments.study_results import (SITTINGS_FILE, multitask_cost, read_sittings,
                                        study_grid, sweep_dir)
-from runtime import machine
-from storage import path_checks
+from adapter_bert.runtime import machine
+from adapter_bert.storage import path_checks
 
 
 # ------------------------------------------------------------------- command

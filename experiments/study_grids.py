@@ -4,7 +4,7 @@ import dataclasses
 import os
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-import errors
+from adapter_bert import errors
 
 
 @dataclasses.dataclass(frozen=True)

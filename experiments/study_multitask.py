@@ -16,8 +16,8 @@ from experiments import run_summary
 from experiments import tables
 from experiments.study_grids import (EPOCHS, LONG_EPOCHS, MULTITASK_METHODS, MULTITASK_RUNS,
                                      PARTS, SEEDS)
-from storage import file_io
-from storage import input_files
+from adapter_bert.storage import file_io
+from adapter_bert.storage import input_files
 
 # The multi-task comparison's tasks, in its table's order.
 _MULTITASK_TASKS = tuple(multitask_comparison.WORDNET_TASKS)

@@ -7,7 +7,7 @@ from typing import List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
-import errors
+from adapter_bert import errors
 from experiments import claims
 from experiments import cost
 from experiments import plots
@@ -22,8 +22,8 @@ from experiments.study_results import (full_by_epochs, full_by_epochs_pending, m
                                        multitask_cost, newest_cpu, pending_methods, read_results,
                                        read_sittings, runs_correct, selected_methods, sweep_dir,
                                        table_selection, whole_study)
-from runtime import machine
-from storage import file_io
+from adapter_bert.runtime import machine
+from adapter_bert.storage import file_io
 
 
 # Table 1's methods (study_grids.TABLE_METHODS), as experiments.select names them.

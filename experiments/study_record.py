@@ -23,15 +23,15 @@ from typing import Dict, Iterator, List, Tuple
 
 import tensorflow as tf
 
-from classification import metrics as classifier_metrics
-import errors
+from adapter_bert.classification import metrics as classifier_metrics
+from adapter_bert import errors
 from experiments import grid as grid_lib
 from experiments import multitask_comparison
 from experiments import run_summary
 from experiments import runs
 from experiments import sweep as sweep_lib
 from experiments import tables
-from storage import file_io
+from adapter_bert.storage import file_io
 
 # A finished run's directory holds one of these (the sweep's, the multitask comparison's).
 DONE_FILES = (runs.RECORD_FILE, multitask_comparison.DONE_FILE)

@@ -3,7 +3,7 @@ same names) and multi-task runs run again (the same setting, method and seed)
 against an earlier study's tables, such as the first runs' in
 docs/study_first_runs/, whose run directories were lost with their machine.
 
-A run is seeded (runtime/setup.py), so a rerun may give the same numbers to
+A run is seeded (runtime/startup.py), so a rerun may give the same numbers to
 the last digit the tables keep, even on another CPU, or may not (kernels differ
 between instruction sets, and threads may sum in another order): the section
 counts the points that do and lists those that do not, with both values, and

@@ -21,7 +21,7 @@ from experiments import tables
 from experiments.study_grids import (CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS, MULTITASK_RUNS,
                                      PARTS, SEEDS, TABLE_METHOD_KEYS, TABLE_METHOD_RATES,
                                      TASKS, bracketing_rate, part_grid)
-from runtime import loop
+from adapter_bert.runtime import loop
 
 SITTINGS_FILE = "sittings.json"
 

@@ -46,13 +46,13 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from cli import path_flags
-import errors
+from adapter_bert.cli import path_flags
+from adapter_bert import errors
 from experiments import data as data_lib
 from experiments import grid as grid_lib
 from experiments import runs
 from experiments import tables
-from storage import path_checks
+from adapter_bert.storage import path_checks
 
 SWEEP_FILE = "sweep.json"
 RESULTS_JSON = "results.json"

@@ -9,7 +9,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
-from storage import file_io
+from adapter_bert.storage import file_io
 
 
 def columns_of(rows: Sequence[Mapping[str, object]], first: Sequence[str] = ()) -> List[str]:

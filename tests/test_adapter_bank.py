@@ -16,14 +16,14 @@ import safetensors.numpy
 from absl import flags
 
 from adapter_layers import AdapterConfig
-from bank import adapter_bank
-from bank import manage
-from checkpoints import adapter_weights
-from checkpoints import checkpoint_io
-import errors
+from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import manage
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
 import modeling
-from runtime import trainable
-from serving import bank_tasks
+from adapter_bert.runtime import trainable
+from adapter_bert.serving import bank_tasks
 import tiny_bert
 # The in-process runner of run_classifier.py and its flags for the tiny base.
 from test_run_classifier import ADAPTER, GLUE, _Records, _flags, _test_results, run_main
@@ -204,7 +204,7 @@ def _adapter_file(base, out, checkpoint, mode="adapters"):
 
 
 def _run_manage(*argv):
-  """bank.manage's command line in-process; returns its exit status."""
+  """adapter_bert.bank.manage's command line in-process; returns its exit status."""
   try:
     errors.exit_on_user_error(manage.main)(list(argv))
   except SystemExit as e:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from adapter_layers import AdapterConfig
-from checkpoints import adapter_weights
-import errors
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert import errors
 import modeling
 import numpy_bert
-from runtime import trainable
+from adapter_bert.runtime import trainable
 import tiny_bert
 from test_run_classifier import GLUE, _flags, _read, _test_results, run_main
 
@@ -176,9 +176,9 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
   example of one mixed batch gets its own task model's logits, in Python and
   from the exported SavedModel."""
   import tensorflow as tf
-  from serving import bank_tasks
-  from serving import export
-  from serving import multitask
+  from adapter_bert.serving import bank_tasks
+  from adapter_bert.serving import export
+  from adapter_bert.serving import multitask
   keras.utils.set_random_seed(0)
   configs = {"houlsby": AdapterConfig(size=4, scaling=1.5),
              "pfeiffer": AdapterConfig(size=6, design="pfeiffer", placement="both"),
@@ -233,7 +233,7 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
 def test_design_flags_become_the_config_and_contradictions_are_one_line():
   from absl import flags
   import run_classifier
-  from cli import options as cli_options
+  from adapter_bert.cli import options as cli_options
 
   def parse(*argv):
     fv = flags.FlagValues()

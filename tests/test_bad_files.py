@@ -21,18 +21,18 @@ from safetensors.numpy import save as save_safetensors
 import tensorflow as tf
 
 from adapter_layers import AdapterConfig
-from checkpoints import adapter_weights
-from checkpoints import checkpoint_io
-from classification import processors
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.classification import processors
 import convert_checkpoint
-import errors
+from adapter_bert import errors
 import modeling
 import run_classifier
 import run_squad
-from runtime import run_config
-from runtime import trainable
-from squad import data as squad_data
-from squad import evaluate as squad_evaluate
+from adapter_bert.runtime import run_config
+from adapter_bert.runtime import trainable
+from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import evaluate as squad_evaluate
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

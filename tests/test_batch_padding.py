@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from runtime import loop
-from runtime import records
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import records
 from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main
 
 MAX_LEN = 40

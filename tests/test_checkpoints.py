@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from checkpoints import adapter_weights
-from checkpoints import checkpoint_io
-import errors
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
 import modeling
 import numpy_bert
 import tiny_bert
-from runtime import trainable
+from adapter_bert.runtime import trainable
 from adapter_layers import AdapterConfig
 
 CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from classification import processors
-from classification import features as classifier_features
-from classification.processors import InputExample, PaddingInputExample, TsvFormatError
-import errors
+from adapter_bert.classification import processors
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification.processors import InputExample, PaddingInputExample, TsvFormatError
+from adapter_bert import errors
 import tokenization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

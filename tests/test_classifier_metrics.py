@@ -9,9 +9,9 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-from classification import metrics as cm
-from classification import processors
-from classification import task as classifier_task
+from adapter_bert.classification import metrics as cm
+from adapter_bert.classification import processors
+from adapter_bert.classification import task as classifier_task
 
 # Logits log(p) give softmax = p exactly, so the loss is -log p(label) by hand.
 P = np.array([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7], [0.9, 0.1], [0.5, 0.5]])

@@ -8,11 +8,11 @@ import pytest
 from safetensors.numpy import load_file, save_file
 import tensorflow as tf
 
-from checkpoints import checkpoint_io
-from checkpoints import huggingface
-from checkpoints import tf2_encoder
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.checkpoints import huggingface
+from adapter_bert.checkpoints import tf2_encoder
 import convert_checkpoint
-import errors
+from adapter_bert import errors
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=37, max_position_embeddings=40, type_vocab_size=2,

@@ -21,8 +21,8 @@ import pytest
 import tensorflow as tf
 
 import distributed_run as run
-import errors
-from runtime import distribution
+from adapter_bert import errors
+from adapter_bert.runtime import distribution
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = os.path.join(_ROOT, "tests", "distributed_run.py")

@@ -5,7 +5,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from storage import file_io
+from adapter_bert.storage import file_io
 
 
 @pytest.mark.parametrize("root", ["local", "ram://file_io_test"])

@@ -16,16 +16,16 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from classification import metrics as classifier_metrics
-from cli import flag_checks
-from cli import options as cli_options
-import errors
+from adapter_bert.classification import metrics as classifier_metrics
+from adapter_bert.cli import flag_checks
+from adapter_bert.cli import options as cli_options
+from adapter_bert import errors
 import modeling
 import run_classifier
 import run_squad
-from runtime import distribution
-from runtime import model_setup
-from runtime import trainable
+from adapter_bert.runtime import distribution
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import trainable
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -103,7 +103,7 @@ def test_block_with_one_fused_adapter_is_that_adapter():
 
 def _tiny_fusion_model(rng, num_tasks=3, regularization=0.5):
   """A FusionClassifier of the tiny config without dropout, over random adapters."""
-  from fusion import model as fusion_model  # pylint: disable=g-import-not-at-top
+  from adapter_bert.fusion import model as fusion_model  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_dropout_prob=0.0,
                                               attention_probs_dropout_prob=0.0))
   adapter_config = AdapterConfig(size=8)
@@ -125,8 +125,8 @@ def test_training_loss_adds_the_regularization_once_per_batch():
   """loop's train step: the mean cross-entropy plus regularization * sum ||I - V||^2."""
   import keras  # pylint: disable=g-import-not-at-top
   import scipy.special  # pylint: disable=g-import-not-at-top
-  from classification import task as classifier_task  # pylint: disable=g-import-not-at-top
-  from runtime import loop  # pylint: disable=g-import-not-at-top
+  from adapter_bert.classification import task as classifier_task  # pylint: disable=g-import-not-at-top
+  from adapter_bert.runtime import loop  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(2)
   model = _tiny_fusion_model(rng)
   values = []
@@ -179,7 +179,7 @@ def test_per_example_fusion_is_each_examples_own_over_its_own_adapters():
 def test_fusion_model_under_mixed_precision_computes_what_float32_does():
   """bfloat16 compute (--mixed_precision): the fusion casts its float32 variables and
   the fused adapters to the tokens' dtype; logits within bfloat16's precision."""
-  from runtime import model_setup  # pylint: disable=g-import-not-at-top
+  from adapter_bert.runtime import model_setup  # pylint: disable=g-import-not-at-top
   model_setup.set_seed(4)
   full = _tiny_fusion_model(np.random.default_rng(4))
   with model_setup.dtype_policy("bfloat16"):

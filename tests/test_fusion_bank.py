@@ -15,15 +15,15 @@ import safetensors.numpy
 from absl import flags
 
 from adapter_layers import AdapterConfig
-from bank import adapter_bank
-from checkpoints import adapter_weights
-from checkpoints import checkpoint_io
-import errors
-from fusion import fused_tasks
-from fusion import model as fusion_model
+from adapter_bert.bank import adapter_bank
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
+from adapter_bert.fusion import fused_tasks
+from adapter_bert.fusion import model as fusion_model
 import modeling
-from runtime import trainable
-from serving import export
+from adapter_bert.runtime import trainable
+from adapter_bert.serving import export
 import tiny_bert
 from test_adapter_bank import TINY_BASE, TINY_ADAPTERS, TINY_LAYER_NORMS, _files
 from test_run_classifier import GLUE, _flags, _test_results, run_main
@@ -223,7 +223,7 @@ def test_one_saved_model_serves_the_fusion_beside_the_fused_tasks(base, fusion, 
   """Every task of the bank, the fusion task included, in one shuffled batch through
   the SavedModel's one forward pass: each row as run_classifier.py --do_predict."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from classification import processors  # pylint: disable=g-import-not-at-top
+  from adapter_bert.classification import processors  # pylint: disable=g-import-not-at-top
   export_dir = str(tmp_path / "export" / "1")
   tasks = export.export(fusion["bank"], export_dir)
   names = [t.name for t in tasks]

@@ -25,12 +25,12 @@ import pytest
 import tensorflow as tf
 
 from adapter_layers import AdapterConfig
-from checkpoints import run_checkpoints
-import errors
+from adapter_bert.checkpoints import run_checkpoints
+from adapter_bert import errors
 import modeling
-from runtime import loop
-from runtime import sigterm
-from runtime import trainable
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import sigterm
+from adapter_bert.runtime import trainable
 from test_run_classifier import _Records, run_main
 import tiny_bert
 
@@ -43,8 +43,8 @@ NUM_STEPS, SAVE_EVERY = 20, 4
 WRAPPER = r'''
 import os, runpy, sys, time
 import tensorflow as tf
-from classification import features
-from runtime import progress
+from adapter_bert.classification import features
+from adapter_bert.runtime import progress
 
 hook, _, arg = os.environ["INTERRUPT_HOOK"].partition(":")
 

@@ -9,7 +9,7 @@ import sys
 import cpuinfo
 import pytest
 
-from runtime import machine
+from adapter_bert.runtime import machine
 
 
 @pytest.mark.parametrize("info,expected", [

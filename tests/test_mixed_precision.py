@@ -14,12 +14,12 @@ import pytest
 import tensorflow as tf
 
 from adapter_layers import AdapterConfig
-from checkpoints import run_checkpoints
+from adapter_bert.checkpoints import run_checkpoints
 import modeling
-from runtime import distribution
-from runtime import loop
-from runtime import model_setup
-from runtime import trainable
+from adapter_bert.runtime import distribution
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import trainable
 
 CONFIG = modeling.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
                              num_attention_heads=4, intermediate_size=37,

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from checkpoints import adapter_weights
-from checkpoints import base_model
-from checkpoints import run_checkpoints
-import errors
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import base_model
+from adapter_bert.checkpoints import run_checkpoints
+from adapter_bert import errors
 import modeling
-from runtime import model_setup
+from adapter_bert.runtime import model_setup
 import tiny_bert
 
 CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from checkpoints import checkpoint_io
-import errors
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
 import modeling
 import numpy_bert
 import tiny_bert

@@ -13,14 +13,14 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from checkpoints import adapter_weights
-import errors
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert import errors
 import modeling
-from multitask import accounting
-from multitask import sampling
-from multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
-from multitask import model as multitask_model
-from multitask.model import MultiTaskClassifier, TaskHead
+from adapter_bert.multitask import accounting
+from adapter_bert.multitask import sampling
+from adapter_bert.multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
+from adapter_bert.multitask import model as multitask_model
+from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
 import numpy_bert
 import optimization
 import run_multitask
@@ -225,7 +225,7 @@ def test_optimizer_leaves_rows_of_tasks_not_in_the_batch_alone():
 
 def test_parameter_accounting_by_hand():
   model = _hyper_model()
-  from runtime import trainable
+  from adapter_bert.runtime import trainable
   trainable.set_trainable(model, trainable.TrainMode("head"))
   c = tiny_bert.TINY_CONFIG
   h, L, V, P, T, I = (c["hidden_size"], c["num_hidden_layers"], c["vocab_size"],
@@ -246,8 +246,8 @@ def test_parameter_accounting_by_hand():
 
 
 def test_training_changes_only_the_hypernetwork_task_embeddings_and_heads(tmp_path):
-  from runtime import loop
-  from runtime import trainable
+  from adapter_bert.runtime import loop
+  from adapter_bert.runtime import trainable
   model = _hyper_model(seed=2)
   trainable.set_trainable(model, trainable.TrainMode("head"))
   before = {n: v.numpy().copy() for n, v in model.tf1_variable_map().items()}
@@ -304,7 +304,7 @@ def test_run_trains_only_the_hypernetwork_and_heads(base, hyperformer_run):
 
 def _fresh_model_from(out, base):
   """The run's model restored the way run_multitask does (its latest checkpoint)."""
-  from runtime import model_setup
+  from adapter_bert.runtime import model_setup
   fv = flags.FlagValues()
   run_multitask.define_flags(fv)
   fv(["x"] + [f"--{k}={v}" for k, v in _flags(base, adapter_type="hyperformer",

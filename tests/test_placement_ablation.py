@@ -18,19 +18,19 @@ import tensorflow as tf
 from absl import flags
 
 from adapter_layers import AdapterConfig
-from bank import adapter_bank
-from checkpoints import adapter_weights
-from checkpoints import checkpoint_io
-from classification import task as classifier_task
-from cli import options as cli_options
-import errors
+from adapter_bert.bank import adapter_bank
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.classification import task as classifier_task
+from adapter_bert.cli import options as cli_options
+from adapter_bert import errors
 from experiments import ablation
 import modeling
 import run_classifier
-from runtime import model_setup
-from runtime import trainable
-from serving import bank_tasks
-from serving import multitask
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import trainable
+from adapter_bert.serving import bank_tasks
+from adapter_bert.serving import multitask
 from test_run_classifier import GLUE, RUN_FLAGS, _eval_results, _flags, run_main
 import tiny_bert
 

@@ -1,6 +1,6 @@
 """runtime/progress: host-call pacing and progress lines, on a fake clock."""
 
-from runtime import progress
+from adapter_bert.runtime import progress
 
 
 class FakeClock:

@@ -30,7 +30,7 @@ from absl import flags
 import pytest
 import tensorflow as tf
 
-from bank import manage
+from adapter_bert.bank import manage
 import convert_checkpoint
 from experiments import ablation
 from experiments import embedding_baseline
@@ -42,8 +42,8 @@ from experiments import sweep
 import run_classifier
 import run_multitask
 import run_squad
-from serving import export as serving_export
-from squad import evaluate as squad_evaluate
+from adapter_bert.serving import export as serving_export
+from adapter_bert.squad import evaluate as squad_evaluate
 from test_convert_checkpoint import _hf_state, _write_hf_dir
 from test_run_classifier import _Records, run_main
 

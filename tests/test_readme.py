@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from checkpoints import adapter_weights
+from adapter_bert.checkpoints import adapter_weights
 import modeling
 import optimization
 import tiny_bert

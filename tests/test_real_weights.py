@@ -15,8 +15,8 @@ import os
 import numpy as np
 import pytest
 
-from checkpoints import checkpoint_io
-from checkpoints import huggingface
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.checkpoints import huggingface
 import convert_checkpoint
 import modeling
 import tokenization

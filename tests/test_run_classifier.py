@@ -20,13 +20,13 @@ import scipy.special
 import tensorflow as tf
 from absl import flags
 
-from classification import features as classifier_features
-from classification import processors
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import processors
 import convert_checkpoint
-import errors
+from adapter_bert import errors
 import numpy_bert
 import run_classifier
-from runtime import distribution
+from adapter_bert.runtime import distribution
 import tiny_bert
 import tokenization
 

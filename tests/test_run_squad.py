@@ -14,14 +14,14 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-import errors
+from adapter_bert import errors
 import numpy_bert
 import run_squad
-from squad import data as squad_data
-from squad import metrics as squad_metrics
-from squad import postprocess
-from checkpoints import base_model
-from checkpoints import tf2_encoder
+from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import evaluate as squad_metrics
+from adapter_bert.squad import postprocess
+from adapter_bert.checkpoints import base_model
+from adapter_bert.checkpoints import tf2_encoder
 import tiny_bert
 import tokenization
 

@@ -22,13 +22,13 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from checkpoints import adapter_weights
-from classification import features as classifier_features
-from classification import processors
-import errors
-from serving import bank_tasks
-from serving import export as serving_export
-from serving import multitask
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import processors
+from adapter_bert import errors
+from adapter_bert.serving import bank_tasks
+from adapter_bert.serving import export as serving_export
+from adapter_bert.serving import multitask
 from test_run_classifier import run_main
 import tiny_bert
 import tokenization

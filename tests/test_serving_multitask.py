@@ -20,17 +20,17 @@ import tensorflow_text  # noqa: F401  Registers the SavedModel's tokenizer ops.
 from absl import flags
 
 from adapter_layers import AdapterConfig
-from checkpoints import adapter_weights
-from checkpoints import checkpoint_io
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
 import modeling
-from multitask import model as multitask_model
-from multitask import tasks as multitask_tasks
-from multitask.hypernetwork import HyperFormerConfig
+from adapter_bert.multitask import model as multitask_model
+from adapter_bert.multitask import tasks as multitask_tasks
+from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 import run_multitask
-from runtime import model_setup
-from serving import export as serving_export
-from serving import multitask
-from serving import multitask_run
+from adapter_bert.runtime import model_setup
+from adapter_bert.serving import export as serving_export
+from adapter_bert.serving import multitask
+from adapter_bert.serving import multitask_run
 from test_serving import export_error
 import tiny_bert
 

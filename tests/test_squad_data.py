@@ -11,8 +11,8 @@ import uuid
 import pytest
 import tensorflow as tf
 
-import errors
-from squad import data as squad_data
+from adapter_bert import errors
+from adapter_bert.squad import data as squad_data
 import tokenization
 
 # "gallon" is deliberately missing so that it splits into gall ##on.

@@ -1,4 +1,4 @@
-"""squad.metrics / squad.evaluate: official SQuAD scores on hand-computed cases."""
+"""adapter_bert.squad.evaluate / squad.evaluate: official SQuAD scores on hand-computed cases."""
 
 import json
 import os
@@ -9,9 +9,9 @@ import uuid
 import pytest
 import tensorflow as tf
 
-import errors
-from squad import evaluate as squad_evaluate
-from squad import metrics as squad_metrics
+from adapter_bert import errors
+from adapter_bert.squad import evaluate as squad_evaluate
+from adapter_bert.squad import evaluate as squad_metrics
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DATA = os.path.join(_ROOT, "data", "squad")
@@ -167,7 +167,7 @@ def _gold_predictions_file(tmp_path, name="dev-v1.1.json"):
 
 def test_command_line_v11(tmp_path, capsys):
   # In-process: parses the same argv as
-  # `python -m squad.evaluate --version=1.1 data preds`.
+  # `python -m adapter_bert.squad.evaluate --version=1.1 data preds`.
   preds = _gold_predictions_file(tmp_path)
   squad_evaluate.main(["--version=1.1", os.path.join(_DATA, "dev-v1.1.json"), preds])
   assert capsys.readouterr().out == '{"exact_match": 100.0, "f1": 100.0}\n'
@@ -219,11 +219,11 @@ def test_command_line_usage_errors_exit_2(argv, message, capsys):
   assert exit_info.value.code == 2
   captured = capsys.readouterr()
   assert captured.out == ""
-  assert captured.err.startswith("usage: python -m squad.evaluate ")
+  assert captured.err.startswith("usage: python -m adapter_bert.squad.evaluate ")
   # The usage (wrapped to the terminal's width), then one error line.
   usage, error = captured.err.rstrip("\n").rsplit("\n", 1)
   assert usage.rstrip().endswith("data.json pred.json")
-  assert error.startswith("python -m squad.evaluate: error: " + message)
+  assert error.startswith("python -m adapter_bert.squad.evaluate: error: " + message)
 
 
 def test_command_line_bad_file_exits_2_with_the_error(tmp_path, capsys):
@@ -242,7 +242,7 @@ def test_python_dash_m_from_another_directory(tmp_path):
   # to the cwd, and a usage mistake is argparse's message, not a traceback.
   _gold_predictions_file(tmp_path)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", COLUMNS="80")  # COLUMNS: usage width
-  command = [sys.executable, "-m", "squad.evaluate", "--version=1.1",
+  command = [sys.executable, "-m", "adapter_bert.squad.evaluate", "--version=1.1",
              os.path.join(_DATA, "dev-v1.1.json"), "predictions-dev-v1.1.json"]
   result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
@@ -254,7 +254,7 @@ def test_python_dash_m_from_another_directory(tmp_path):
   assert result.stdout == ""
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
   # (Anything TensorFlow logs while importing would come before the usage.)
-  assert "usage: python -m squad.evaluate [-h] --version {1.1,2.0}" in result.stderr
+  assert "usage: python -m adapter_bert.squad.evaluate [-h] --version {1.1,2.0}" in result.stderr
   assert result.stderr.endswith(
-      "\npython -m squad.evaluate: error: the following arguments are required: "
+      "\npython -m adapter_bert.squad.evaluate: error: the following arguments are required: "
       "pred.json\n"), result.stderr[-3000:]

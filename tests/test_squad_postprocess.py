@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from squad import data as squad_data
-from squad import postprocess
+from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import postprocess
 import tokenization
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "it", "was", "steve", "smith",

@@ -21,7 +21,7 @@ from experiments import study_grids
 from experiments import study_page
 from experiments import study_results
 from experiments import sweep as sweep_lib
-from runtime import machine
+from adapter_bert.runtime import machine
 from study_files import JoinablePath, grid_points, write_predictions, write_text
 
 

@@ -25,8 +25,8 @@ from experiments import study_record
 from experiments import study_reruns
 from experiments import sweep as sweep_lib
 from experiments import tables
-import errors
-from runtime import machine
+from adapter_bert import errors
+from adapter_bert.runtime import machine
 from study_files import JoinablePath, write_dev_sets, write_predictions, write_run, write_text
 
 

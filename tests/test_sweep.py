@@ -21,8 +21,8 @@ from experiments import runs
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
 from experiments import tables
-from runtime import machine
-from runtime import model_setup
+from adapter_bert.runtime import machine
+from adapter_bert.runtime import model_setup
 from test_run_classifier import run_main
 import tiny_bert
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-import errors
+from adapter_bert import errors
 import tokenization
 
 ORIGINAL_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa",

@@ -31,21 +31,21 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
-from classification import features as classifier_features
-from classification import processors
-from classification import task as classifier_task
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import processors
+from adapter_bert.classification import task as classifier_task
 import modeling
-from multitask import model as multitask_model
-from multitask import sampling
-from multitask import tasks as multitask_tasks
-from multitask.hypernetwork import HyperFormerConfig
-from runtime import loop
-from runtime import model_setup
-from runtime import records
-from runtime import setup
+from adapter_bert.multitask import model as multitask_model
+from adapter_bert.multitask import sampling
+from adapter_bert.multitask import tasks as multitask_tasks
+from adapter_bert.multitask.hypernetwork import HyperFormerConfig
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import records
+from adapter_bert.runtime import startup
 import run_multitask
 import run_squad
-from squad import data as squad_data
+from adapter_bert.squad import data as squad_data
 import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,7 +65,7 @@ HOST_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "PrintV2", "Print",
 
 
 def _options(base, output_dir, **model):
-  return setup.RunOptions(
+  return startup.RunOptions(
       output_dir=output_dir, model=model_setup.ModelOptions(
           init_checkpoint=base["init_checkpoint"], **model),
       bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
@@ -74,7 +74,7 @@ def _options(base, output_dir, **model):
 
 def _model(options, make_model):
   """The task model as the entry points create it (weights from init_checkpoint)."""
-  base = setup.read_base(options)
+  base = startup.read_base(options)
   model, _ = model_setup.create_model(tf.distribute.get_strategy(), make_model,
                                       options.model, base, options.output_dir)
   return model
@@ -328,7 +328,7 @@ def replica_task_ids(vocab_file, output_dir, num_steps=12):
   strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
   assert strategy.num_replicas_in_sync == REPLICAS
   tasks, examples = multitask_tasks_and_examples()
-  options = setup.RunOptions(output_dir=output_dir, max_seq_length=MAX_SEQ_LENGTH,
+  options = startup.RunOptions(output_dir=output_dir, max_seq_length=MAX_SEQ_LENGTH,
                              train_batch_size=2 * REPLICAS, use_tpu=True, seed=1)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   steps = []

@@ -1,6 +1,6 @@
 """A --use_tpu run, made without a TPU.
 
-The set-up checks of runtime/setup.py: batch sizes against the replicas, and
+The set-up checks of runtime/startup.py: batch sizes against the replicas, and
 the TPU's mixed precision (bfloat16, not float16). Both fail with one line
 naming the flag before anything is written; the batch sizes once the strategy
 says how many replicas there are, the precision before the TPU is looked up.
@@ -21,28 +21,28 @@ import pytest
 import numpy as np
 import tensorflow as tf
 
-import errors
+from adapter_bert import errors
 import run_classifier
 import run_multitask
-from runtime import distribution
-from runtime import setup
+from adapter_bert.runtime import distribution
+from adapter_bert.runtime import startup
 import test_multitask
 from test_run_classifier import GLUE, _flags, _test_results, run_main
 
 
 def test_batch_sizes_of_what_the_run_does_must_divide_between_replicas():
-  options = setup.RunOptions(output_dir="unused", do_train=True, train_batch_size=32,
+  options = startup.RunOptions(output_dir="unused", do_train=True, train_batch_size=32,
                              do_eval=True, eval_batch_size=8, predict_batch_size=6)
-  setup.check_batch_sizes(options, 8)  # No prediction: its batch size is not used.
-  setup.check_batch_sizes(options, 1)
+  startup.check_batch_sizes(options, 8)  # No prediction: its batch size is not used.
+  startup.check_batch_sizes(options, 1)
   with pytest.raises(errors.UserError) as error:
-    setup.check_batch_sizes(setup.RunOptions(output_dir="unused", do_predict=True,
+    startup.check_batch_sizes(startup.RunOptions(output_dir="unused", do_predict=True,
                                              predict_batch_size=6, use_tpu=True), 8)
   assert str(error.value) == ("flag --predict_batch_size=6: must be a multiple of the 8 "
                               "TPU cores that each batch is split between, e.g. "
                               "--predict_batch_size=8")
   with pytest.raises(errors.UserError) as error:
-    setup.check_batch_sizes(dataclasses.replace(options, train_batch_size=30), 4)
+    startup.check_batch_sizes(dataclasses.replace(options, train_batch_size=30), 4)
   assert str(error.value).startswith("flag --train_batch_size=30: must be a multiple of the "
                                      "4 devices that each batch is split between, e.g. "
                                      "--train_batch_size=32")

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from checkpoints import checkpoint_io
+from adapter_bert.checkpoints import checkpoint_io
 
 TINY_CONFIG = {
     "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",

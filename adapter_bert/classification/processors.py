@@ -1,0 +1,578 @@
+"""Reading GLUE-format TSV files into `InputExample`s (run_classifier.py's processors).
+
+Reproduces google-research/bert `run_classifier.py` (CoLA, MNLI, MRPC, XNLI) and
+adds GLUE's other tasks and a header-named user TSV task. Task names for
+`get_processor` (case-insensitive; aliases in brackets):
+
+  cola, mnli (dev_matched / test_matched), mnli-mm [mnli_mm] (dev_mismatched /
+  test_mismatched), mrpc, xnli, sst-2 [sst2], sts-b [stsb] (regression),
+  qqp, qnli, rte, wnli, ax (GLUE diagnostic, test only), tsv (user data).
+
+Conventions shared by every processor, as in the original:
+  * TSV: tab delimiter, no quote character, so quotes stay in the text.
+  * guid = "<set_type>-<row index>" (row 0 is the header where there is one),
+    except MNLI, whose guid uses the file's `index` column as the original.
+  * Test examples get a dummy label (the first of `get_labels()`, 0.0 for
+    STS-B): predictions never look at it, and feature conversion needs one.
+  * Blank lines are skipped (the original crashed on them). A missing or
+    undecodable file, a row with more or fewer columns than the file's header
+    (or, without one, than the task reads), a train/dev label outside
+    `get_labels()` and a file without examples are `errors.UserError`s that
+    name the file and its 1-based line, as an editor shows it.
+"""
+
+import csv
+import dataclasses
+import inspect
+import os
+from typing import List, Optional, Sequence, Union
+
+from absl import logging
+import tensorflow as tf
+
+from adapter_bert import errors
+
+Label = Union[str, float, None]
+
+
+@dataclasses.dataclass
+class InputExample:
+  """A single training/test example for simple sequence classification.
+
+  Attributes:
+    guid: unique id for bookkeeping, e.g. "train-3".
+    text_a: untokenized text of the first sequence.
+    text_b: untokenized text of the second sequence, None for single-sequence tasks.
+    label: label string (a float for regression tasks); a dummy for test examples.
+    source: "path:line" of the row it came from, for error messages (not in the
+      original, which had no way to say where a bad label was).
+  """
+  guid: str
+  text_a: str
+  text_b: Optional[str] = None
+  label: Label = None
+  source: Optional[str] = dataclasses.field(default=None, compare=False)
+
+
+class PaddingInputExample:
+  """Fake example so the number of examples is a multiple of the batch size.
+
+  TPUs need a fixed batch size; padding with these (features all zero,
+  is_real_example 0) instead of dropping the last batch keeps every real
+  example in eval and predict. A class rather than None so that padding is
+  never mistaken for missing data.
+  """
+
+  def __eq__(self, other):
+    return isinstance(other, PaddingInputExample)
+
+  def __repr__(self):
+    return "PaddingInputExample()"
+
+
+class TsvFormatError(errors.UserError):
+  """A TSV file does not have the layout its task expects."""
+
+  def __init__(self, message: str, line: Optional["TsvLine"] = None, path: Optional[str] = None):
+    if line is not None:
+      super().__init__(message, line.path, line.line_number)
+    else:
+      super().__init__(message, path)
+
+
+class TsvLine(list):
+  """One TSV row (a list of fields) that remembers its file and 1-based line."""
+
+  def __init__(self, values, path, line_number):
+    super().__init__(values)
+    self.path = path
+    self.line_number = line_number
+
+  @property
+  def where(self) -> str:
+    return f"{self.path}:{self.line_number}"
+
+
+def read_tsv(input_file: str, quotechar: Optional[str] = None) -> List[TsvLine]:
+  """Reads a tab-separated file through tf.io.gfile (local, gs://, ram://).
+
+  With quotechar None (the original's default) quoting is off, so a field such
+  as `"Fine," she said` keeps its quotes: GLUE's files are not CSV-quoted.
+
+  Raises:
+    errors.UserError: naming the file, if it does not exist or cannot be read.
+    TsvFormatError: naming file and line, for undecodable or unreadable rows.
+  """
+  if not tf.io.gfile.exists(input_file):
+    raise errors.UserError("TSV file not found", input_file)
+  quoting = dict(quoting=csv.QUOTE_NONE) if quotechar is None else dict(quotechar=quotechar)
+  lines = []
+  reader = None
+  try:
+    with tf.io.gfile.GFile(input_file, "r") as f:
+      reader = csv.reader(f, delimiter="\t", **quoting)
+      for row in reader:
+        lines.append(TsvLine(row, input_file, reader.line_num))
+  except csv.Error as e:  # line_num already counts the offending line
+    raise TsvFormatError(f"cannot read row: {e}", TsvLine([], input_file, reader.line_num)) from e
+  except UnicodeDecodeError as e:  # raised before the line is counted
+    raise TsvFormatError(
+        f"not UTF-8 text ({e.reason}, byte 0x{e.object[e.start]:02x}): save the file as UTF-8",
+        TsvLine([], input_file, reader.line_num + 1)) from e
+  except tf.errors.OpError as e:  # a directory, no permission
+    raise errors.UserError(f"cannot read: {e.message}", input_file) from e
+  return lines
+
+
+def fields(line: TsvLine, *indices: int) -> List[str]:
+  """Returns `line[i]` for each index, or raises an error naming file and line."""
+  need = max(i + 1 if i >= 0 else -i for i in indices)
+  if len(line) < need:
+    raise TsvFormatError(
+        f"row has {len(line)} tab-separated column(s), expected at least {need}", line)
+  return [line[i] for i in indices]
+
+
+def check_width(line: TsvLine, width: int, header: Optional[TsvLine] = None) -> None:
+  """Refuses a row with more or fewer columns than `width`.
+
+  An extra column is as much an error as a missing one: it usually means a
+  tab inside a text, which shifts every later column (a text read as label).
+  """
+  if len(line) != width:
+    of = f"the header (line {header.line_number}) has" if header is not None else "expected"
+    raise TsvFormatError(f"row has {len(line)} tab-separated column(s), {of} {width}", line)
+
+
+def no_examples(path: str, why: str = "") -> TsvFormatError:
+  """The error for a split that yields nothing to train, evaluate or predict on."""
+  return TsvFormatError(f"no examples in this file{why}", path=path)
+
+
+class DataProcessor:
+  """Base class for data converters for sequence classification data sets."""
+
+  # True for tasks whose label is a float score (one model output, MSE loss).
+  is_regression = False
+
+  def get_train_examples(self, data_dir: str) -> List[InputExample]:
+    """Gets a collection of `InputExample`s for the train set."""
+    raise NotImplementedError()
+
+  def get_dev_examples(self, data_dir: str) -> List[InputExample]:
+    """Gets a collection of `InputExample`s for the dev set."""
+    raise NotImplementedError()
+
+  def get_test_examples(self, data_dir: str) -> List[InputExample]:
+    """Gets a collection of `InputExample`s for prediction."""
+    raise NotImplementedError()
+
+  def get_labels(self) -> Optional[List[str]]:
+    """Gets the list of labels (index = label id); None for regression."""
+    raise NotImplementedError()
+
+  def num_labels(self) -> int:
+    """Width of the classifier output: 1 for regression, else len(labels)."""
+    return 1 if self.is_regression else len(self.get_labels())
+
+  @classmethod
+  def _read_tsv(cls, input_file, quotechar=None):
+    """Reads a tab separated value file (the original's name and signature)."""
+    return read_tsv(input_file, quotechar)
+
+  def _check_label(self, label, line: TsvLine):
+    labels = self.get_labels()
+    if label not in labels:
+      raise TsvFormatError(f"label {label!r} is not one of {labels}", line)
+    return label
+
+
+class GlueTsvProcessor(DataProcessor):
+  """A GLUE task described by its files and column indices (see subclasses).
+
+  Class attributes:
+    files: split -> file name inside data_dir.
+    header: split -> whether row 0 is a header to skip.
+    columns: (text_a, text_b or None, label) for train and dev.
+    test_columns: (text_a, text_b or None) for test.
+    guid_column: None -> guid uses the row index; else that column's value.
+    dev_set_type: the set type in dev guids ("dev", MNLI "dev_matched").
+  """
+  labels: Sequence[str] = ("0", "1")
+  files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+  header = {"train": True, "dev": True, "test": True}
+  columns = (0, None, 1)
+  test_columns = (1, None)
+  guid_column = None
+  dev_set_type = "dev"
+
+  def get_labels(self):
+    return list(self.labels)
+
+  def get_train_examples(self, data_dir):
+    return self._create_examples(data_dir, "train", "train")
+
+  def get_dev_examples(self, data_dir):
+    return self._create_examples(data_dir, "dev", self.dev_set_type)
+
+  def get_test_examples(self, data_dir):
+    return self._create_examples(data_dir, "test", "test")
+
+  def _parse_label(self, label, line):
+    return self._check_label(label, line)
+
+  def _dummy_label(self):
+    return self.get_labels()[0]
+
+  def _path(self, data_dir, split):
+    return os.path.join(data_dir, self.files[split])
+
+  def _usable(self, line, width, header):  # pylint: disable=unused-argument
+    """Whether to read a non-blank data row (QQP may skip malformed ones)."""
+    return True
+
+  def _width(self, split):
+    """Columns of a file without a header: those the task reads."""
+    a, b, label = self.columns if split != "test" else self.test_columns + (None,)
+    return 1 + max(c for c in (a, b, label, self.guid_column) if c is not None)
+
+  def _create_examples(self, data_dir, split, set_type):
+    path = self._path(data_dir, split)
+    lines = self._read_tsv(path)
+    header = lines[0] if self.header[split] and lines else None
+    width = len(header) if header is not None else self._width(split)
+    examples = []
+    for (i, line) in enumerate(lines):
+      if (i == 0 and header is not None) or not line or not self._usable(line, width, header):
+        continue
+      check_width(line, width, header)
+      guid_id = i if self.guid_column is None else fields(line, self.guid_column)[0]
+      if split == "test":
+        a, b = self.test_columns
+        label = self._dummy_label()
+      else:
+        a, b, label_column = self.columns
+        label = self._parse_label(fields(line, label_column)[0], line)
+      text_a = fields(line, a)[0]
+      text_b = None if b is None else fields(line, b)[0]
+      examples.append(InputExample(guid=f"{set_type}-{guid_id}", text_a=text_a,
+                                   text_b=text_b, label=label, source=line.where))
+    if not examples:
+      raise no_examples(path)
+    return examples
+
+
+class ColaProcessor(GlueTsvProcessor):
+  """CoLA: train/dev have no header (source, label, mark, sentence); test.tsv has one."""
+  header = {"train": False, "dev": False, "test": True}
+  columns = (3, None, 1)
+  test_columns = (1, None)
+
+
+class MrpcProcessor(GlueTsvProcessor):
+  """MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String; test's first column is index."""
+  columns = (3, 4, 0)
+  test_columns = (3, 4)
+
+
+class MnliProcessor(GlueTsvProcessor):
+  """MultiNLI, matched dev/test: sentence1/2 in columns 8/9, gold label last."""
+  labels = ("contradiction", "entailment", "neutral")
+  files = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
+  columns = (8, 9, -1)
+  test_columns = (8, 9)
+  guid_column = 0
+  dev_set_type = "dev_matched"
+
+  def _parse_label(self, label, line):
+    # The label is the last column; a row cut short after sentence2 would
+    # otherwise read sentence2 as its label.
+    fields(line, 10)
+    return self._check_label(label, line)
+
+
+class MnliMismatchedProcessor(MnliProcessor):
+  """MultiNLI with the mismatched dev/test sets (same train.tsv)."""
+  files = {"train": "train.tsv", "dev": "dev_mismatched.tsv", "test": "test_mismatched.tsv"}
+  dev_set_type = "dev_mismatched"
+
+
+class Sst2Processor(GlueTsvProcessor):
+  """SST-2: header "sentence\\tlabel"; test header "index\\tsentence"."""
+  columns = (0, None, 1)
+  test_columns = (1, None)
+
+
+class StsbProcessor(GlueTsvProcessor):
+  """STS-B regression: sentence1/2 in columns 7/8, float score in column 9."""
+  is_regression = True
+  columns = (7, 8, 9)
+  test_columns = (7, 8)
+
+  def get_labels(self):
+    return None
+
+  def _parse_label(self, label, line):
+    try:
+      return float(label)
+    except ValueError:
+      raise TsvFormatError(f"score {label!r} is not a number", line) from None
+
+  def _dummy_label(self):
+    return 0.0
+
+
+class QqpProcessor(GlueTsvProcessor):
+  """QQP: id, qid1, qid2, question1, question2, is_duplicate; test: id, question1, question2.
+
+  Args:
+    skip_malformed_rows: QQP's train.tsv is known to hold a few rows with
+      missing columns (questions with stray newlines). By default they are an
+      error naming file and line; True skips them (and rows with extra
+      columns) with a warning instead, as common GLUE implementations do
+      silently.
+  """
+  columns = (3, 4, 5)
+  test_columns = (1, 2)
+
+  def __init__(self, skip_malformed_rows: bool = False):
+    self.skip_malformed_rows = skip_malformed_rows
+
+  def _usable(self, line, width, header):
+    if not self.skip_malformed_rows or len(line) == width:
+      return True
+    logging.warning("%s: skipping malformed row with %d column(s), need %d",
+                    line.where, len(line), width)
+    return False
+
+
+class QnliProcessor(GlueTsvProcessor):
+  """QNLI: index, question, sentence, label (entailment / not_entailment)."""
+  labels = ("entailment", "not_entailment")
+  columns = (1, 2, 3)
+  test_columns = (1, 2)
+
+
+class RteProcessor(QnliProcessor):
+  """RTE: index, sentence1, sentence2, label (entailment / not_entailment)."""
+
+
+class WnliProcessor(GlueTsvProcessor):
+  """WNLI: index, sentence1, sentence2, label (0 / 1)."""
+  columns = (1, 2, 3)
+  test_columns = (1, 2)
+
+
+class AxProcessor(GlueTsvProcessor):
+  """GLUE diagnostic (AX): test only, index, sentence1, sentence2; MNLI's labels.
+
+  It is scored with a model fine-tuned on MNLI, so it has no train or dev set.
+  The GLUE download script saves it as diagnostic/diagnostic.tsv; the raw
+  download's name AX.tsv is accepted too.
+  """
+  labels = MnliProcessor.labels
+  test_columns = (1, 2)
+
+  def get_train_examples(self, data_dir):
+    raise errors.UserError("Task ax (GLUE diagnostic) has no train set: fine-tune with "
+                           "task mnli, then predict with task ax")
+
+  def get_dev_examples(self, data_dir):
+    raise errors.UserError("Task ax (GLUE diagnostic) has no dev set with labels: "
+                           "evaluate with task mnli, predict with task ax")
+
+  def _path(self, data_dir, split):
+    path = os.path.join(data_dir, "diagnostic.tsv")
+    raw = os.path.join(data_dir, "AX.tsv")
+    if not tf.io.gfile.exists(path) and tf.io.gfile.exists(raw):
+      return raw
+    return path
+
+
+class XnliProcessor(DataProcessor):
+  """XNLI as google-research/bert: XNLI-MT train for one language, XNLI-1.0 dev.
+
+  Files: multinli/multinli.train.<language>.tsv (premise, hypo, label with
+  "contradictory" renamed to "contradiction") and xnli.dev.tsv filtered on the
+  language column (guid "dev-<row index>" counts all languages' rows, as the
+  original). The original has no test set; here xnli.test.tsv, laid out as the
+  dev file, is read the same way.
+  """
+
+  def __init__(self, language: str = "zh"):
+    self.language = language
+
+  def get_labels(self):
+    return ["contradiction", "entailment", "neutral"]
+
+  def get_train_examples(self, data_dir):
+    path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
+    examples = []
+    lines = self._read_tsv(path)
+    for (i, line) in enumerate(lines):
+      if i == 0 or not line:
+        continue
+      check_width(line, len(lines[0]), lines[0])
+      text_a, text_b, label = fields(line, 0, 1, 2)
+      if label == "contradictory":
+        label = "contradiction"
+      examples.append(InputExample(f"train-{i}", text_a, text_b,
+                                   self._check_label(label, line), source=line.where))
+    if not examples:
+      raise no_examples(path)
+    return examples
+
+  def get_dev_examples(self, data_dir):
+    return self._xnli_1_0(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
+
+  def get_test_examples(self, data_dir):
+    return self._xnli_1_0(os.path.join(data_dir, "xnli.test.tsv"), "test")
+
+  def _xnli_1_0(self, path, set_type):
+    examples = []
+    lines = self._read_tsv(path)
+    for (i, line) in enumerate(lines):
+      if i == 0 or not line:
+        continue
+      check_width(line, len(lines[0]), lines[0])
+      if fields(line, 0)[0] != self.language:
+        continue
+      label, text_a, text_b = fields(line, 1, 6, 7)
+      label = self.get_labels()[0] if set_type == "test" else self._check_label(label, line)
+      examples.append(InputExample(f"{set_type}-{i}", text_a, text_b, label,
+                                   source=line.where))
+    if not examples:
+      raise no_examples(path, f" for language {self.language!r} (column 1)")
+    return examples
+
+
+class TsvProcessor(DataProcessor):
+  """User data: train.tsv, dev.tsv, test.tsv with a header row naming the columns.
+
+  Args:
+    data_dir: directory of train.tsv, needed to derive the label list when
+      `labels` is not given.
+    text_a_column: header name of the first text.
+    text_b_column: header name of the second text, None for single sentences.
+    label_column: header name of the label; test.tsv may lack it.
+    labels: the label list (its order = label ids). Default: the sorted unique
+      labels of train.tsv, sorted as Python strings ("10" before "2"), so the
+      ids do not depend on row order; pass `labels` to choose the order, or
+      when evaluating without train.tsv.
+  """
+
+  def __init__(self, data_dir: Optional[str] = None, text_a_column: str = "sentence",
+               text_b_column: Optional[str] = None, label_column: str = "label",
+               labels: Optional[Sequence[str]] = None):
+    self.data_dir = data_dir
+    self.text_a_column = text_a_column
+    self.text_b_column = text_b_column
+    self.label_column = label_column
+    self._labels = list(labels) if labels is not None else None
+    if self._labels is not None and len(set(self._labels)) != len(self._labels):
+      raise errors.UserError(f"labels must be unique, got {self._labels}")
+
+  def get_labels(self):
+    if self._labels is None:
+      if self.data_dir is None:
+        raise ValueError("Task tsv needs data_dir (labels come from train.tsv) or labels")
+      path = os.path.join(self.data_dir, "train.tsv")
+      self._labels = sorted({row[-1] for row in self._rows(path, need_label=True)})
+    return list(self._labels)
+
+  def get_train_examples(self, data_dir):
+    return self._create_examples(data_dir, "train")
+
+  def get_dev_examples(self, data_dir):
+    return self._create_examples(data_dir, "dev")
+
+  def get_test_examples(self, data_dir):
+    return self._create_examples(data_dir, "test")
+
+  def _rows(self, path, need_label):
+    """Returns (row index, line, text_a, text_b, label or None) per data row of `path`."""
+    lines = self._read_tsv(path)
+    if not lines:
+      raise TsvFormatError("empty file, expected a header row", path=path)
+    header = [name.lstrip("\ufeff") for name in lines[0]]  # a BOM sticks to the first name
+    wanted = [self.text_a_column, self.text_b_column, self.label_column if need_label else None]
+    index = []
+    for name in wanted:
+      if name is not None and name not in header:
+        raise TsvFormatError(f"no column named {name!r}; header has {header}", lines[0])
+      index.append(None if name is None else header.index(name))
+    rows = []
+    for i, line in enumerate(lines):
+      if i == 0 or not line:
+        continue
+      check_width(line, len(header), lines[0])
+      values = [None if k is None else line[k] for k in index]
+      rows.append((i, line, *values))
+    if not rows:
+      raise no_examples(path, " (only a header row)")
+    return rows
+
+  def _create_examples(self, data_dir, split):
+    path = os.path.join(data_dir, f"{split}.tsv")
+    rows = self._rows(path, need_label=split != "test")
+    # Test rows get the dummy label labels[0], so predicting also needs the
+    # label list (the model's output width depends on it anyway).
+    labels = self.get_labels()
+    examples = []
+    for i, line, text_a, text_b, label in rows:
+      if split == "test":
+        label = labels[0]
+      else:
+        label = self._check_label(label, line)
+      examples.append(InputExample(f"{split}-{i}", text_a, text_b, label, source=line.where))
+    return examples
+
+
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "mnli": MnliProcessor,
+    "mnli-mm": MnliMismatchedProcessor,
+    "mrpc": MrpcProcessor,
+    "xnli": XnliProcessor,
+    "sst-2": Sst2Processor,
+    "sts-b": StsbProcessor,
+    "qqp": QqpProcessor,
+    "qnli": QnliProcessor,
+    "rte": RteProcessor,
+    "wnli": WnliProcessor,
+    "ax": AxProcessor,
+    "tsv": TsvProcessor,
+}
+
+_ALIASES = {"mnli_mm": "mnli-mm", "sst2": "sst-2", "stsb": "sts-b"}
+
+
+def canonical_task_name(task_name: str) -> str:
+  """Lower-cases and resolves aliases ("SST2" -> "sst-2"); unknown names pass through."""
+  name = task_name.lower()
+  return _ALIASES.get(name, name)
+
+
+def get_processor(task_name: str, **options) -> DataProcessor:
+  """Returns the processor for `task_name` (case-insensitive).
+
+  Args:
+    task_name: one of PROCESSORS' keys or an alias (mnli_mm, sst2, stsb).
+    **options: constructor options of that processor: for "tsv" data_dir,
+      text_a_column, text_b_column, label_column, labels; for "xnli" language;
+      for "qqp" skip_malformed_rows. Other tasks take none.
+
+  Raises:
+    ValueError: "Task not found: <name>" as the original, or an option the
+      task does not take.
+  """
+  name = canonical_task_name(task_name)
+  if name not in PROCESSORS:
+    raise ValueError("Task not found: %s" % (task_name.lower()))
+  cls = PROCESSORS[name]
+  accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
+  unknown = sorted(set(options) - accepted)
+  if unknown:
+    raise ValueError(f"Task {name} does not take option(s) {unknown}; "
+                     f"it takes {sorted(accepted) or 'none'}")
+  return cls(**options)

@@ -1,0 +1,14 @@
+"""The command line of the entry points: their shared flags and the checks on them.
+
+  flags        the flag definitions the entry points share (run_classifier.py,
+               run_squad.py, run_multitask.py, experiments/ablation.py,
+               serving/export.py), each with its checks
+  flag_checks  checks that absl runs as the flags are parsed, reported as one
+               `ERROR:` line (errors.UserError's format)
+  options      parsed flags -> the plain options the library takes
+  path_flags   what each path flag must be (a readable file, a writable
+               directory, ...), checked first thing in main (storage.path_checks)
+
+Only the entry points and this package read flags; the library below them
+takes plain values (runtime.startup.RunOptions, runtime.model_setup.ModelOptions).
+"""

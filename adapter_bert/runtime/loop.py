@@ -1,0 +1,421 @@
+"""Training, evaluation and prediction loops under any tf.distribute strategy.
+
+What the original got from TPUEstimator: compiled steps, several steps per
+host call (`iterations_per_loop` on TPU; paced for progress lines elsewhere,
+runtime/progress.py), checkpoints every `save_checkpoints_steps` (last 5 kept,
+named `model.ckpt-STEP`), resumption from the latest checkpoint in output_dir,
+TensorBoard summaries and progress lines.
+
+Interruptions lose nothing that a re-run of the same command cannot redo:
+  * SIGTERM (how a preemptible VM or a scheduler stops a job) during training
+    saves a checkpoint at the current step, after the host call in progress,
+    and ends the process with status 143 (runtime/sigterm.py); during prediction
+    it ends it before any result is written.
+  * SIGKILL at any moment loses at most the steps since the last checkpoint
+    (run_checkpoints.latest finds the newest complete one).
+  * A resumed run continues the input stream where the checkpoint left it and
+    draws the same dropout masks (the random state is checkpointed), so it
+    ends with the weights of an uninterrupted run with the same --seed.
+  * A NaN or Inf loss (or weights) stops training with a UserError naming the
+    step, before anything non-finite is saved.
+"""
+
+import dataclasses
+import tempfile
+import time
+from typing import Callable, Dict, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from adapter_bert.checkpoints import run_checkpoints
+from adapter_bert import errors
+import optimization
+from adapter_bert.runtime import records
+from adapter_bert.runtime import sigterm
+from adapter_bert.runtime.progress import Progress
+
+# (labels, model outputs) -> float32 per-example loss [batch_size].
+LossFn = Callable[[object, object], tf.Tensor]
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+  output_dir: str
+  train_batch_size: int
+  num_train_steps: int
+  num_warmup_steps: int
+  learning_rate: float
+  weight_decay_rate: float = 0.01
+  adapter_weight_decay_rate: float = 0.01
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  keep_checkpoint_max: int = 5
+  jit_compile: bool = False
+
+  @classmethod
+  def for_epochs(cls, num_examples: int, num_train_epochs: float,
+                 warmup_proportion: float, **settings) -> "TrainSettings":
+    """The original's step counts (rounded down) with the rest of `settings`.
+
+    Raises:
+      errors.UserError: if that gives no training step.
+    """
+    batch_size = settings["train_batch_size"]
+    num_train_steps = steps_for_epochs(num_examples, batch_size, num_train_epochs)
+    if num_train_steps < 1:
+      raise errors.UserError(
+          f"num_train_steps = int({num_examples} examples / --train_batch_size="
+          f"{batch_size} * --num_train_epochs={num_train_epochs}) = 0: "
+          f"lower --train_batch_size or raise --num_train_epochs")
+    return cls(num_train_steps=num_train_steps,
+               num_warmup_steps=int(num_train_steps * warmup_proportion), **settings)
+
+
+def steps_for_epochs(num_examples: int, batch_size: int, num_train_epochs: float) -> int:
+  """The original's training steps: int(examples / batch * epochs), rounded down."""
+  return int(num_examples / batch_size * num_train_epochs)
+
+
+def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
+          dataset: tf.data.Dataset, settings: TrainSettings,
+          base_reference: Optional[dict] = None) -> Dict[str, float]:
+  """Trains `model.trainable_variables` to `settings.num_train_steps`.
+
+  The model is created under `strategy.scope()`, with its initial checkpoint
+  loaded and `trainable.set_trainable` applied. If output_dir holds a
+  checkpoint of this run, training resumes from it (weights, optimizer slots,
+  step and dropout random state) and skips the batches trained on before, so
+  re-running an interrupted command finishes the same run.
+
+  Args:
+    dataset: repeated, shuffled, batched to `train_batch_size` with
+      `drop_remainder=True` (static shapes), yielding (features, labels).
+    base_reference: `run_checkpoints.base_reference(...)` of the model: the
+      checkpoints then hold only the trained variables (None: the whole model).
+  Returns:
+    {"loss": mean loss of the last host call, "global_step": final step}.
+  Raises:
+    sigterm.Terminated: after a SIGTERM, once the checkpoint of the current step is saved.
+    errors.UserError: if the loss or the weights become NaN or Inf; nothing
+      is saved from that step on.
+  """
+  training = _set_up_training(strategy, model, loss_fn, dataset, settings, base_reference)
+  try:
+    return _run_training(training)
+  finally:
+    training.writer.close()
+    if not training.is_chief:
+      tf.io.gfile.rmtree(training.write_dir)
+
+
+@dataclasses.dataclass
+class _Training:
+  """What the training loop works with (`_set_up_training`)."""
+  strategy: tf.distribute.Strategy
+  settings: TrainSettings
+  optimizer: keras.optimizers.Optimizer
+  manager: tf.train.CheckpointManager
+  train_loop: Callable
+  iterator: object  # Of the distributed dataset.
+  writer: object  # tf.summary writer of write_dir.
+  progress: Progress
+  variables: list  # The model's trainable variables.
+  step: int  # The step the loop starts from.
+  is_chief: bool  # Writes to output_dir (the others to write_dir, removed after).
+  write_dir: str
+
+
+def _set_up_training(strategy, model, loss_fn, dataset, settings,
+                     base_reference) -> _Training:
+  """The optimizer, the checkpoints (restored from output_dir's latest), the
+  compiled loop and the input stream from where the restored step left it."""
+  optimizer = create_optimizer(strategy, model, settings)
+  checkpointed = getattr(optimizer, "inner_optimizer", optimizer)
+  # Only the chief writes to output_dir. The other workers of a multi-worker
+  # strategy still save (a save may run collective ops that every worker must
+  # join), into a local temporary directory removed at the end: TF's
+  # multi-worker pattern. Every worker resumes from output_dir.
+  is_chief = strategy.extended.should_checkpoint
+  write_dir = settings.output_dir if is_chief else tempfile.mkdtemp(prefix="workertemp_")
+  manager = run_checkpoints.manager(model, write_dir, checkpointed,
+                                    settings.keep_checkpoint_max, base_reference)
+  # The step is the checkpoint's (0 without one), not optimizer.iterations:
+  # a step that float16 loss scaling skips leaves that count behind, but it
+  # took a batch and counts towards num_train_steps like any other.
+  step = run_checkpoints.restore(model, settings.output_dir, checkpointed)
+
+  train_loop = make_train_loop(strategy, model, loss_fn, optimizer,
+                               settings.train_batch_size, settings.jit_compile)
+
+  iterator = training_iterator(strategy, dataset, step)
+  writer = tf.summary.create_file_writer(write_dir)
+  logging.info("***** Running training from step %d to %d *****", step,
+               settings.num_train_steps)
+  progress = Progress(
+      step, settings.num_train_steps, settings.train_batch_size,
+      settings.iterations_per_loop,
+      one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
+      pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  return _Training(strategy, settings, optimizer, manager, train_loop, iterator, writer,
+                   progress, model.trainable_variables, step, is_chief, write_dir)
+
+
+def create_optimizer(strategy: tf.distribute.Strategy, model: keras.Model,
+                     settings: TrainSettings) -> keras.optimizers.Optimizer:
+  """The run's optimizer (optimization.create_optimizer), built under `strategy`
+  for `model.trainable_variables`, loss-scaled under mixed_float16."""
+  with strategy.scope():
+    optimizer = optimization.create_optimizer(
+        settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+        settings.weight_decay_rate, settings.adapter_weight_decay_rate,
+        # A multi-task model's per-task variables (multitask/model.py).
+        [optimization.variable_name(v) for v in getattr(model, "task_row_variables", ())])
+    optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
+    if model.dtype_policy.name == "mixed_float16":
+      # float16 gradients underflow without it. The checkpoint keeps the inner
+      # optimizer (`checkpointed`): the same files for every precision; the
+      # loss scale restarts on resume and re-adapts within a few steps.
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  return optimizer
+
+
+def training_iterator(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset,
+                      step: int):
+  """The iterator of per-replica batches that training from `step` reads."""
+  return iter(strategy.experimental_distribute_dataset(training_dataset(dataset, step)))
+
+
+def training_dataset(dataset: tf.data.Dataset, step: int) -> tf.data.Dataset:
+  """The batches training from `step` reads: `dataset`'s from that step on."""
+  if step:
+    # The stream is the same on every run (seeded shuffle), and each step took
+    # one batch of it: going on after them gives what an uninterrupted run
+    # would have read. Skipping reads and parses them (seconds per 10k steps).
+    logging.info("Skipping the %d batches trained on before step %d", step, step)
+    dataset = dataset.skip(step)
+  # Under AUTO a file-based dataset is sharded by file: each worker batches its
+  # own files, and a global batch holds other examples than on one device.
+  # Under DATA every worker reads the same stream (ordered, or shuffled with
+  # the same seed), splits each global batch into per-replica batches and
+  # keeps its own: the global batch is the one-device batch.
+  dataset = _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.DATA)
+  # Without tf.data's autotuner: deleting an iterator that a tf.function has
+  # read waits for the autotuner's thread to wake up (TF 2.20), which it does
+  # less often as a run goes on, so training runs stalled at their end, up to
+  # a minute (100-step runs here stalled 14-15 s in 7 of 12 with it, in none
+  # of 12 without: benchmarks/iterator_teardown.py). The pipeline
+  # (runtime/records.py) parses over 800 batches a second on two CPU cores
+  # either way, far ahead of any train step.
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return dataset.with_options(options)
+
+
+def _run_training(t: _Training) -> Dict[str, float]:
+  """Host calls of the compiled loop to settings.num_train_steps, with checkpoints,
+  summaries and progress lines; stops on a non-finite loss or a SIGTERM (train)."""
+  settings, step = t.settings, t.step
+  saved_step = step if step else None
+
+  def save(step: int) -> None:
+    if not all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in t.variables):
+      raise _diverged("the weights hold NaN or Inf values (the loss was still finite)",
+                      step, settings)
+    t.manager.save(checkpoint_number=step)
+    logging.info("Saving checkpoints for %d into %s", step, t.manager.latest_checkpoint)
+
+  # Every worker of a multi-worker strategy must join each save; one saving
+  # alone on its own SIGTERM would wait for the others forever.
+  stop_request = sigterm.SigtermFlag(
+      enabled=not isinstance(t.strategy, tf.distribute.MultiWorkerMirroredStrategy))
+  loss = float("nan")
+  with stop_request:
+    while step < settings.num_train_steps:
+      to_checkpoint = (settings.save_checkpoints_steps
+                       - step % settings.save_checkpoints_steps)
+      n = min(t.progress.steps_for_next_call(step), settings.num_train_steps - step,
+              to_checkpoint)
+      call_start = time.monotonic()
+      losses = t.train_loop(t.iterator, tf.constant(n)).numpy()
+      bad = np.flatnonzero(~np.isfinite(losses))
+      if bad.size:  # Before anything of this call is saved.
+        raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
+      step += n
+      loss = float(np.mean(losses))
+      line = t.progress.record(step, n, loss, time.monotonic() - call_start)
+      if line:
+        logging.info(line)
+      with t.writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", t.optimizer.learning_rate)
+      if step % settings.save_checkpoints_steps == 0 or step == settings.num_train_steps:
+        save(step)
+        saved_step = step
+      if stop_request.received:
+        if saved_step != step:
+          save(step)
+        logging.info("SIGTERM: stopped at step %d with checkpoint %s; run the same "
+                     "command again to resume from there (exit status %d)", step,
+                     t.manager.latest_checkpoint, sigterm.TERMINATED_EXIT_STATUS)
+        raise sigterm.Terminated()
+  return {"loss": loss, "global_step": step}
+
+
+def _diverged(what: str, step: int, settings: TrainSettings) -> errors.UserError:
+  """The error that stops a run whose loss or weights are no longer finite."""
+  last = run_checkpoints.latest(settings.output_dir)
+  if last:
+    kept = (f"Nothing after step {run_checkpoints.step_of(last)} was saved: the last "
+            f"checkpoint, {last}, is intact. ")
+    where = (f"start in a new --output_dir (this one resumes from step "
+             f"{run_checkpoints.step_of(last)})")
+  else:
+    kept, where = "No checkpoint was saved. ", "run the command again"
+  return errors.UserError(
+      f"training diverged: {what} at step {step}. {kept}A NaN or Inf loss usually "
+      f"means a learning rate too high for this model and data: lower --learning_rate "
+      f"(now {settings.learning_rate:g}) or warm up longer (--warmup_proportion), and "
+      f"{where}.")
+
+
+def make_train_loop(strategy: tf.distribute.Strategy, model: keras.Model,
+                    loss_fn: LossFn, optimizer: keras.optimizers.Optimizer,
+                    global_batch_size: int, jit_compile: bool = False):
+  """The compiled training loop: `train_loop(iterator, num_steps) -> losses`.
+
+  Each step computes gradients for `model.trainable_variables` only (frozen
+  weights get none) and applies them; `num_steps` steps run per host call, as
+  TPUEstimator's iterations_per_loop. The optimizer is built beforehand. The
+  result holds each step's mean loss, float32 [num_steps]: the host checks
+  them all for NaN and Inf at no cost to the steps.
+  """
+  compiled_step = make_train_step(model, loss_fn, optimizer, global_batch_size, jit_compile)
+
+  @tf.function
+  def train_loop(iterator, num_steps):
+    losses = tf.TensorArray(tf.float32, size=num_steps)
+    for i in tf.range(num_steps):
+      features, labels = next(iterator)
+      per_replica = strategy.run(compiled_step, args=(features, labels))
+      losses = losses.write(
+          i, strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
+    return losses.stack()
+
+  return train_loop
+
+
+def make_train_step(model: keras.Model, loss_fn: LossFn,
+                    optimizer: keras.optimizers.Optimizer, global_batch_size: int,
+                    jit_compile: bool = False):
+  """The step each replica runs in `make_train_loop`: `step(features, labels) -> loss`.
+
+  With `jit_compile` it is one XLA program, as a TPU compiles it: nothing in
+  it runs on the host (tests/test_tpu_compile.py).
+  """
+  variables = model.trainable_variables
+  # A model's own term of the loss, e.g. AdapterFusion's ||I - V||^2 (fusion/model.py).
+  regularization = getattr(model, "regularization_loss", None)
+
+  def replica_step(features, labels):
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      per_example = loss_fn(labels, outputs)
+      loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+      if regularization is not None:  # Once per global batch: split between replicas.
+        loss += tf.nn.scale_regularization_loss(regularization())
+      scaled_loss = optimizer.scale_loss(loss)  # The loss itself without loss scaling.
+    grads = tape.gradient(scaled_loss, variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  return tf.function(replica_step, jit_compile=jit_compile)
+
+
+def make_predict_step(model: keras.Model, jit_compile: bool = False):
+  """The step each replica runs in `predict` (evaluation too): `step(features,
+  labels)` -> the model's outputs ("logits" for a tensor output), "labels" and
+  the features, passed through. XLA-compiled with `jit_compile` (make_train_step).
+  """
+  def replica_step(features, labels):
+    outputs = model(features, training=False)
+    if not isinstance(outputs, dict):
+      outputs = {"logits": outputs}
+    return dict(outputs, labels=labels, **features)
+
+  return tf.function(replica_step, jit_compile=jit_compile)
+
+
+def _with_shard_policy(dataset: tf.data.Dataset, policy) -> tf.data.Dataset:
+  """`dataset` with auto-shard `policy`, unless the caller chose one (not AUTO).
+
+  The policy decides what each worker of a multi-worker strategy reads; it
+  does nothing on one machine.
+  """
+  options = dataset.options().experimental_distribute
+  if options.auto_shard_policy != tf.data.experimental.AutoShardPolicy.AUTO:
+    return dataset
+  options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = policy
+  return dataset.with_options(options)
+
+
+def predict(strategy: tf.distribute.Strategy, model: keras.Model,
+            dataset: tf.data.Dataset, jit_compile: bool = False) -> Dict[str, np.ndarray]:
+  """Runs the model over `dataset` (finite, yielding (features, labels)).
+
+  Returns:
+    NumPy arrays concatenated over batches: the model's outputs ("logits" for
+    a tensor output, else its dict keys), "labels" and every feature (e.g.
+    "is_real_example", "unique_ids"). In dataset order, or where the dataset
+    carries `records.INPUT_INDEX` (batches grouped by length), in that index's
+    order: the order of the records. Batches padded to their own length give
+    sequence outputs of different widths: each is zero-padded to the widest.
+  Raises:
+    Terminated: on a SIGTERM, after the batch in progress: the caller has
+      written nothing yet, and a re-run does the whole prediction again.
+  """
+  step = make_predict_step(model, jit_compile)
+  # Results are not gathered across workers, so every worker of a multi-worker
+  # strategy predicts every example, in order (OFF); under AUTO each would get
+  # only its own files' examples, less what does not fill a batch.
+  dataset = strategy.experimental_distribute_dataset(
+      _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.OFF))
+
+  # Traced once for the dataset's shapes: batches padded to their own length
+  # differ (XLA, where asked, still compiles a program per shape).
+  @tf.function(input_signature=dataset.element_spec)
+  def distributed_step(features, labels):
+    return strategy.run(step, args=(features, labels))
+
+  batches = []
+  with sigterm.SigtermFlag() as stop_request:
+    for features, labels in dataset:
+      per_replica = distributed_step(features, labels)
+      # Replica results in replica order restore the batch order.
+      batches.append({k: np.concatenate([t.numpy() for t in
+                                         strategy.experimental_local_results(v)])
+                      for k, v in per_replica.items()})
+      if stop_request.received:
+        break
+  if stop_request.received:
+    logging.info("SIGTERM: stopped predicting after %d batches; nothing of it is "
+                 "written: run the same command again to redo it (exit status %d)",
+                 len(batches), sigterm.TERMINATED_EXIT_STATUS)
+    raise sigterm.Terminated()
+  if not batches:
+    return {}
+  outputs = {k: _concatenate([b[k] for b in batches]) for k in batches[0]}
+  if records.INPUT_INDEX in outputs:
+    order = np.argsort(outputs[records.INPUT_INDEX], kind="stable")
+    outputs = {k: v[order] for k, v in outputs.items()}
+  return outputs
+
+
+def _concatenate(arrays) -> np.ndarray:
+  """Batches' arrays as one, each zero-padded to the widest along every axis but the first."""
+  widest = np.max([a.shape for a in arrays], axis=0)
+  return np.concatenate([
+      np.pad(a, [(0, 0)] + [(0, w - n) for w, n in zip(widest[1:], a.shape[1:])])
+      for a in arrays])

@@ -1,0 +1,198 @@
+"""The set-up every entry point shares: seed, base encoder, strategy, settings, model, weights.
+
+An entry point turns its flags into `RunOptions` (cli/options.py) and then
+  base = startup.read_base(options)        seeds, checks the options, reads the base
+  ...                                    reads and checks its own inputs
+  run = startup.set_up(options, base, make_model, num_train_examples, ...)
+                                         training settings, run_config.json checked
+                                         against output_dir, strategy, model, weights
+  startup.write_run_config(run)            the first file written
+  startup.train(run, loss_fn, dataset, metadata)
+Nothing before write_run_config writes a file, so a mistake in a flag, a file
+or output_dir fails before any output.
+"""
+
+import dataclasses
+from typing import Callable, Mapping, Optional, Sequence
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from adapter_layers import AdapterConfig
+from adapter_bert.checkpoints import base_model
+from adapter_bert import errors
+import modeling
+from adapter_bert.runtime import distribution
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import records
+from adapter_bert.runtime import run_config
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+  """How a run is set up: its fields are named after the flags they come from."""
+  output_dir: str
+  model: model_setup.ModelOptions = model_setup.ModelOptions()
+  bert_config_file: Optional[str] = None
+  vocab_file: Optional[str] = None
+  do_lower_case: bool = True
+  max_seq_length: int = 128
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  # Training (the original's schedule; weight decay 0.01 as the original).
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  adapter_weight_decay_rate: float = 0.01
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  # Input batches (runtime/records.py).
+  pad_to_max_seq_length: bool = False
+  group_by_length: bool = False
+  # Devices and compilation.
+  use_tpu: bool = False
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  master: Optional[str] = None
+  num_tpu_cores: int = 8
+  use_xla: bool = False
+  seed: Optional[int] = None
+
+
+  @property
+  def pad_to_multiple_of(self) -> Optional[int]:
+    """records.read_batches' padding: None (to max_seq_length) or per batch,
+    rounded up where XLA compiles a program per shape (TPU, --use_xla)."""
+    if self.pad_to_max_seq_length:
+      return None
+    return records.STATIC_SHAPE_MULTIPLE if self.use_tpu or self.use_xla else 1
+
+
+@dataclasses.dataclass
+class Run:
+  """A run, set up: what the entry point trains, evaluates and predicts with."""
+  options: RunOptions
+  base: base_model.Base
+  settings: Optional[loop.TrainSettings]  # None: the run does not train.
+  config: dict  # run_config.json's contents.
+  strategy: tf.distribute.Strategy
+  model: keras.Model
+  global_step: int  # Of the weights loaded, then of the training that ended.
+
+
+def read_base(options: RunOptions) -> base_model.Base:
+  """Seeds the run, checks its model options and reads the base encoder they name."""
+  if options.use_tpu and options.model.mixed_precision == "float16":
+    raise errors.UserError(
+        f"{errors.flags_named(mixed_precision='float16', use_tpu=True)}: TPUs compute "
+        "in bfloat16, not float16: use --mixed_precision=bfloat16")
+  model_setup.set_seed(options.seed)
+  return options.model.read_base(options.bert_config_file, options.vocab_file,
+                                 options.do_lower_case, options.max_seq_length)
+
+
+def train_settings(options: RunOptions, num_examples: int) -> loop.TrainSettings:
+  """The training loop's settings for `num_examples` examples an epoch."""
+  return loop.TrainSettings.for_epochs(
+      num_examples, options.num_train_epochs, options.warmup_proportion,
+      output_dir=options.output_dir, train_batch_size=options.train_batch_size,
+      learning_rate=options.learning_rate,
+      adapter_weight_decay_rate=options.adapter_weight_decay_rate,
+      save_checkpoints_steps=options.save_checkpoints_steps,
+      iterations_per_loop=options.iterations_per_loop, jit_compile=options.use_xla)
+
+
+def create_strategy(options: RunOptions) -> tf.distribute.Strategy:
+  strategy = distribution.create_strategy(options.use_tpu, options.tpu_name, options.tpu_zone,
+                                          options.gcp_project, options.master)
+  if options.use_tpu and strategy.num_replicas_in_sync != options.num_tpu_cores:
+    logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
+                    options.num_tpu_cores, strategy.num_replicas_in_sync,
+                    strategy.num_replicas_in_sync)
+  check_batch_sizes(options, strategy.num_replicas_in_sync)
+  return strategy
+
+
+def check_batch_sizes(options: RunOptions, num_replicas: int) -> None:
+  """Each batch size of what the run does splits evenly between the replicas.
+
+  A strategy splits every global batch between its replicas (loop.py): on a
+  TPU the shares must be of one shape, and a multi-task batch's shares must
+  each hold whole examples of its one task.
+
+  Raises:
+    errors.UserError: naming the first flag that does not divide.
+  """
+  for action, flag in (("do_train", "train_batch_size"), ("do_eval", "eval_batch_size"),
+                       ("do_predict", "predict_batch_size")):
+    size = getattr(options, flag)
+    if getattr(options, action) and size % num_replicas:
+      what = "TPU cores" if options.use_tpu else "devices"
+      raise errors.UserError(
+          f"{errors.flags_named(**{flag: size})}: must be a multiple of the "
+          f"{num_replicas} {what} that each "
+          f"batch is split between, e.g. --{flag}={-(-size // num_replicas) * num_replicas}")
+
+
+def set_up(options: RunOptions, base: base_model.Base,
+           make_model: Callable[[modeling.BertConfig, AdapterConfig], keras.Model],
+           num_train_examples: Optional[int] = None,
+           adapter_metadata: Optional[Mapping[str, object]] = None,
+           model_keys: Sequence[str] = (), **task) -> Run:
+  """Everything but the task's data: writes nothing.
+
+  Args:
+    make_model: (bert config, adapter config) -> the unbuilt task model.
+    num_train_examples: examples an epoch, with options.do_train.
+    adapter_metadata: what --adapter_checkpoint must have been trained with
+      (model_setup.load_weights).
+    model_keys: the task's run_config.json keys that fix its model
+      (run_config.check); "train_mode" is added when training.
+    **task: the task's settings for run_config.json.
+  Raises:
+    errors.UserError: no training step, or output_dir holding another run.
+  """
+  settings = (train_settings(options, num_train_examples) if options.do_train else None)
+  config = run_config.build(
+      options.model, base, settings, **task, max_seq_length=options.max_seq_length,
+      do_lower_case=options.do_lower_case, num_train_epochs=options.num_train_epochs,
+      warmup_proportion=options.warmup_proportion, seed=options.seed,
+      use_tpu=options.use_tpu, pad_to_max_seq_length=options.pad_to_max_seq_length,
+      group_by_length=options.group_by_length)
+  run_config.check(options.output_dir, config,
+                   also=tuple(model_keys) + (("train_mode",) if options.do_train else ()))
+  strategy = create_strategy(options)
+  model, global_step = model_setup.create_model(strategy, make_model, options.model, base,
+                                                options.output_dir, adapter_metadata)
+  return Run(options, base, settings, config, strategy, model, global_step)
+
+
+def write_run_config(run: Run) -> None:
+  """Creates output_dir and saves run_config.json there (run_config.write)."""
+  tf.io.gfile.makedirs(run.options.output_dir)
+  run_config.write(run.options.output_dir, run.config, training_run=run.options.do_train)
+
+
+def train(run: Run, loss_fn: loop.LossFn, dataset: tf.data.Dataset,
+          metadata: Mapping[str, object]) -> Optional[str]:
+  """Trains run.model to the end (loop.train), then writes what trained alone to
+  output_dir/adapter_model with the task's `metadata` and the run's.
+
+  Returns:
+    The adapter-only weights' path (None after full fine-tuning); run.global_step
+    is the last step.
+  """
+  options = run.options
+  run.global_step = loop.train(
+      run.strategy, run.model, loss_fn, dataset, run.settings,
+      model_setup.base_reference(run.model, options.model, options.output_dir))["global_step"]
+  return model_setup.save_adapter_model(run.model, options.model, options.output_dir, dict(
+      metadata, max_seq_length=options.max_seq_length, do_lower_case=options.do_lower_case,
+      train_mode=run.config["train_mode"], global_step=run.global_step))

@@ -1,0 +1,165 @@
+"""A bank's tasks and its base weights, read and checked for serving.
+
+Every task of an adapter bank (bank/adapter_bank.py) was trained on the same
+frozen encoder and adds only what it trained: adapters, LayerNorms, a
+classifier head. Serving stacks those along a task axis over one copy of the
+encoder, so a task must be a run_classifier.py task whose trained variables
+are of those kinds, with the bank's BERT config, tokenizer casing and base
+weights (adapter_bank.check_task). Anything else is an errors.UserError naming
+the file: a missing or corrupt file, a SQuAD head, encoder weights it trained,
+a base fingerprint that differs from the loaded base's.
+"""
+
+import dataclasses
+import posixpath
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from adapter_layers import AdapterConfig
+from adapter_bert.bank import adapter_bank
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import base_model
+from adapter_bert import errors
+import modeling
+from adapter_bert.runtime import model_setup
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """One task of a bank: what it trained and how its inputs are made."""
+  name: str
+  path: str  # Its weights file, for messages.
+  adapter_config: AdapterConfig
+  arrays: Dict[str, np.ndarray]  # Trained variables by original name.
+  labels: Tuple[str, ...]  # Index = label id; () for regression.
+  is_regression: bool
+  max_seq_length: int
+  base_fingerprint: str
+  metadata: dict
+
+  @property
+  def num_outputs(self) -> int:
+    """Width of its head: the number of labels, 1 for regression."""
+    return int(self.arrays["output_weights"].shape[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Base:
+  """The frozen encoder every task shares."""
+  bert_config: modeling.BertConfig
+  arrays: Dict[str, np.ndarray]  # Every encoder variable (no adapters) by original name.
+  vocab_file: str
+  do_lower_case: bool
+  source: str  # Where the weights came from, for messages.
+
+
+def open_bank(bank_dir: str) -> adapter_bank.BankBase:
+  """bank.json, with a BERT config that builds a model."""
+  bank = adapter_bank.open_bank(bank_dir)
+  adapter_bank.bank_config(bank_dir, bank)
+  return bank
+
+
+def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
+               names: Optional[Sequence[str]] = None) -> List[Task]:
+  """The bank's tasks (all, or `names`), sorted by name.
+
+  Raises:
+    errors.UserError: the bank has no tasks, lacks one of `names`, or a task
+      cannot be served (module docstring).
+  """
+  available = adapter_bank.task_names(bank_dir)
+  if names:
+    unknown = [n for n in names if n not in available]
+    if unknown:
+      raise errors.UserError(f"no task {', '.join(map(repr, unknown))} in adapter bank "
+                             f"{bank_dir} (it has: {', '.join(available) or 'none'})")
+    available = sorted(set(names))
+  if not available:
+    raise errors.UserError(f"adapter bank {bank_dir} has no tasks (add some with "
+                           f"python -m adapter_bert.bank.manage --bank={bank_dir} add TASK ADAPTER_MODEL)")
+  return [read_task(bank_dir, bank, name) for name in available]
+
+
+def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> Task:
+  """Reads tasks/<name> of the bank and checks it is one (adapter_bank.check_task)."""
+  directory = adapter_bank.task_dir(bank_dir, name)
+  path = posixpath.join(directory, adapter_weights.WEIGHTS_FILE)
+  if not tf.io.gfile.exists(path):
+    raise errors.UserError(f"task {name!r} has no {adapter_weights.WEIGHTS_FILE} (a task "
+                           f"directory holds a run's adapter_model/ files)", directory)
+  _, header, arrays = adapter_weights.read_adapter_file(path)
+  adapter_bank.check_task(bank_dir, bank, header, arrays, path)
+  metadata = header["metadata"]
+  return Task(name=name, path=path,
+              adapter_config=AdapterConfig.from_dict(header["adapter_config"]),
+              arrays=dict(arrays), labels=tuple(metadata["labels"]),
+              is_regression=bool(metadata["is_regression"]),
+              max_seq_length=metadata["max_seq_length"],
+              base_fingerprint=header["base_fingerprint"], metadata=metadata)
+
+
+def load_base(bank_dir: str, bank: adapter_bank.BankBase,
+              init_checkpoint: Optional[str] = None,
+              bert_hub_module_handle: Optional[str] = None) -> Base:
+  """The bank's base weights: from bank.json's source, or the one given instead.
+
+  Raises:
+    errors.UserError: no source (a bank of a randomly initialised encoder), an
+      unreadable source or one that does not fit the bank's config, or
+      weights whose fingerprint is not the bank's.
+  """
+  config = adapter_bank.bank_config(bank_dir, bank)
+  if not (init_checkpoint or bert_hub_module_handle):
+    init_checkpoint, bert_hub_module_handle = (bank.init_checkpoint,
+                                               bank.bert_hub_module_handle)
+  encoder = modeling.BertEncoder(config)
+  encoder.ensure_built()
+  vocab_file, hub = bank.vocab_file, None
+  if bert_hub_module_handle:
+    hub = base_model.read_hub_encoder(bert_hub_module_handle, vocab_file=vocab_file)
+    source, vocab_file = f"TF Hub encoder {bert_hub_module_handle}", hub.vocab_file
+  elif init_checkpoint:
+    source = f"checkpoint {init_checkpoint}"
+  else:
+    raise errors.UserError(
+        "bank.json names no base weights (init_checkpoint and bert_hub_module_handle are "
+        "null: its tasks were trained on a randomly initialised encoder); pass "
+        "--init_checkpoint", posixpath.join(bank_dir, adapter_bank.BANK_FILE))
+  model_setup.load_base(encoder, init_checkpoint, bert_hub_module_handle, hub_encoder=hub)
+  if not vocab_file:
+    raise errors.UserError("bank.json names no vocab_file",
+                           posixpath.join(bank_dir, adapter_bank.BANK_FILE))
+  base_model.check_vocab(vocab_file, config)
+  arrays = {n: v.numpy() for n, v in encoder.tf1_variable_map().items()}
+  base = Base(config, arrays, vocab_file, bool(bank.do_lower_case), source)
+  if bank.fingerprint:
+    fingerprint = adapter_bank.frozen_fingerprint(base.arrays)
+    if fingerprint != bank.fingerprint:
+      raise errors.UserError(
+          f"the base weights of {source} are not the bank's base: their fingerprint is "
+          f"{fingerprint[:16]}..., the bank's {bank.fingerprint[:16]}...",
+          posixpath.join(bank_dir, adapter_bank.BANK_FILE))
+  return base
+
+
+def check_fingerprints(base: Base, tasks: Sequence[Task]) -> None:
+  """Each task's recorded base fingerprint against the loaded base.
+
+  A task's fingerprint covers the encoder variables it did not train (as
+  adapter_weights.save_adapter_weights computed it), so it is recomputed per
+  set of trained variables.
+  """
+  computed = {}
+  for task in tasks:
+    trained = frozenset(n for n in task.arrays if n in base.arrays)
+    if trained not in computed:
+      computed[trained] = adapter_weights.base_fingerprint(base.arrays, trained)
+    if computed[trained] != task.base_fingerprint:
+      raise errors.UserError(
+          f"task {task.name!r} was trained on another base model (base fingerprint "
+          f"{task.base_fingerprint[:16]}..., the loaded base's {computed[trained][:16]}... "
+          f"from {base.source})", task.path)
+  logging.info("All %d tasks were trained on the loaded base (%s)", len(tasks), base.source)

@@ -1,0 +1,519 @@
+"""SQuAD v1.1 / v2.0 input pipeline: JSON -> examples -> features -> TFRecords.
+
+Follows google-research/bert `run_squad.py` (which adapter-bert keeps
+unchanged). Model Garden's `official/nlp/data/squad_lib.py` is a fork of that
+file; we reuse the parts that are still identical to the original and write
+the rest here, because Model Garden's versions differ in ways that change the
+written data (see the comments on each function):
+
+* reused unchanged: `SquadExample`, `InputFeatures` (its two extra fields
+  default to None and are never set here), `_improve_answer_span`,
+  `_check_is_max_context`;
+* written here: reading (clear errors for bad files, no translated-input
+  folder), feature conversion (no XLNet branch, the original `is_impossible`,
+  no padding features in prediction mode), record writing (no extra fields,
+  atomic) and the tf.data builder.
+
+All file I/O goes through `tf.io.gfile`, so gs:// and ram:// paths work. A
+file that is missing, not UTF-8, not JSON, not laid out as SQuAD or without
+questions is an errors.UserError naming it (and the line, for JSON syntax).
+"""
+
+import collections
+from typing import Callable, Iterable, List, Optional
+
+from absl import logging
+import tensorflow as tf
+
+from official.nlp.data import squad_lib as _mg
+
+from adapter_bert import errors
+from adapter_bert.runtime import records
+from adapter_bert.storage import file_io
+from adapter_bert.storage import input_files
+
+# Identical to the original's classes and helpers (checked line by line).
+SquadExample = _mg.SquadExample
+InputFeatures = _mg.InputFeatures
+_improve_answer_span = _mg._improve_answer_span  # pylint: disable=protected-access
+_check_is_max_context = _mg._check_is_max_context  # pylint: disable=protected-access
+
+# The original numbers features from here so that ids never collide with
+# example indices; predictions are matched back to features by this id.
+FIRST_UNIQUE_ID = 1000000000
+
+_DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+# --------------------------------------------------------------------------
+# JSON files
+# --------------------------------------------------------------------------
+
+
+def load_squad_json(input_file: str) -> dict:
+  """Reads a SQuAD-format JSON file ({"data": [...], "version": ...})."""
+  data = input_files.read_json(input_file)
+  if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+    raise errors.UserError("not a SQuAD file (expected a JSON object with a "
+                           "'data' list)", input_file)
+  return data
+
+
+# --------------------------------------------------------------------------
+# JSON -> SquadExample
+# --------------------------------------------------------------------------
+
+
+def _is_whitespace(c: str) -> bool:
+  # U+202F (narrow no-break space) is in the original's list: SQuAD contexts
+  # contain it and str.isspace() would also treat other characters (e.g.
+  # U+00A0) as separators, shifting answer offsets. Keep the original's set.
+  return c in (" ", "\t", "\r", "\n") or ord(c) == 0x202F
+
+
+def _split_context(paragraph_text: str):
+  """Whitespace-splits a context; returns (doc_tokens, char_to_word_offset)."""
+  doc_tokens = []
+  char_to_word_offset = []
+  prev_is_whitespace = True
+  for c in paragraph_text:
+    if _is_whitespace(c):
+      prev_is_whitespace = True
+    else:
+      if prev_is_whitespace:
+        doc_tokens.append(c)
+      else:
+        doc_tokens[-1] += c
+      prev_is_whitespace = False
+    char_to_word_offset.append(len(doc_tokens) - 1)
+  return doc_tokens, char_to_word_offset
+
+
+def _field(obj, key, input_file, where, kind=None):
+  """obj[key] with an error that says which file and question lacks it.
+
+  With `kind` (a type or tuple of types) a value of another type is an error
+  too: a context that is a number would otherwise fail deep in tokenization.
+  """
+  try:
+    value = obj[key]
+  except (KeyError, TypeError, IndexError):
+    raise errors.UserError("missing field '%s' in %s" % (key, where), input_file) from None
+  if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+    names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    raise errors.UserError("field '%s' in %s is %r, expected %s" %
+                           (key, where, value, names), input_file)
+  return value
+
+
+def read_squad_examples(input_file: str, is_training: bool,
+                        version_2_with_negative: bool = False
+                        ) -> List[SquadExample]:
+  """Reads a SQuAD JSON file into a list of `SquadExample`.
+
+  Same algorithm as the original `read_squad_examples` (whose v2 switch was a
+  global flag). Model Garden's copy is not used because its errors do not say
+  which file/question is wrong and it reads extra "translated" folders.
+
+  Args:
+    input_file: path of a SQuAD v1.1 or v2.0 JSON file (any gfile path).
+    is_training: whether to read answers (training needs exactly one answer
+      per answerable question; prediction ignores answers).
+    version_2_with_negative: read `is_impossible` (SQuAD v2.0).
+
+  Returns:
+    The examples, in file order. Training examples whose answer text cannot
+    be found in the whitespace-tokenized context are skipped with a warning,
+    as in the original.
+
+  Raises:
+    errors.UserError: naming the file: unreadable or malformed JSON, missing
+      or mistyped fields, a training question without exactly one answer, an
+      answer offset outside its context, or no question to use at all.
+  """
+  input_data = load_squad_json(input_file)["data"]
+  examples = []
+  num_questions = 0
+  for entry in input_data:
+    for paragraph in _field(entry, "paragraphs", input_file, "an article", list):
+      paragraph_text = _field(paragraph, "context", input_file, "a paragraph", str)
+      doc_tokens, char_to_word_offset = _split_context(paragraph_text)
+
+      for qa in _field(paragraph, "qas", input_file, "a paragraph", list):
+        num_questions += 1
+        qas_id = _field(qa, "id", input_file, "a question", (str, int))
+        where = "question %r" % (qas_id,)
+        question_text = _field(qa, "question", input_file, where, str)
+        start_position = None
+        end_position = None
+        orig_answer_text = None
+        is_impossible = False
+        if is_training:
+          if version_2_with_negative:
+            is_impossible = bool(_field(qa, "is_impossible", input_file, where))
+          answers = _field(qa, "answers", input_file, where, list)
+          if len(answers) != 1 and not is_impossible:
+            raise errors.UserError(
+                "For training, each question should have exactly 1 answer: "
+                "question %r has %d" % (qas_id, len(answers)), input_file)
+          if not is_impossible:
+            answer = answers[0]
+            orig_answer_text = _field(answer, "text", input_file, where, str)
+            answer_offset = _field(answer, "answer_start", input_file, where, int)
+            answer_length = len(orig_answer_text)
+            # The original would raise a bare IndexError (or silently use the
+            # previous word for an empty answer) here.
+            if (answer_length == 0 or answer_offset < 0 or
+                answer_offset + answer_length > len(char_to_word_offset)):
+              raise errors.UserError(
+                  "answer %r (answer_start %d) of question %r lies "
+                  "outside its context of %d characters" %
+                  (orig_answer_text, answer_offset, qas_id,
+                   len(paragraph_text)), input_file)
+            start_position = char_to_word_offset[answer_offset]
+            end_position = char_to_word_offset[answer_offset + answer_length -
+                                               1]
+            # Only keep answers whose text can be recovered from the
+            # whitespace tokens (the original skips e.g. odd Unicode cases),
+            # so training may see fewer examples than the file holds.
+            actual_text = " ".join(doc_tokens[start_position:(end_position +
+                                                              1)])
+            cleaned_answer_text = " ".join(orig_answer_text.strip().split())
+            if actual_text.find(cleaned_answer_text) == -1:
+              logging.warning("Could not find answer: '%s' vs. '%s'",
+                              actual_text, cleaned_answer_text)
+              continue
+          else:
+            start_position = -1
+            end_position = -1
+            orig_answer_text = ""
+
+        examples.append(
+            SquadExample(
+                qas_id=qas_id,
+                question_text=question_text,
+                doc_tokens=doc_tokens,
+                orig_answer_text=orig_answer_text,
+                start_position=start_position,
+                end_position=end_position,
+                is_impossible=is_impossible))
+  if not examples:
+    raise errors.UserError(
+        "no questions in this file" if not num_questions else
+        "none of its %d questions has an answer found in its context (see the "
+        "'Could not find answer' warnings)" % num_questions, input_file)
+  return examples
+
+
+# --------------------------------------------------------------------------
+# SquadExample -> InputFeatures
+# --------------------------------------------------------------------------
+
+
+def validate_lengths(max_seq_length: int, max_query_length: int,
+                     doc_stride: int) -> None:
+  """The original's flag check (validate_flags_or_throw), plus doc_stride."""
+  if max_seq_length <= max_query_length + 3:
+    raise ValueError(
+        "The max_seq_length (%d) must be greater than max_query_length "
+        "(%d) + 3" % (max_seq_length, max_query_length))
+  if doc_stride <= 0:
+    raise ValueError("doc_stride (%d) must be positive" % doc_stride)
+
+
+def _doc_spans(num_doc_tokens: int, max_tokens_for_doc: int,
+               doc_stride: int) -> List[_DocSpan]:
+  """Sliding windows of up to `max_tokens_for_doc` tokens, `doc_stride` apart.
+
+  The last window ends at the last token (it may be shorter).
+  """
+  doc_spans = []
+  start_offset = 0
+  while start_offset < num_doc_tokens:
+    length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+    doc_spans.append(_DocSpan(start=start_offset, length=length))
+    if start_offset + length == num_doc_tokens:
+      break
+    start_offset += min(length, doc_stride)
+  return doc_spans
+
+
+def convert_examples_to_features(examples: Iterable[SquadExample], tokenizer,
+                                 max_seq_length: int, doc_stride: int,
+                                 max_query_length: int, is_training: bool,
+                                 output_fn: Callable[[InputFeatures], None]
+                                 ) -> int:
+  """Converts examples to fixed-length features, one per doc span.
+
+  The original algorithm. Model Garden's `convert_examples_to_features`
+  differs in what it writes, so it is not used:
+  * it sets `is_impossible` to "this span lacks the answer"; the original
+    keeps the example's flag (out-of-span training features get positions
+    0/0 but is_impossible=0);
+  * in prediction mode it appends padding copies of the last feature and
+    calls `output_fn(feature, is_padding=...)`; the original writes every
+    feature once and lets the last batch be partial;
+  * it builds paragraph_mask/class_index and has an XLNet layout.
+
+  Layout: [CLS] query [SEP] doc-span [SEP], segment ids 0 / 1, zero padding.
+
+  Args:
+    examples: `SquadExample`s.
+    tokenizer: a `FullTokenizer` (tokenize, convert_tokens_to_ids).
+    max_seq_length: length of every feature.
+    doc_stride: distance between the starts of consecutive doc spans.
+    max_query_length: questions are cut to this many word pieces.
+    is_training: compute start/end positions.
+    output_fn: called with each `InputFeatures`, in order.
+
+  Returns:
+    The number of features produced (unique ids run from 1000000000).
+
+  Raises:
+    ValueError: if a question leaves no room for the document, i.e.
+      max_seq_length - len(query tokens) - 3 <= 0, or doc_stride <= 0.
+  """
+  if doc_stride <= 0:
+    raise ValueError("doc_stride (%d) must be positive" % doc_stride)
+  unique_id = FIRST_UNIQUE_ID
+  for (example_index, example) in enumerate(examples):
+    query_tokens = tokenizer.tokenize(example.question_text)
+    if len(query_tokens) > max_query_length:
+      query_tokens = query_tokens[0:max_query_length]
+
+    tok_to_orig_index = []
+    orig_to_tok_index = []
+    all_doc_tokens = []
+    for (i, token) in enumerate(example.doc_tokens):
+      orig_to_tok_index.append(len(all_doc_tokens))
+      for sub_token in tokenizer.tokenize(token):
+        tok_to_orig_index.append(i)
+        all_doc_tokens.append(sub_token)
+
+    tok_start_position = None
+    tok_end_position = None
+    if is_training and example.is_impossible:
+      tok_start_position = -1
+      tok_end_position = -1
+    if is_training and not example.is_impossible:
+      tok_start_position = orig_to_tok_index[example.start_position]
+      if example.end_position < len(example.doc_tokens) - 1:
+        tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+      else:
+        tok_end_position = len(all_doc_tokens) - 1
+      (tok_start_position, tok_end_position) = _improve_answer_span(
+          all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+          example.orig_answer_text)
+
+    # The -3 accounts for [CLS], [SEP] and [SEP]. The original loops forever
+    # (or builds negative-length spans) when this is not positive.
+    max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+    if max_tokens_for_doc <= 0:
+      raise ValueError(
+          "--max_seq_length=%d leaves no room for the document of question "
+          "%r (%d query tokens, --max_query_length=%d): need max_seq_length "
+          "- query tokens - 3 > 0; raise --max_seq_length or lower "
+          "--max_query_length" % (max_seq_length, example.qas_id,
+                                  len(query_tokens), max_query_length))
+
+    doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+
+    for (doc_span_index, doc_span) in enumerate(doc_spans):
+      tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
+      segment_ids = [0] * len(tokens)
+      token_to_orig_map = {}
+      token_is_max_context = {}
+      for i in range(doc_span.length):
+        split_token_index = doc_span.start + i
+        token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
+        token_is_max_context[len(tokens)] = _check_is_max_context(
+            doc_spans, doc_span_index, split_token_index)
+        tokens.append(all_doc_tokens[split_token_index])
+        segment_ids.append(1)
+      tokens.append("[SEP]")
+      segment_ids.append(1)
+
+      input_ids = tokenizer.convert_tokens_to_ids(tokens)
+      # 1 for real tokens, 0 for padding: only real tokens are attended to.
+      input_mask = [1] * len(input_ids)
+      padding = [0] * (max_seq_length - len(input_ids))
+      input_ids = list(input_ids) + padding
+      input_mask += padding
+      segment_ids += padding
+
+      start_position = None
+      end_position = None
+      if is_training and not example.is_impossible:
+        # A span without the whole answer is kept but points at [CLS]
+        # (position 0), as for impossible questions.
+        doc_start = doc_span.start
+        doc_end = doc_span.start + doc_span.length - 1
+        if (tok_start_position >= doc_start and tok_end_position <= doc_end):
+          doc_offset = len(query_tokens) + 2
+          start_position = tok_start_position - doc_start + doc_offset
+          end_position = tok_end_position - doc_start + doc_offset
+        else:
+          start_position = 0
+          end_position = 0
+      if is_training and example.is_impossible:
+        start_position = 0
+        end_position = 0
+
+      if example_index < 20:
+        _log_feature(unique_id, example_index, doc_span_index, tokens,
+                     token_to_orig_map, token_is_max_context, input_ids,
+                     input_mask, segment_ids, start_position, end_position,
+                     is_training and example.is_impossible)
+
+      output_fn(
+          InputFeatures(
+              unique_id=unique_id,
+              example_index=example_index,
+              doc_span_index=doc_span_index,
+              tokens=tokens,
+              token_to_orig_map=token_to_orig_map,
+              token_is_max_context=token_is_max_context,
+              input_ids=input_ids,
+              input_mask=input_mask,
+              segment_ids=segment_ids,
+              start_position=start_position,
+              end_position=end_position,
+              is_impossible=example.is_impossible))
+      unique_id += 1
+  return unique_id - FIRST_UNIQUE_ID
+
+
+def _log_feature(unique_id, example_index, doc_span_index, tokens,
+                 token_to_orig_map, token_is_max_context, input_ids,
+                 input_mask, segment_ids, start_position, end_position,
+                 impossible):
+  """The original's "*** Example ***" log of the first examples."""
+  logging.info("*** Example ***")
+  logging.info("unique_id: %s", unique_id)
+  logging.info("example_index: %s", example_index)
+  logging.info("doc_span_index: %s", doc_span_index)
+  logging.info("tokens: %s", " ".join(tokens))
+  logging.info("token_to_orig_map: %s", " ".join(
+      "%d:%d" % (x, y) for (x, y) in token_to_orig_map.items()))
+  logging.info("token_is_max_context: %s", " ".join(
+      "%d:%s" % (x, y) for (x, y) in token_is_max_context.items()))
+  logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+  logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+  logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+  if impossible:
+    logging.info("impossible example")
+  elif start_position is not None:
+    logging.info("start_position: %d", start_position)
+    logging.info("end_position: %d", end_position)
+    logging.info("answer: %s",
+                 " ".join(tokens[start_position:(end_position + 1)]))
+
+
+# --------------------------------------------------------------------------
+# InputFeatures -> TFRecord -> tf.data
+# --------------------------------------------------------------------------
+
+
+class FeatureWriter:
+  """Writes `InputFeatures` as tf.train.Examples, atomically.
+
+  Records carry the original's fields only: unique_ids, input_ids,
+  input_mask, segment_ids and, for training, start_positions, end_positions,
+  is_impossible (Model Garden adds paragraph_mask / class_index).
+
+  Records go to a temp file that is renamed to `filename` on `close()`; on an
+  error inside a `with` block the temp file is removed, so a failed
+  conversion never leaves a partial record file behind for a later run.
+
+      with FeatureWriter(path, is_training=False, keep_features=True) as w:
+        convert_examples_to_features(..., output_fn=w.process_feature)
+      eval_features = w.features
+  """
+
+  def __init__(self, filename: str, is_training: bool,
+               keep_features: bool = False):
+    self.filename = filename
+    self.is_training = is_training
+    self.num_features = 0
+    # Prediction needs the features again for post-processing; training does
+    # not, and keeping ~100k of them would waste memory.
+    self.features: Optional[List[InputFeatures]] = [] if keep_features else None
+    self._file = file_io.AtomicFile(filename)
+    self._writer = tf.io.TFRecordWriter(self._file.temp)
+
+  def process_feature(self, feature: InputFeatures) -> None:
+    """Serializes one feature (the `output_fn` of the conversion)."""
+
+    def int_feature(values):
+      return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    features = collections.OrderedDict()
+    features["unique_ids"] = int_feature([feature.unique_id])
+    features["input_ids"] = int_feature(feature.input_ids)
+    features["input_mask"] = int_feature(feature.input_mask)
+    features["segment_ids"] = int_feature(feature.segment_ids)
+    if self.is_training:
+      features["start_positions"] = int_feature([feature.start_position])
+      features["end_positions"] = int_feature([feature.end_position])
+      features["is_impossible"] = int_feature([int(bool(feature.is_impossible))])
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    self._writer.write(example.SerializeToString())
+    self.num_features += 1
+    if self.features is not None:
+      self.features.append(feature)
+
+  def close(self) -> None:
+    """Finishes the file and moves it into place."""
+    self._writer.close()
+    self._file.commit()
+
+  def abort(self) -> None:
+    """Drops everything written so far."""
+    self._writer.close()
+    self._file.abort()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exc_type, exc, tb):
+    if exc_type is None:
+      self.close()
+    else:
+      self.abort()
+    return False
+
+
+def make_dataset(record_file, seq_length: int, batch_size: int,
+                 is_training: bool, drop_remainder: bool,
+                 seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
+                 group_by_length: bool = False,
+                 fill_last_batch: Optional[dict] = None) -> tf.data.Dataset:
+  """Reads feature records as batches of int32 tensors (original input_fn).
+
+  Args:
+    record_file: a record file path (or list of paths).
+    seq_length: the max_seq_length the records were written with.
+    batch_size: batch size.
+    is_training: repeat forever and shuffle (buffer 100, as the original,
+      which pre-shuffles the examples instead of using a large buffer), and
+      read start_positions / end_positions.
+    drop_remainder: drop a last partial batch, which gives static batch
+      shapes (needed on TPU / for training); prediction keeps every feature.
+    seed: shuffle seed (training only), for reproducible runs.
+    pad_to_multiple_of, group_by_length, fill_last_batch: how batches are
+      padded, grouped by length and filled (runtime/records.read_batches).
+
+  Returns:
+    A dataset of dicts: unique_ids [B], input_ids / input_mask / segment_ids
+    [B, seq_length or less] and, for training, start_positions / end_positions
+    [B] (prediction batches grouped by length: also records.INPUT_INDEX [B]);
+    all int32 (tf.Example only stores int64; accelerators prefer int32).
+  """
+  name_to_features = records.sequence_features(seq_length)
+  name_to_features["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
+  if is_training:
+    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+  return records.read_batches(record_file, name_to_features, batch_size, is_training,
+                              drop_remainder, seed, pad_to_multiple_of, group_by_length,
+                              fill_last_batch)
