@@ -23,8 +23,8 @@ import modeling
 import optimization
 import tiny_bert
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "README.md")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
 # Wide enough that adapters of the README's size 64 are a small part of the model.
 CONFIG = dict(tiny_bert.TINY_CONFIG, hidden_size=128, intermediate_size=512)
 LABELS = ("noun.animal", "noun.state", "verb.motion")
@@ -134,3 +134,65 @@ def test_readme_python_api_block_is_found():
   code = readme_snippet()
   assert "model.fit(" in code and "save_adapter_weights(" in code
   assert "load_adapter_weights(" in code
+
+
+def _section(title):
+  with open(README, encoding="utf-8") as f:
+    text = f.read()
+  section = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, re.M | re.S)
+  assert section, f'README.md has no "## {title}" section'
+  return section.group(1)
+
+
+def _repository_file(name):
+  with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+    return f.read()
+
+
+def test_readme_demo_output_is_what_demo_sh_prints():
+  """The result lines the README quotes are the ones demo.sh prints, in its
+  format and with its default settings: a changed demo.sh fails here until
+  the README says what it prints now."""
+  demo = _repository_file("demo.sh")
+  commands = _section("Two commands")
+  assert re.search(r"^bash demo\.sh\s+#", commands, re.M)
+  assert re.search(r"^bash run_tests\.sh\s+#", commands, re.M)
+  assert "pytest -q" in _repository_file("run_tests.sh")
+  assert "===== Result ($OUTPUT_DIR) =====" in demo
+  assert "`===== Result (output/demo) =====`" in commands
+  (block,) = [body for info, body in re.findall(r"^```(\w*)\n(.*?)^```$", commands, re.M | re.S)
+              if not info]
+  lines = block.strip().split("\n")
+
+  # The three parameter lines: what demo.sh's grep keeps of the log.
+  grep = re.search(r'^grep -E "(.*?)" "\$LOG"', demo, re.M).group(1)
+  counts = [line for line in lines if line.startswith("*****")]
+  assert len(counts) == 3 and all(re.search(grep, line) for line in counts)
+  # Then eval_results.txt as run_classifier.py writes it: sorted "key = value".
+  results = lines[3:-1]
+  assert [r.split(" = ")[0] for r in results] == sorted(
+      ["eval_accuracy", "eval_loss", "global_step", "loss"])
+  # The last line is demo.sh's echo, with the README's settings as demo.sh's
+  # defaults (adapter size 64; 2 epochs of 4,000 examples in batches of 32 is
+  # the 250 steps of global_step).
+  echo = re.search(r'echo "(Dev accuracy of .*?:)" \\\n\s*"\$\(.*?\) (\(.*?\))"', demo)
+  template = echo.group(1).replace("$ADAPTER_SIZE", '${ADAPTER_SIZE}')
+  assert 'ADAPTER_SIZE="${ADAPTER_SIZE:-64}"' in demo
+  assert 'EPOCHS="${EPOCHS:-2}"' in demo and 'SEED="${SEED:-1}"' in demo
+  expected = template.replace("${ADAPTER_SIZE}", "64")
+  accuracy = dict(r.split(" = ") for r in results)["eval_accuracy"]
+  assert lines[-1] == f"{expected} {accuracy} {echo.group(2)}"
+  assert "global_step = 250" in results and "--train_batch_size=32" in demo
+  assert "adapter size 64, 2 epochs, seed 1" in " ".join(commands.split())
+
+
+def test_readme_demo_figures_are_in_the_detail_page():
+  """The demo's figures the README quotes are kept, with their measurement,
+  on the page it links to for the detail."""
+  commands = " ".join(_section("Two commands").split())
+  assert "(docs/getting_started.md#bash-demosh)" in commands
+  page = " ".join(_repository_file("docs/getting_started.md").split())
+  for figure in ("6 min 4 s", "240 s", "170 s", "0.845", "23312266", "609034"):
+    assert figure in commands, figure
+    assert figure in page, figure
+  assert "`time bash demo.sh`" in page
