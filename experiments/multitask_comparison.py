@@ -41,10 +41,10 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-from experiments import run_summary
-from experiments import runs
+from experiments.points import run_summary
+from experiments.points import runs
 from experiments import select
-from experiments import tables
+from experiments.points import tables
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_bert.storage import path_checks
@@ -100,7 +100,7 @@ def _common(F, seed, train: bool = True) -> Dict[str, object]:
           "num_train_epochs": F.num_train_epochs, "iterations_per_loop": 50,
           # A run stopped midway (a sitting's end) resumes from at most 500 steps back.
           "save_checkpoints_steps": 500, "seed": seed, "do_train": train, "do_eval": True,
-          # For the study's bootstrap over dev examples (experiments/claims.py).
+          # For the study's bootstrap over dev examples (experiments/study/claims.py).
           "eval_predictions": True}
 
 

@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-from experiments import runs
+from experiments.points import runs
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_bert.storage import path_checks

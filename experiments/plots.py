@@ -34,9 +34,9 @@ from absl import flags
 
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-from experiments import runs
+from experiments.points import runs
 from experiments import select as select_lib
-from experiments import tables
+from experiments.points import tables
 from adapter_bert.storage import file_io
 from adapter_bert.storage import path_checks
 

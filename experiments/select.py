@@ -30,7 +30,7 @@ from absl import flags
 
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-from experiments import tables
+from experiments.points import tables
 from adapter_bert.storage import path_checks
 
 DEFAULT_TUNE = ("learning_rate", "num_train_epochs", "train_steps")

@@ -9,10 +9,10 @@ r"""Runs run_classifier.py over a grid of settings, resumably; writes one result
     --num_train_epochs=2 --save_checkpoints_steps=100000
 
 `--vary` axes and the flags after `--` (fixed for every point) are described
-in experiments/grid.py, as is `--grid=FILE.json` (a union of grids, e.g. other
+in experiments/points/grid.py, as is `--grid=FILE.json` (a union of grids, e.g. other
 learning rates per method). Besides run_classifier.py's flags a point may set
 `train_examples` (N rows of train.tsv, or all), `subset` (random | first),
-`subset_seed` and `train_steps` (experiments/data.py). `--do_train --do_eval`
+`subset_seed` and `train_steps` (experiments/points/data.py). `--do_train --do_eval`
 are added unless given.
 
 OUTPUT_DIR holds
@@ -48,10 +48,10 @@ import tensorflow as tf
 
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-from experiments import data as data_lib
-from experiments import grid as grid_lib
-from experiments import runs
-from experiments import tables
+from experiments.points import data as data_lib
+from experiments.points import grid as grid_lib
+from experiments.points import runs
+from experiments.points import tables
 from adapter_bert.storage import path_checks
 
 SWEEP_FILE = "sweep.json"
@@ -252,7 +252,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_multi_string("vary", [], "An axis: KEY=V1,V2,... or KEY1/KEY2=A1/B1,A2/B2 "
                             "(repeat for more axes; every combination runs).", **fv)
   flags.DEFINE_string("grid", None, "A JSON grid file: {fixed, vary, grids} "
-                      "(experiments/grid.py); --vary and the flags after -- add to it.", **fv)
+                      "(experiments/points/grid.py); --vary and the flags after -- add to it.", **fv)
   flags.DEFINE_integer("parallel", 1, "Points run at once (subprocesses).", **fv)
   flags.DEFINE_bool("retry_failed", False, "Run failed points again.", **fv)
   flags.DEFINE_bool("keep_checkpoints", False, "Keep finished points' model.ckpt-* and "

@@ -1,4 +1,4 @@
-"""Study directories for the tests of experiments/study*.py, written as the sweep,
+"""Study directories for the tests of experiments/study/, written as the sweep,
 run_classifier.py and TensorBoard leave them, through tf.io.gfile (ram:// too)."""
 
 import json
@@ -6,9 +6,9 @@ import os
 
 import tensorflow as tf
 
-from experiments import grid as grid_lib
+from experiments.points import grid as grid_lib
 from experiments import multitask_comparison
-from experiments import study_grids
+from experiments.study import grids as study_grids
 
 
 def grid_points(part, task):

@@ -1,4 +1,4 @@
-"""experiments/claims.py: the paired bootstrap of a claim and its verdict.
+"""experiments/study/claims.py: the paired bootstrap of a claim and its verdict.
 
 The bootstrap is checked against cases whose answer is known in closed form.
 """
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments import claims
+from experiments.study import claims
 
 
 def test_bootstrap_of_equal_runs_is_exactly_zero():

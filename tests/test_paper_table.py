@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from experiments import paper_table
-from experiments import runs
+from experiments.points import runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -35,7 +35,7 @@ from experiments import multitask_comparison
 from experiments import paper_table
 from experiments import plots
 from experiments import select
-from experiments import study
+from experiments.study import command as study
 from experiments import sweep
 from adapter_bert.serving import export
 from adapter_bert.squad import evaluate as squad_evaluate

@@ -1,4 +1,4 @@
-"""experiments/study.py: the grids and the page.
+"""experiments/study/ (command, grids, page): the grids and the page.
 
 The grids are counted by hand from the paper's design; the page is written from a
 study directory made here (results tables and eval_predictions.tsv files as
@@ -13,13 +13,13 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from experiments import grid as grid_lib
+from experiments.points import grid as grid_lib
 from experiments import multitask_comparison
-from experiments import runs as runs_lib
-from experiments import study
-from experiments import study_grids
-from experiments import study_page
-from experiments import study_results
+from experiments.points import runs as runs_lib
+from experiments.study import command as study
+from experiments.study import grids as study_grids
+from experiments.study import page as study_page
+from experiments.study import results as study_results
 from experiments import sweep as sweep_lib
 from adapter_bert.runtime import machine
 from study_files import JoinablePath, grid_points, write_predictions, write_text
@@ -210,7 +210,8 @@ def test_results_page_from_a_study_directory(tmp_path, file_system, monkeypatch)
   assert len(sitting) == 1 and sitting[0].startswith(
       "- `python -m experiments.study --seeds=1,2`: 2026-11-24T20:00:00 to "), sitting
   assert sitting[0].endswith(", AMD EPYC, 2 CPUs, avx512f, bfloat16 units"), sitting
-  assert "AMD EPYC, 2 CPUs, avx512f, bfloat16 units (" in text.splitlines()[4]
+  [written_by] = _lines(text, "Written by `")  # In the appendix, with the sittings.
+  assert "AMD EPYC, 2 CPUs, avx512f, bfloat16 units (" in written_by
   with tf.io.gfile.GFile(page) as f:
     assert f.read() == text
   # Full fine-tuning's selected 1e-4 is the largest it tried: the best may lie
@@ -491,7 +492,7 @@ def test_the_methods_part_brackets_each_selected_rate(tmp_path):
   rate below, with every seed, once full fine-tuning's points have finished;
   again while the new rate wins, at most two past the grid. Selection waits for
   those points. A method with points still pending is not extended yet."""
-  from experiments import tables
+  from experiments.points import tables
   out, task = str(tmp_path), "wordnet_relation"
   args = (out, task, "models/minilm", "data/wordnet")
   full_accuracy = {1e-5: 0.72, 3e-6: 0.73, 3e-5: 0.70, 1e-4: 0.65, 3e-4: 0.25}
@@ -585,3 +586,19 @@ def test_a_sitting_runs_the_points_its_grid_gains(tmp_path, monkeypatch):
   fv(["study", f"--output_dir={tmp_path}"])
   study._run_sweep(fv, "cmd", "2026-11-26T00:00:00", "methods", "wordnet_relation", [1, 2, 3])
   assert ran == [["seed-1", "seed-2"], ["seed-2", "seed-3"]]
+
+
+def test_a_sittings_command_names_no_path_of_its_machine():
+  """The record and the page show a sitting's absolute paths as its flags' names."""
+  assert study.portable_args(["--output_dir=/data/runs/study", "--page", "/x/page.md",
+                              "--parts=methods", "--record_dir=docs/study/record"]) == [
+      "--output_dir=OUTPUT_DIR", "--page", "PAGE", "--parts=methods",
+      "--record_dir=docs/study/record"]
+
+
+def test_the_committed_page_opens_with_the_claims_and_ends_with_the_sittings():
+  with open(os.path.join(os.path.dirname(__file__), "..", "docs", "study.md")) as f:
+    headings = [l for l in f.read().splitlines() if l.startswith("## ")]
+  assert headings[0] == "## The claims"
+  assert headings[1].startswith("## Table 1")
+  assert headings[-1] == "## Appendix: the sittings"

@@ -1,4 +1,4 @@
-"""experiments/cost.py, as the study's page uses it: the hours measured, and the
+"""experiments/study/cost.py, as the study's page uses it: the hours measured, and the
 pending points priced by their steps at the rates finished points took, per CPU.
 
 Every rate and total is worked out by hand in the comments.
@@ -6,16 +6,16 @@ Every rate and total is worked out by hand in the comments.
 
 import os
 
-from experiments import grid as grid_lib
-from experiments import study_results
+from experiments.points import grid as grid_lib
+from experiments.study import results as study_results
 from study_files import write_text
 
 
 def test_cost_measures_finished_points_and_estimates_pending_ones_by_steps(tmp_path):
-  from experiments import cost
-  from experiments import runs
+  from experiments.study import cost
+  from experiments.points import runs
   from experiments import sweep as sweep_lib
-  from experiments import tables
+  from experiments.points import tables
   data = tmp_path / "task"
   write_text(str(data / "train.tsv"), "sentence\tlabel\n" + "".join(f"s{i}\ta\n" for i in range(25)))
   fixed = {"task_name": "tsv", "data_dir": str(data), "train_batch_size": 10}
@@ -78,7 +78,7 @@ def test_cost_prices_the_pending_at_the_rate_measured_on_the_newest_sittings_cpu
   """Points on two CPUs: the estimate takes the newest sitting's CPU's rate where
   the chain finds a point on it, else every CPU's (marked *); the hours measured
   are summed per CPU. A record names its CPU, or its sitting's span does."""
-  from experiments import cost
+  from experiments.study import cost
   sittings = [
       {"started": "2026-01-01T10:00:00", "last_finished": "2026-01-01T12:00:00",
        "machine": "slow CPU"},

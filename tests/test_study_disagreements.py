@@ -1,4 +1,4 @@
-"""experiments/collapse.py and study_disagreements.py: the stability part's grid, a
+"""experiments/study/collapse.py and disagreements.py: the stability part's grid, a
 run's collapse read from its TensorBoard loss, and the page's section on the
 runs that collapsed, from a study directory made here (no model runs)."""
 
@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from experiments import collapse
-from experiments import study_disagreements
-from experiments import study_page
+from experiments.study import collapse
+from experiments.study import disagreements as study_disagreements
+from experiments.study import page as study_page
 from study_files import grid_points, write_run, write_text
 
 

@@ -1,4 +1,4 @@
-"""experiments/study_multitask.py: the results page's multi-task part, from a study
+"""experiments/study/multitask.py: the results page's multi-task part, from a study
 directory made here (the comparison's tables, run records, TensorBoard losses and
 eval_predictions.tsv files as experiments.multitask_comparison leaves them), so no
 model runs; the claims' differences are hand-computed."""
@@ -7,11 +7,11 @@ import json
 
 from absl import flags
 
-from experiments import claims
+from experiments.study import claims
 from experiments import multitask_comparison
-from experiments import study
-from experiments import study_grids
-from experiments import study_page
+from experiments.study import command as study
+from experiments.study import grids as study_grids
+from experiments.study import page as study_page
 from study_files import JoinablePath, write_dev_sets, write_predictions, write_run, write_text
 
 
@@ -170,8 +170,8 @@ def test_hyperformer_claim_against_per_task_adapters(tmp_path):
                            bootstrap_samples=500, data_root=str(tmp_path / "data"))
   [row] = [l for l in text.splitlines() if l.startswith("| Learning rate 0.0003, 3 epochs | "
                                                          "hyperformer within 1 point of houlsby")]
-  # Under the part's heading, though no comparison table has been written yet.
-  assert text.index("## Multi-task: ") < text.index(row)
+  # With the page's claims at its head, though no comparison table has been written yet.
+  assert text.index("## The claims") < text.index(row)
   cells = [c.strip() for c in row.strip("|").split("|")]
   # 4 tasks; HyperFormer++ with 1 seed of predictions, houlsby with 2.
   assert cells[3:6] == ["4", "1", "-10.00"], row

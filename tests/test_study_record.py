@@ -1,4 +1,4 @@
-"""experiments/run_summary.py and study_record.py: a finished run's summary answers
+"""experiments/points/run_summary.py and study/record.py: a finished run's summary answers
 as its own files do, and a study directory's record, restored on another
 machine, gives the same page and resumes where the first left off."""
 
@@ -12,19 +12,19 @@ import pytest
 from absl import flags
 import tensorflow as tf
 
-from experiments import claims
-from experiments import collapse
-from experiments import grid as grid_lib
+from experiments.study import claims
+from experiments.study import collapse
+from experiments.points import grid as grid_lib
 from experiments import multitask_comparison
-from experiments import run_summary
-from experiments import runs
-from experiments import study
-from experiments import study_grids
-from experiments import study_page
-from experiments import study_record
-from experiments import study_reruns
+from experiments.points import run_summary
+from experiments.points import runs
+from experiments.study import command as study
+from experiments.study import grids as study_grids
+from experiments.study import page as study_page
+from experiments.study import record as study_record
+from experiments.study import reruns as study_reruns
 from experiments import sweep as sweep_lib
-from experiments import tables
+from experiments.points import tables
 from adapter_bert import errors
 from adapter_bert.runtime import machine
 from study_files import JoinablePath, write_dev_sets, write_predictions, write_run, write_text
@@ -141,9 +141,16 @@ def _finished_study(out, labels):
   return sweep
 
 
-def _files(root):
-  return sorted(os.path.join(d, f)[len(root) + 1:]
-                for d, _, files in tf.io.gfile.walk(root) for f in files)
+def _files(record_dir):
+  return study_record.files(record_dir)
+
+
+def _recorded(record_dir, name):
+  """A file as the record keeps it: restored into a directory of its own."""
+  out = os.path.join(str(record_dir), "..", f"restored-{uuid.uuid4().hex[:8]}")
+  study_record.restore(str(record_dir), out)
+  with open(os.path.join(out, name)) as f:
+    return f.read()
 
 
 @pytest.mark.parametrize("record_on", ["local", "ram"])
@@ -203,23 +210,25 @@ def test_the_page_comes_back_from_the_record_on_another_machine(tmp_path, monkey
 
 
 def test_restore_keeps_what_the_output_directory_has(tmp_path):
-  record, out = tmp_path / "record", tmp_path / "out"
-  write_text(str(record / "sittings.json"), "[1]\n")
-  write_text(str(record / "multitask" / "lr-0.001" / "comparison.md"), "from the record\n")
+  record, out, first = tmp_path / "record", tmp_path / "out", tmp_path / "first"
+  write_text(str(first / "sittings.json"), "[1]\n")
+  write_text(str(first / "multitask" / "lr-0.001" / "comparison.md"), "from the record\n")
+  study_record.save(str(first), str(record))
   write_text(str(out / "sittings.json"), "[1, 2]\n")
   assert study_record.restore(str(record), str(out)) == 1
   assert (out / "sittings.json").read_text() == "[1, 2]\n"
   assert (out / "multitask" / "lr-0.001" / "comparison.md").read_text() == "from the record\n"
   # Saving brings the record up to date with the directory.
   assert study_record.save(str(out), str(record)) == 1
-  assert (record / "sittings.json").read_text() == "[1, 2]\n"
+  assert json.loads(_recorded(record, "sittings.json")) == [1, 2]
   # A record among the runs would be saved into itself: one line, nothing written.
   with pytest.raises(errors.UserError, match=r"^--record_dir=.*/out/record is inside "
                      r"--output_dir=.*/out: keep the record beside the runs, not among them$"):
     study_record.save(str(out), str(out / "record"))
   assert not (out / "record").exists()
   # A sweep point's record without its sweep's grid: restored, no table rewritten.
-  write_text(str(record / "methods" / TASK / "runs" / "p" / runs.RECORD_FILE), "{}")
+  write_text(str(first / "methods" / TASK / "runs" / "p" / runs.RECORD_FILE), "{}")
+  study_record.save(str(first), str(record))
   assert study_record.restore(str(record), str(tmp_path / "elsewhere")) == 3
   assert not (tmp_path / "elsewhere" / "methods" / TASK / "results.json").exists()
 
@@ -356,7 +365,7 @@ def test_the_record_is_saved_as_each_point_finishes(tmp_path, monkeypatch):
       "init_scale", study_grids.TASKS["wordnet_lexname"], ".", ".")).points(
           sweep_lib.DEFAULTS)[0].name
   assert seen == [[f"init_scale/wordnet_lexname/runs/{point}/sweep_point.json", "sittings.json"]]
-  [sitting] = json.loads((tmp_path / "docs" / "study" / "record" / "sittings.json").read_text())
+  [sitting] = json.loads(_recorded(tmp_path / "docs" / "study" / "record", "sittings.json"))
   assert sitting["command"].startswith("python -m experiments.study")
 
 
@@ -388,7 +397,7 @@ def test_the_record_is_saved_as_each_multitask_run_finishes(tmp_path, monkeypatc
   assert seen == [[], ["multitask/lr-0.001/hyperformer/seed-1/comparison_run.json",
                        "multitask/lr-0.001/hyperformer/seed-1/eval_results.txt",
                        "sittings.json"]]
-  [sitting] = json.loads((tmp_path / "docs" / "study" / "record" / "sittings.json").read_text())
+  [sitting] = json.loads(_recorded(tmp_path / "docs" / "study" / "record", "sittings.json"))
   assert sitting["command"].startswith("python -m experiments.study")
   # The next sitting: called after the two runs it finished (the 5th and 6th
   # run_once calls here), not after seed 1's, which it found done.
@@ -417,3 +426,17 @@ def test_the_committed_page_is_what_the_committed_record_gives(tmp_path, monkeyp
     committed = f.read()
   written_by = lambda text: [l for l in text.splitlines() if not l.startswith("Written by `")]
   assert written_by(written) == written_by(committed)
+
+
+def test_the_record_names_no_path_of_the_machine(tmp_path):
+  """A point's command names its interpreter, run_classifier.py and output_dir
+  absolutely: the record keeps them under OUTPUT_DIR, relative to the
+  repository, or by their base name."""
+  out, record = tmp_path / "out", tmp_path / "record"
+  tables.write_json(str(out / "methods" / TASK / "runs" / "p" / runs.RECORD_FILE), {
+      "command": ["/usr/bin/python3", os.path.join(runs.ROOT, "run_classifier.py"),
+                  f"--output_dir={out}/methods/{TASK}/runs/p", "--seed=1"]})
+  assert study_record.save(str(out), str(record)) == 1
+  assert json.loads(_recorded(record, f"methods/{TASK}/runs/p/{runs.RECORD_FILE}")) == {
+      "command": ["python3", "run_classifier.py",
+                  f"--output_dir=OUTPUT_DIR/methods/{TASK}/runs/p", "--seed=1"]}

@@ -14,13 +14,13 @@ import threading
 from absl import flags
 import pytest
 
-from experiments import data as data_lib
-from experiments import grid as grid_lib
+from experiments.points import data as data_lib
+from experiments.points import grid as grid_lib
 from experiments import plots
-from experiments import runs
+from experiments.points import runs
 from experiments import select as select_lib
 from experiments import sweep as sweep_lib
-from experiments import tables
+from experiments.points import tables
 from adapter_bert.runtime import machine
 from adapter_bert.runtime import model_setup
 from test_run_classifier import run_main

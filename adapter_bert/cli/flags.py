@@ -292,7 +292,7 @@ def define_eval_predictions_flag(flag_values=_FLAGS):
   flags.DEFINE_bool("eval_predictions", False, "With --do_eval, also write "
                     "eval_predictions.tsv: each dev example's class probabilities (or "
                     "score), in test_results.tsv's format and the dev set's order (for "
-                    "per-example analysis: experiments/study.py's bootstrap).",
+                    "per-example analysis: the study's bootstrap, experiments/study/claims.py).",
                     **_on(flag_values))
 
 

@@ -1,0 +1,13 @@
+"""`python -m experiments.study`: the evidence study's command (command.py)."""
+
+from absl import app
+from absl import flags
+
+from experiments.study import command
+
+__doc__ = command.__doc__  # What --help prints: the command's usage.
+
+if __name__ == "__main__":
+  command.define_flags()
+  flags.adopt_module_key_flags(command)  # --helpshort lists the command's flags.
+  app.run(command.main)
