@@ -23,7 +23,7 @@ from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import trainable
-from adapter_bert.serving import bank_tasks
+from adapter_bert.bank import bank_tasks
 import tiny_bert
 # The in-process runner of run_classifier.py and its flags for the tiny base.
 from test_run_classifier import ADAPTER, GLUE, _Records, _flags, _test_results, run_main

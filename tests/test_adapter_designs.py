@@ -176,7 +176,7 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
   example of one mixed batch gets its own task model's logits, in Python and
   from the exported SavedModel."""
   import tensorflow as tf
-  from adapter_bert.serving import bank_tasks
+  from adapter_bert.bank import bank_tasks
   from adapter_bert.serving import export
   from adapter_bert.serving import multitask
   keras.utils.set_random_seed(0)

@@ -18,6 +18,7 @@ from adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import fused_tasks
 from adapter_bert.fusion import model as fusion_model
@@ -101,8 +102,8 @@ def test_fusion_trains_fusion_layers_layer_norms_and_head_and_counts_them(base, 
   arrays = _arrays(entry)
   assert sum(a.size for a in arrays.values()) == trained
   assert {n: a.shape for n, a in arrays.items() if "/fusion/" in n} == \
-      fusion_model.fusion_variable_shapes(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG),
-                                          AdapterConfig(size=8))
+      fusion_weights.fusion_variable_shapes(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG),
+                                            AdapterConfig(size=8))
   # Trained: the value matrices moved from the identity, the LayerNorms from the base's.
   value = arrays["bert/encoder/layer_1/output/adapters/fusion/value/kernel"]
   assert 0 < np.abs(value - np.eye(H)).max() < 0.1

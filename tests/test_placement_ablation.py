@@ -29,7 +29,7 @@ import modeling
 import run_classifier
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
-from adapter_bert.serving import bank_tasks
+from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import multitask
 from test_run_classifier import GLUE, RUN_FLAGS, _eval_results, _flags, run_main
 import tiny_bert

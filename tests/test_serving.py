@@ -26,7 +26,7 @@ from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert import errors
-from adapter_bert.serving import bank_tasks
+from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
 from test_run_classifier import run_main

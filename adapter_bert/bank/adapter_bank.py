@@ -46,8 +46,8 @@ from absl import logging
 
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
-from adapter_bert.fusion import model as fusion_model
 import modeling
 from modeling import variable_role
 from adapter_bert.storage import file_io
@@ -299,7 +299,7 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
   head = arrays.get("output_weights")
   num_outputs = head.shape[0] if head is not None and head.ndim == 2 and head.shape[0] else 1
   expected = _trained_shapes(config, adapter_config, num_outputs,
-                             fusion=fusion_model.TASKS_KEY in metadata)
+                             fusion=fusion_weights.TASKS_KEY in metadata)
   for name in arrays:
     if variable_role(name) == "head" and name not in HEAD:
       raise errors.UserError(f"not a run_classifier.py task: its head has {name} (a "
@@ -335,7 +335,7 @@ def _trained_shapes(config: modeling.BertConfig, adapter_config: AdapterConfig,
   shapes = {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()
             if variable_role(n) in TRAINED_ROLES}
   if fusion:
-    shapes.update(fusion_model.fusion_variable_shapes(small, adapter_config))
+    shapes.update(fusion_weights.fusion_variable_shapes(small, adapter_config))
   return shapes
 
 

@@ -5,6 +5,8 @@
   run_checkpoints  the `model.ckpt-STEP` checkpoints of a run's output_dir:
                    saving, the latest one, resuming
   adapter_weights  adapter-only files: what one task trained, over a fingerprinted base
+  fusion_weights   what a fusion task's adapter-only file adds: its fusion layers'
+                   names and shapes, the metadata naming the fused tasks
   base_model       the pre-trained encoder a run starts from (config, vocab, Hub weights)
   google_release   the release directory Google published (bert_config.json,
                    vocab.txt, bert_model.ckpt): the converters' target

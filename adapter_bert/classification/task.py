@@ -18,7 +18,7 @@ here decides it from a task name.
 """
 
 import os
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Protocol
 
 import numpy as np
 import scipy.special
@@ -28,7 +28,6 @@ from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.classification import processors
 from adapter_bert import errors
-from adapter_bert.fusion import fused_tasks
 import modeling
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import startup
@@ -36,6 +35,18 @@ from adapter_bert.runtime import startup
 # Keys of run_config.json that fix the head's variables and the meaning of its
 # outputs: a checkpoint in output_dir is only usable if they match.
 MODEL_KEYS = ("num_labels", "label_list")
+
+
+class ClassifierOverTasks(Protocol):
+  """A classifier built over other tasks' weights (fusion/fused_tasks.Fusion): what
+  `set_up` needs of it. A protocol, so that this pipeline imports no command
+  built on it (the layer rule in pyproject.toml)."""
+
+  def make_model(self, config: modeling.BertConfig,
+                 num_labels: int) -> modeling.BertClassifier: ...
+
+  def metadata(self) -> dict:
+    """What its adapter file and run_config.json record of those tasks."""
 
 
 def make_processor(task_name: str, data_dir: str,
@@ -69,7 +80,7 @@ def read_examples(processor: processors.DataProcessor, data_dir: str, do_train: 
 
 def set_up(options: startup.RunOptions, base, processor: processors.DataProcessor,
            task_name: str, num_train_examples: Optional[int],
-           fusion: Optional[fused_tasks.Fusion] = None) -> startup.Run:
+           fusion: Optional[ClassifierOverTasks] = None) -> startup.Run:
   """startup.set_up for a classifier of the processor's labels (or a regression);
   with `fusion`, an AdapterFusion classifier over those fused tasks (fusion/)."""
   is_regression, label_list = processor.is_regression, processor.get_labels()

@@ -14,13 +14,14 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import bank_tasks
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import model as fusion_model
 import modeling
-from adapter_bert.serving import bank_tasks
 
-TASKS_KEY, FINGERPRINTS_KEY = fusion_model.TASKS_KEY, fusion_model.FINGERPRINTS_KEY
+TASKS_KEY, FINGERPRINTS_KEY = fusion_weights.TASKS_KEY, fusion_weights.FINGERPRINTS_KEY
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,17 +27,8 @@ from absl import logging
 
 from adapter_layers import AdapterConfig, AdapterFusion, AdapterWeights, FusedAdapters
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import fusion_weights
 import modeling
-
-# The scope of a place's fusion layer under the place's adapter scope.
-FUSION_SCOPE = "fusion"
-# Where a Transformer layer's adapters sit (modeling.ADAPTER_SCOPES' keys), in call order.
-_SUBLAYERS = ("attention", "feed_forward")
-
-# The metadata keys of a fusion task's adapter file (fusion/fused_tasks.py): the
-# fused tasks' names, and their adapters' fingerprints.
-TASKS_KEY = "fusion_tasks"
-FINGERPRINTS_KEY = "fusion_fingerprints"
 
 # The paper's (and the PyTorch adapters library's) weight of ||I - V||^2.
 DEFAULT_REGULARIZATION = 0.01
@@ -49,27 +40,9 @@ class FusedTask(NamedTuple):
   arrays: Mapping[str, np.ndarray]
 
 
-def fusion_variable_shapes(config: modeling.BertConfig,
-                           adapter_config: AdapterConfig) -> Dict[str, tuple]:
-  """The shape of each fusion variable of a model, by TF1 name: one AdapterFusion
-  at each place of every layer where adapters of `adapter_config` sit."""
-  fusion = AdapterFusion(config.initializer_range)
-  fusion.build((None, config.hidden_size))
-  return {f"{scope}/{FUSION_SCOPE}/{name}": tuple(v.shape)
-          for scope in _places(config, adapter_config).values()
-          for name, v in fusion.tf1_variable_names().items()}
-
-
-def _places(config: modeling.BertConfig, adapter_config: AdapterConfig) -> Dict[tuple, str]:
-  """(layer, sub-layer) -> the TF1 scope of the adapters there, in call order."""
-  return {(i, s): f"bert/encoder/layer_{i}/{modeling.ADAPTER_SCOPES[s]}/adapters"
-          for i in range(config.num_hidden_layers) for s in _SUBLAYERS
-          if s in adapter_config.sublayers}
-
-
 def place_names(config: modeling.BertConfig, adapter_config: AdapterConfig) -> list:
   """Each fusion place as people read it ("layer_0/attention", ...), in call order."""
-  return [f"layer_{i}/{s}" for i, s in _places(config, adapter_config)]
+  return [f"layer_{i}/{s}" for i, s in fusion_weights.places(config, adapter_config)]
 
 
 def fused_fingerprint(tasks: Sequence[FusedTask]) -> str:
@@ -107,7 +80,7 @@ class FusionClassifier(modeling.BertClassifier):
     self.fused_task_names = tuple(t.name for t in fused)
     self.regularization = regularization
     self.output_attentions = False
-    self._places = _places(config, adapter_config)
+    self._places = fusion_weights.places(config, adapter_config)
     self.fusion_layers = [AdapterFusion(config.initializer_range,
                                         name=f"layer_{i}_{s}_fusion")
                           for i, s in self._places]
@@ -158,7 +131,7 @@ class FusionClassifier(modeling.BertClassifier):
   def tf1_variable_map(self) -> Dict[str, keras.Variable]:
     names = super().tf1_variable_map()
     for scope, fusion in zip(self._places.values(), self.fusion_layers):
-      names.update({f"{scope}/{FUSION_SCOPE}/{n}": v
+      names.update({f"{scope}/{fusion_weights.FUSION_SCOPE}/{n}": v
                     for n, v in fusion.tf1_variable_names().items()})
     return names
 

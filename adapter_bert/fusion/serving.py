@@ -24,9 +24,9 @@ import tensorflow as tf
 
 from adapter_layers import AdapterConfig, AdapterWeights, FusionWeights
 from adapter_bert.bank import adapter_bank
+from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import fused_tasks
-from adapter_bert.fusion import model as fusion_model
 import modeling
 
 # LayerTaskWeights' adapter fields and the AdapterConfig sub-layer each follows.
@@ -100,7 +100,7 @@ def _fusion_row(served, scope: str, sublayer: str, members: List[str], hidden: i
     zeros = lambda *shape: np.zeros(shape, np.float32)
     return (zeros(hidden, hidden), zeros(hidden), zeros(hidden, hidden), zeros(hidden),
             zeros(hidden, hidden), np.ones(len(members), np.float32))
-  get = lambda name: served.arrays[f"{scope}/{fusion_model.FUSION_SCOPE}/{name}"]
+  get = lambda name: served.arrays[f"{scope}/{fusion_weights.FUSION_SCOPE}/{name}"]
   fused = set(served.fusion.task_names)
   # The fusion model's order of its fused tasks is theirs in `members`: softmax
   # and the weighted sum do not depend on the order.

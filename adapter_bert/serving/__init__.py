@@ -1,9 +1,8 @@
 """Serving many tasks from one frozen BERT: an adapter bank, or a multi-task run, as one
 SavedModel.
 
-  bank_tasks     reads a bank's tasks and its base weights, with every check
-  multitask_run  reads a run_multitask.py output_dir as such tasks (HyperFormer++
-                 adapters generated once per task)
+  multitask_run  reads a run_multitask.py output_dir as a bank's tasks
+                 (bank/bank_tasks.py), HyperFormer++ adapters generated once per task
   multitask      the multi-task model: one encoder, each example with its task's
                  adapters, LayerNorms and head (gathered along a task axis)
   text           in-graph tokenization from a SavedModel asset, packing per task

@@ -85,13 +85,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from adapter_bert.bank import bank_tasks
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import flags as cli_flags
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
 import modeling
-from adapter_bert.serving import bank_tasks
 from adapter_bert.serving import multitask
 from adapter_bert.serving import multitask_run
 from adapter_bert.serving import text

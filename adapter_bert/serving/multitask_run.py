@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from adapter_layers import AdapterConfig
+from adapter_bert.bank import bank_tasks
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert import errors
@@ -32,7 +33,6 @@ from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import run_config
-from adapter_bert.serving import bank_tasks
 from adapter_bert.storage import input_files
 
 # run_config.json keys that fix the trained variables (run_multitask.MODEL_KEYS):

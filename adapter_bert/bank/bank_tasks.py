@@ -1,6 +1,7 @@
-"""A bank's tasks and its base weights, read and checked for serving.
+"""A bank's tasks and its base weights, read and checked: for serving them
+(serving/) and for fusing them (fusion/).
 
-Every task of an adapter bank (bank/adapter_bank.py) was trained on the same
+Every task of an adapter bank (adapter_bank.py) was trained on the same
 frozen encoder and adds only what it trained: adapters, LayerNorms, a
 classifier head. Serving stacks those along a task axis over one copy of the
 encoder, so a task must be a run_classifier.py task whose trained variables
