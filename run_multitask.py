@@ -3,7 +3,7 @@ r"""Several classification tasks at once on one frozen BERT: HyperFormer++ or sh
 run_classifier.py's flags, with the task flags as lists (task i is
 --task_name[i] on --data_dir[i]), plus the multi-task ones:
 
-  python run_multitask.py --adapter_type=hyperformer \
+  python run_multitask.py --multitask_adapters=hyperformer \
     --task_name=tsv,tsv,tsv,tsv \
     --data_dir=data/wordnet/wordnet_lexname,data/wordnet/wordnet_pos,... \
     --text_a_column=sentence,sentence,gloss,word_a \
@@ -12,11 +12,11 @@ run_classifier.py's flags, with the task flags as lists (task i is
     --init_checkpoint=... --adapter_size=64 --learning_rate=1e-3 \
     --num_train_epochs=1 --output_dir=/tmp/multitask
 
---adapter_type=hyperformer: one hypernetwork generates every task's adapters
+--multitask_adapters=hyperformer: one hypernetwork generates every task's adapters
 (Mahabadi et al., ACL 2021, HyperFormer++; multitask/hypernetwork.py); the
 encoder stays frozen (--train_mode=head, the default; layer_norm also trains
 BERT's LayerNorms, as the authors' --unfreeze_layer_norms).
---adapter_type=shared: one set of Houlsby adapters for all tasks
+--multitask_adapters=shared: one set of Houlsby adapters for all tasks
 (--train_mode=adapters: they, the LayerNorms and the heads train).
 Each task has its own head either way. Every training batch is one task's,
 task t drawn with probability proportional to n_t^(1/--sampling_temperature);
@@ -48,6 +48,7 @@ from adapter_bert.cli import flag_checks
 from adapter_bert.cli import flags as cli_flags
 from adapter_bert.cli import options as cli_options
 from adapter_bert.cli import path_flags
+from adapter_bert.cli import renamed_flags
 from adapter_bert import errors
 from adapter_bert.multitask import accounting
 from adapter_bert.multitask import model as multitask_model
@@ -60,11 +61,11 @@ from adapter_bert.runtime import startup
 from adapter_bert.storage import path_checks
 import tokenization
 
-# What trains, per adapter type: the default first.
+# What trains, per --multitask_adapters: the default first.
 TRAIN_MODES = {"hyperformer": ("head", "layer_norm"), "shared": ("adapters",)}
 
 # run_config.json keys that fix the model's variables beside the encoder's.
-MODEL_KEYS = ("adapter_type", "hyperformer_config", "tasks")
+MODEL_KEYS = ("multitask_adapters", "hyperformer_config", "tasks")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -83,10 +84,11 @@ def define_flags(flag_values=flags.FLAGS):
                     "for all or one each (an empty entry: none).", **fv)
   flags.DEFINE_list("label_column", ["label"], "tsv tasks: header name of the label, one for "
                     "all or one each.", **fv)
-  flags.DEFINE_enum("adapter_type", "hyperformer", list(multitask_model.ADAPTER_TYPES),
-                    "hyperformer: a hypernetwork generates each task's adapters "
-                    "(HyperFormer++); shared: one set of Houlsby adapters for all tasks.",
-                    **fv)
+  flags.DEFINE_enum("multitask_adapters", "hyperformer", list(multitask_model.ADAPTER_TYPES),
+                    "How the tasks get their adapters: hyperformer, a hypernetwork generates "
+                    "each task's (HyperFormer++); shared, one set for all tasks. Either way "
+                    "they are Houlsby adapters (--adapter_design=houlsby).", **fv)
+  renamed_flags.define_renamed("adapter_type", "multitask_adapters", flag_values)
   flags.DEFINE_float("sampling_temperature", 10.0, "A batch comes from task t with "
                      "probability proportional to n_t^(1/T) (1: in proportion to the data; "
                      "larger: closer to uniform; the paper: 10).", **fv)
@@ -116,7 +118,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def take_recorded_settings(F) -> None:
   """With --adapter_checkpoint, the model flags left unset take the values its file
-  records (adapter type, HyperFormer++'s widths, the shared adapters' config), as
+  records (--multitask_adapters, HyperFormer++'s widths, the shared adapters' config), as
   run_classifier.py's do (cli/options); a flag given with another value is refused.
 
   The flags are set in place: the model flags are read from F throughout main.
@@ -125,11 +127,11 @@ def take_recorded_settings(F) -> None:
     return
   header = adapter_weights.read_adapter_header(F.adapter_checkpoint)
   metadata = header.get("metadata", {})
-  recorded = {k: metadata[k] for k in ("adapter_type",) if k in metadata}
+  recorded = {k: metadata[k] for k in ("multitask_adapters",) if k in metadata}
   hyper = metadata.get("hyperformer_config")
   if hyper:
     recorded.update((name, hyper[name]) for name in HYPERFORMER_FLAGS if name in hyper)
-  elif recorded.get("adapter_type") == "shared":
+  elif recorded.get("multitask_adapters") == "shared":
     config = AdapterConfig.from_dict(header["adapter_config"])
     recorded.update((flag, getattr(config, key))
                     for key, flag in cli_options.ADAPTER_CONFIG_FLAGS.items())
@@ -145,23 +147,23 @@ HYPERFORMER_FLAGS = ("adapter_size", "task_embedding_dim", "projector_hidden_dim
 
 
 def model_options(F) -> model_setup.ModelOptions:
-  """The run's ModelOptions; errors.UserError for a train mode the adapter type refuses."""
-  allowed = TRAIN_MODES[F.adapter_type]
+  """The run's ModelOptions; errors.UserError for a train mode --multitask_adapters refuses."""
+  allowed = TRAIN_MODES[F.multitask_adapters]
   train_mode = F.train_mode or allowed[0]
   if train_mode not in allowed:
+    named = errors.flags_named(train_mode=train_mode, multitask_adapters=F.multitask_adapters)
     raise errors.UserError(
-        f"{errors.flags_named(train_mode=train_mode, adapter_type=F.adapter_type)}: "
-        f"must be {' or '.join(allowed)}: "
+        f"{named}: must be {' or '.join(allowed)}: "
         + ("the hypernetwork makes the adapters, and the encoder stays frozen"
-           if F.adapter_type == "hyperformer" else "the shared adapters train"))
-  if F.adapter_type == "hyperformer" and F.adapter_placement not in (None, "both"):
+           if F.multitask_adapters == "hyperformer" else "the shared adapters train"))
+  if F.multitask_adapters == "hyperformer" and F.adapter_placement not in (None, "both"):
     raise errors.UserError(f"{errors.flags_named(adapter_placement=F.adapter_placement)}"
                            ": HyperFormer++ puts its adapters after both sub-layers")
   if F.adapter_design != "houlsby":
     raise errors.UserError(f"{errors.flags_named(adapter_design=F.adapter_design)}: "
                            "run_multitask.py trains Houlsby adapters (houlsby)")
   # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
-  adapter_size = F.adapter_size if F.adapter_type == "shared" else 0
+  adapter_size = F.adapter_size if F.multitask_adapters == "shared" else 0
   return model_setup.ModelOptions(
       adapter_size=adapter_size, adapter_init_scale=F.adapter_init_scale,
       adapter_placement=F.adapter_placement, train_mode=train_mode,
@@ -170,7 +172,7 @@ def model_options(F) -> model_setup.ModelOptions:
 
 
 def hyperformer_config(F):
-  if F.adapter_type != "hyperformer":
+  if F.multitask_adapters != "hyperformer":
     return None
   return HyperFormerConfig(adapter_size=F.adapter_size,
                            task_embedding_dim=F.task_embedding_dim,
@@ -326,12 +328,12 @@ def main(argv, flag_values=None):
   heads = [t.head() for t in tasks]
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                          do_lower_case=F.do_lower_case)
-  model_facts = dict(adapter_type=F.adapter_type,
+  model_facts = dict(multitask_adapters=F.multitask_adapters,
                      hyperformer_config=hyper_config and hyper_config.to_dict(),
                      tasks=[h.to_dict() for h in heads])
   run = startup.set_up(
       options, base, lambda bert, adapters: multitask_model.MultiTaskClassifier(
-          bert, heads, F.adapter_type, adapters, hyper_config),
+          bert, heads, F.multitask_adapters, adapters, hyper_config),
       sum(len(examples[t.name]["train"]) for t in tasks) if F.do_train else None,
       adapter_metadata=model_facts, model_keys=MODEL_KEYS, **model_facts,
       task_names=[t.task_name for t in tasks], data_dirs=[t.data_dir for t in tasks],

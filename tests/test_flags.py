@@ -2,10 +2,12 @@
 
 Every case checks the exit status, the whole message (flag, value, what is
 allowed), that no traceback is printed and that output_dir is left alone.
-Most run in-process on a fresh FlagValues; two run the real command line.
+Most run in-process on a fresh FlagValues; two run the real command line. A
+renamed flag's old spelling still works, with one deprecation line.
 """
 
 import functools
+import logging as py_logging
 import os
 import socket
 import subprocess
@@ -16,16 +18,19 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
+from adapter_bert.bank import manage
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import options as cli_options
 from adapter_bert import errors
 import modeling
 import run_classifier
+import run_multitask
 import run_squad
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
+from adapter_bert.serving import export as serving_export
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -396,3 +401,71 @@ def test_command_line_prints_one_line_and_exits_2(tmp_path, extra, message):
   errors_printed = [l for l in result.stderr.splitlines() if "ERROR" in l or "FATAL" in l]
   assert errors_printed == [f"ERROR: {message}"], result.stderr
   assert not out.exists()
+
+
+class _Warnings(py_logging.Handler):
+  def __init__(self):
+    super().__init__(py_logging.WARNING)
+    self.lines = []
+
+  def emit(self, record):
+    self.lines.append(record.getMessage())
+
+
+def _parse_logging(parse):
+  """Runs `parse`; returns the warnings logged meanwhile."""
+  handler = _Warnings()
+  logger = py_logging.getLogger("absl")
+  logger.addHandler(handler)
+  try:
+    parse()
+  finally:
+    logger.removeHandler(handler)
+  return handler.lines
+
+
+_BANK_ARGS = ["--export_dir=out"]
+# The command's flags, its other arguments, the old spelling, the current one, a value.
+RENAMED = {
+    "run_multitask --adapter_type": (run_multitask.define_flags, [
+        "--task_name=mrpc", "--data_dir=d", "--output_dir=o", "--do_train"],
+        "adapter_type", "multitask_adapters", "shared"),
+    "export --bank": (serving_export.define_flags, _BANK_ARGS, "bank", "adapter_bank", "b"),
+}
+
+
+@pytest.mark.parametrize("case", list(RENAMED))
+def test_renamed_flag_takes_the_old_spelling_with_one_deprecation_line(case):
+  define, args, old, new, value = RENAMED[case]
+  deprecated = f"--{old} is deprecated; use --{new}"
+  for spelling, expected_lines in ((old, [deprecated]), (new, [])):
+    fv = flags.FlagValues()
+    define(fv)
+    logged = _parse_logging(lambda: fv(["cmd", f"--{spelling}={value}"] + args))
+    assert logged == expected_lines, spelling
+    assert fv[new].value == value and flag_checks.flag_given(fv[new])
+    # Checked again (as when a flag is set later): not logged again.
+    assert _parse_logging(fv.validate_all_flags) == []
+  assert fv[old].help == f"Deprecated spelling of --{new}."
+
+
+def test_renamed_flag_is_checked_as_the_current_one():
+  """--bank sets --adapter_bank, so the export's exactly-one-source check sees it."""
+  fv = flags.FlagValues()
+  serving_export.define_flags(fv)
+  with pytest.raises(flags.IllegalFlagValueError, match="give exactly one of them"):
+    fv(["export", "--bank=b", "--multitask_run=r"] + _BANK_ARGS)
+
+
+def test_bank_manage_takes_the_old_spelling_with_one_deprecation_line(tmp_path):
+  """argparse's alias: the value reaches the command, which names it by the current
+  spelling (here: a bank that does not exist)."""
+  bank = str(tmp_path / "bank")
+
+  def list_bank(spelling):
+    with pytest.raises(errors.UserError, match=f"flag --adapter_bank={bank}: directory "
+                       "not found"):
+      manage.main([spelling, bank, "list"])
+  assert _parse_logging(lambda: list_bank("--bank")) == [
+      "--bank is deprecated; use --adapter_bank"]
+  assert _parse_logging(lambda: list_bank("--adapter_bank")) == []

@@ -60,7 +60,7 @@ def _flags(base, **overrides):
 @pytest.fixture(scope="module")
 def hyperformer_run(base, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("hyperformer"))
-  logs = run_main(**_flags(base, adapter_type="hyperformer", do_train=True, do_eval=True,
+  logs = run_main(**_flags(base, multitask_adapters="hyperformer", do_train=True, do_eval=True,
                            do_predict=True, output_dir=out))
   return out, logs
 
@@ -307,7 +307,7 @@ def _fresh_model_from(out, base):
   from adapter_bert.runtime import model_setup
   fv = flags.FlagValues()
   run_multitask.define_flags(fv)
-  fv(["x"] + [f"--{k}={v}" for k, v in _flags(base, adapter_type="hyperformer",
+  fv(["x"] + [f"--{k}={v}" for k, v in _flags(base, multitask_adapters="hyperformer",
                                                  output_dir=out, do_eval=True).items()])
   tasks = [t.head() for t in run_multitask.multitask_tasks.tasks_from_flags(
       fv.task_name, fv.data_dir, fv.text_a_column, fv.text_b_column, fv.label_column)]
@@ -326,7 +326,7 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
   again = str(tmp_path / "eval_only")
   adapters = os.path.join(out, "adapter_model")
   # No model flags: the adapter file gives the type, the sizes and HyperFormer++'s widths.
-  recorded = dict(adapter_type=None, adapter_size=None,
+  recorded = dict(multitask_adapters=None, adapter_size=None,
                   **{k: None for k in TINY_HYPER})
   run_main(**_flags(base, do_predict=True, do_eval=True, adapter_checkpoint=adapters,
                     output_dir=again, eval_predictions=True, **recorded))
@@ -370,7 +370,7 @@ def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tm
   # The trained run padded each batch to its longest example, as by default.
   out, _ = hyperformer_run
   again = str(tmp_path / "padded")
-  run_main(**_flags(base, adapter_type="hyperformer", do_predict=True, do_eval=True,
+  run_main(**_flags(base, multitask_adapters="hyperformer", do_predict=True, do_eval=True,
                     adapter_checkpoint=os.path.join(out, "adapter_model"), output_dir=again,
                     pad_to_max_seq_length=True))
   for task in TASK_NAMES:
@@ -386,7 +386,7 @@ def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tm
 
 def test_shared_adapters_run(base, tmp_path):
   out = str(tmp_path / "shared")
-  logs = run_main(**_flags(base, adapter_type="shared", do_train=True, do_eval=True,
+  logs = run_main(**_flags(base, multitask_adapters="shared", do_train=True, do_eval=True,
                            output_dir=out, num_train_epochs=1))
   header = adapter_weights.read_adapter_header(
       os.path.join(out, "adapter_model", adapter_weights.WEIGHTS_FILE))
@@ -401,9 +401,9 @@ def test_shared_adapters_run(base, tmp_path):
 
 @pytest.mark.parametrize("overrides,message", [
     (dict(data_dir="a,b"), "names 4 tasks but --data_dir gives 2"),
-    (dict(adapter_type="hyperformer", train_mode="adapters"),
-     "train_mode=adapters, adapter_type=hyperformer: must be head or layer_norm"),
-    (dict(adapter_type="shared", train_mode="head"), "must be adapters"),
+    (dict(multitask_adapters="hyperformer", train_mode="adapters"),
+     "train_mode=adapters, multitask_adapters=hyperformer: must be head or layer_norm"),
+    (dict(multitask_adapters="shared", train_mode="head"), "must be adapters"),
     (dict(task_name="mrpc,mrpc", data_dir=f"{GLUE}/MRPC,{GLUE}/MRPC"),
      "two tasks are named 'mrpc'"),
     (dict(task_name="tsv,tsv", data_dir="x/a,x/b", text_a_column="s,t,u"),

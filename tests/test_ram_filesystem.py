@@ -227,18 +227,18 @@ def test_run_classifier(classifier_run):
 def test_bank_manage(classifier_run, local_disk, capsys):
   out, bank = classifier_run
   # Not a name that starts with another task's: ram:// would list one in the other.
-  manage.main(["--bank", bank, "add", "paraphrase", f"{out}/adapter_model"])
-  manage.main(["--bank", bank, "list"])
+  manage.main(["--adapter_bank", bank, "add", "paraphrase", f"{out}/adapter_model"])
+  manage.main(["--adapter_bank", bank, "list"])
   listed = capsys.readouterr().out
   assert "paraphrase" in listed and "mrpc" in listed
-  manage.main(["--bank", bank, "remove", "paraphrase"])
+  manage.main(["--adapter_bank", bank, "remove", "paraphrase"])
   assert [t.rstrip("/") for t in tf.io.gfile.listdir(f"{bank}/tasks")] == ["mrpc"]
 
 
 def test_serving_export(classifier_run, local_disk):
   _, bank = classifier_run
   export_dir = f"{ROOT}/export/1"
-  fv, _ = _parse(serving_export.define_flags, ["export", f"--bank={bank}",
+  fv, _ = _parse(serving_export.define_flags, ["export", f"--adapter_bank={bank}",
                                                f"--export_dir={export_dir}"])
   serving_export.main(["export"], fv)
   names = {n.rstrip("/") for n in tf.io.gfile.listdir(export_dir)}
@@ -280,7 +280,7 @@ def test_run_multitask(local_disk):
   out = f"{ROOT}/multitask"
   run_main(run_multitask, **_base_flags(
       task_name="mrpc,tsv", data_dir=f"{DATA}/MRPC,{DATA}/tsv_example", output_dir=out,
-      adapter_type="shared", adapter_size=8, do_train=True, do_eval=True, do_predict=True,
+      multitask_adapters="shared", adapter_size=8, do_train=True, do_eval=True, do_predict=True,
       num_train_epochs=1))
   assert "mrpc/eval_accuracy" in _results(f"{out}/eval_results.txt")
   for task in ("mrpc", "tsv_example"):

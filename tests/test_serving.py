@@ -253,11 +253,20 @@ def test_signatures_follow_serving_conventions(exported, served):
   assert {k: (v.dtype, v.shape.as_list()) for k, v in token_ids.items()} == {
       "input_ids": (tf.int32, [None, None]), "input_mask": (tf.int32, [None, None]),
       "segment_ids": (tf.int32, [None, None]), "task": (tf.string, [None])}
-  with open(os.path.join(export_dir, serving_export.TASKS_FILE)) as f:
-    described = json.load(f)
+  described = serving_export.read_tasks_description(export_dir)
   assert [(t["name"], t["labels"], t["max_seq_length"], t["adapter_size"])
           for t in described["tasks"]] == [
               ("mrpc", ["0", "1"], 16, 8), ("sst2", ["0", "1"], 8, 4), ("stsb", [], 24, 0)]
+  assert described["max_seq_length"] == 24 and "seq_length" not in described
+
+
+def test_tasks_description_of_an_export_before_the_key_was_renamed(tmp_path):
+  """assets.extra/tasks.json's "max_seq_length" was written as "seq_length"."""
+  os.makedirs(tmp_path / "assets.extra")
+  with open(tmp_path / serving_export.TASKS_FILE, "w") as f:
+    json.dump({"tasks": [], "seq_length": 128, "num_outputs": 2}, f)
+  assert serving_export.read_tasks_description(str(tmp_path)) == {
+      "tasks": [], "max_seq_length": 128, "num_outputs": 2}
 
 
 # A serving process: a Python that cannot import this repository (its modules
@@ -453,7 +462,7 @@ def exported_ids(bank, tmp_path_factory):
   export_dir = str(tmp_path_factory.mktemp("export_ids") / "1")
   fv = flags.FlagValues()
   serving_export.define_flags(fv)
-  fv(["export", f"--bank={bank}", f"--export_dir={export_dir}", "--token_ids_only"])
+  fv(["export", f"--adapter_bank={bank}", f"--export_dir={export_dir}", "--token_ids_only"])
   serving_export.main(["export"], fv)
   return export_dir
 
@@ -595,22 +604,22 @@ def export_error(capsys, **flag_values):
 
 def test_user_errors(vocab_base, runs, tmp_path, capsys):
   out = str(tmp_path / "out")
-  assert export_error(capsys, bank=tmp_path / "none", export_dir=out).endswith(
-      f"flag --bank={tmp_path / 'none'}: directory not found")
+  assert export_error(capsys, adapter_bank=tmp_path / "none", export_dir=out).endswith(
+      f"flag --adapter_bank={tmp_path / 'none'}: directory not found")
   os.makedirs(tmp_path / "empty")
-  assert "not an adapter bank" in export_error(capsys, bank=tmp_path / "empty",
+  assert "not an adapter bank" in export_error(capsys, adapter_bank=tmp_path / "empty",
                                                 export_dir=out)
   bank = _make_bank(str(tmp_path / "bank"), vocab_base, runs, names=["sst2"])
   os.makedirs(os.path.join(bank, "tasks", "empty"))
   assert "task 'empty' has no adapter_weights.safetensors" in export_error(
-      capsys, bank=bank, export_dir=out)
+      capsys, adapter_bank=bank, export_dir=out)
   shutil.rmtree(os.path.join(bank, "tasks", "empty"))
-  message = export_error(capsys, bank=bank, export_dir=out, tasks="sst2,qqp")
+  message = export_error(capsys, adapter_bank=bank, export_dir=out, tasks="sst2,qqp")
   assert "no task 'qqp'" in message and "it has: sst2" in message
   # Another base than the bank's (same shapes, other weights).
   other = tiny_bert.write_google_dir(str(tmp_path / "other"), config=dict(
       tiny_bert.TINY_CONFIG, vocab_size=120), seed=7)[2]
-  assert "are not the bank's base" in export_error(capsys, bank=bank, export_dir=out,
+  assert "are not the bank's base" in export_error(capsys, adapter_bank=bank, export_dir=out,
                                                     init_checkpoint=other)
   # A task file trained on another base.
   path = os.path.join(bank, "tasks", "sst2", adapter_weights.WEIGHTS_FILE)
@@ -620,5 +629,5 @@ def test_user_errors(vocab_base, runs, tmp_path, capsys):
   with open(path, "wb") as f:
     f.write(blob.replace(fingerprint.encode(), b"0" * len(fingerprint)))
   assert "task 'sst2' was trained on another base model" in export_error(
-      capsys, bank=bank, export_dir=out)
+      capsys, adapter_bank=bank, export_dir=out)
   assert not os.path.exists(out)

@@ -12,6 +12,7 @@ generates for each task.
 import dataclasses
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -22,12 +23,14 @@ from absl import flags
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
 import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 import run_multitask
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import run_config
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
 from adapter_bert.serving import multitask_run
@@ -44,9 +47,9 @@ TASK_FLAGS = dict(task_name="mrpc,sts-b,tsv", data_dir=",".join(
 # adapter type -> its flags: HyperFormer++ also trains BERT's LayerNorms;
 # the adapter sizes differ (a mixed model pads).
 RUNS = {
-    "hyperformer": dict(adapter_type="hyperformer", train_mode="layer_norm", adapter_size=8,
+    "hyperformer": dict(multitask_adapters="hyperformer", train_mode="layer_norm", adapter_size=8,
                         task_embedding_dim=8, projector_hidden_dim=16, projected_dim=8),
-    "shared": dict(adapter_type="shared", adapter_size=4),
+    "shared": dict(multitask_adapters="shared", adapter_size=4),
 }
 
 
@@ -148,7 +151,7 @@ def _trained_model(run):
   hyper = saved["hyperformer_config"]
   model = multitask_model.MultiTaskClassifier(
       modeling.BertConfig.from_dict(saved["bert_config"]),
-      [multitask_model.TaskHead.from_dict(t) for t in saved["tasks"]], saved["adapter_type"],
+      [multitask_model.TaskHead.from_dict(t) for t in saved["tasks"]], saved["multitask_adapters"],
       AdapterConfig.from_dict(saved["adapter_config"]),
       HyperFormerConfig.from_dict(hyper) if hyper else None)
   model.ensure_built()
@@ -269,7 +272,7 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   assert subset["task_index"].tolist() == [1, 0, 1]
 
   export_dir = str(tmp_path / "out")
-  for given in ({}, {"bank": str(tmp_path), "multitask_run": run}):
+  for given in ({}, {"adapter_bank": str(tmp_path), "multitask_run": run}):
     fv = flags.FlagValues()
     serving_export.define_flags(fv)
     with pytest.raises(flags.IllegalFlagValueError, match="exactly one"):
@@ -298,3 +301,59 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   assert "adapter_model/adapter_weights.safetensors: not found" in export_error(
       capsys, multitask_run=lone, export_dir=export_dir)
   assert not os.path.exists(export_dir)
+
+
+def _as_written_before_rename(run, copy):
+  """A copy of `run` as run_multitask.py wrote it before --adapter_type became
+  --multitask_adapters: that key in run_config.json and in adapter_model's metadata."""
+  shutil.copytree(run, copy)
+  path = os.path.join(copy, "run_config.json")
+  with open(path) as f:
+    saved = json.load(f)
+  saved["adapter_type"] = saved.pop("multitask_adapters")
+  with open(path, "w") as f:
+    json.dump(saved, f)
+  path = os.path.join(copy, model_setup.ADAPTER_MODEL_DIR, adapter_weights.WEIGHTS_FILE)
+  with open(path, "rb") as f:
+    blob = f.read()
+  length = int.from_bytes(blob[:8], "little")
+  entries = json.loads(blob[8:8 + length])
+  header = json.loads(entries["__metadata__"]["header"])
+  header["metadata"]["adapter_type"] = header["metadata"].pop("multitask_adapters")
+  entries["__metadata__"]["header"] = json.dumps(header)
+  text = json.dumps(entries).encode()
+  text += b" " * (-len(text) % 8)  # safetensors' alignment of the data after it.
+  with open(path, "wb") as f:
+    f.write(len(text).to_bytes(8, "little") + text + blob[8 + length:])
+  return copy
+
+
+def test_runs_written_before_the_flag_rename_still_serve_and_load(runs, tmp_path):
+  """A run that recorded adapter_type (now multitask_adapters) is read as before."""
+  run = runs["shared"]
+  old = _as_written_before_rename(run, str(tmp_path / "old"))
+  with open(os.path.join(old, "run_config.json")) as f:
+    assert "adapter_type" in json.load(f)
+  # Served: the same tasks and weights as the run as written now.
+  _, tasks = multitask_run.read_run(run)
+  _, old_tasks = multitask_run.read_run(old)
+  assert [t.name for t in old_tasks] == [t.name for t in tasks]
+  for task, old_task in zip(tasks, old_tasks):
+    assert old_task.arrays.keys() == task.arrays.keys()
+    for name, value in task.arrays.items():
+      np.testing.assert_array_equal(old_task.arrays[name], value)
+  # --adapter_checkpoint: the flags left out take the recorded value (not the default).
+  fv = flags.FlagValues()
+  run_multitask.define_flags(fv)
+  fv(["run_multitask.py", "--do_eval", f"--output_dir={tmp_path / 'eval'}",
+      f"--adapter_checkpoint={os.path.join(old, model_setup.ADAPTER_MODEL_DIR)}"] +
+     [f"--{k}={v}" for k, v in TASK_FLAGS.items()])
+  run_multitask.take_recorded_settings(fv)
+  assert fv.multitask_adapters == "shared" and fv.adapter_size == 4
+  # Resuming into it: its settings as written now pass; other adapters are refused.
+  with open(os.path.join(run, "run_config.json")) as f:
+    current = json.load(f)
+  run_config.check(old, current, also=run_multitask.MODEL_KEYS)
+  with pytest.raises(errors.UserError, match="multitask_adapters was 'shared' there"):
+    run_config.check(old, dict(current, multitask_adapters="hyperformer"),
+                     also=run_multitask.MODEL_KEYS)

@@ -162,8 +162,8 @@ def open_bank(bank_dir: str) -> BankBase:
   if not tf.io.gfile.exists(path):
     raise errors.UserError(
         f"not an adapter bank: no {BANK_FILE} (a bank is created by run_classifier.py "
-        f"--do_train --adapter_bank=DIR, or by python -m adapter_bert.bank.manage --bank=DIR add)",
-        bank_dir)
+        f"--do_train --adapter_bank=DIR, or by python -m adapter_bert.bank.manage "
+        f"--adapter_bank=DIR add)", bank_dir)
   try:
     with tf.io.gfile.GFile(path, "r") as f:
       data = json.loads(f.read())
@@ -470,7 +470,8 @@ def read_task(bank_dir: str, task: str) -> TaskInfo:
   if not tf.io.gfile.exists(weights):
     raise errors.UserError(
         f"task {task!r} of adapter bank {bank_dir} has no {adapter_weights.WEIGHTS_FILE} "
-        f"(remove it with python -m adapter_bert.bank.manage --bank={bank_dir} remove {task})", path)
+        f"(remove it with python -m adapter_bert.bank.manage --adapter_bank={bank_dir} "
+        f"remove {task})", path)
   header, shapes = adapter_weights.read_adapter_shapes(weights)
   num_bytes = sum(tf.io.gfile.stat(posixpath.join(path, n)).length
                   for n in tf.io.gfile.listdir(path)

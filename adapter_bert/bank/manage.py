@@ -1,8 +1,8 @@
 r"""Lists, adds and removes the tasks of an adapter bank (bank/adapter_bank.py).
 
-  python -m adapter_bert.bank.manage --bank=DIR list
-  python -m adapter_bert.bank.manage --bank=DIR add TASK RUN_OUTPUT_DIR/adapter_model
-  python -m adapter_bert.bank.manage --bank=DIR remove TASK
+  python -m adapter_bert.bank.manage --adapter_bank=DIR list
+  python -m adapter_bert.bank.manage --adapter_bank=DIR add TASK RUN_OUTPUT_DIR/adapter_model
+  python -m adapter_bert.bank.manage --adapter_bank=DIR remove TASK
 
 `list` prints one row per task and the parameter accounting of the paper
 (base parameters P, what the tasks add, the total as a multiple of P).
@@ -22,6 +22,7 @@ from absl import logging
 
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.cli import renamed_flags
 from adapter_bert import errors
 from adapter_bert.storage import path_checks
 
@@ -94,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog="python -m adapter_bert.bank.manage",
       description="Tasks of an adapter bank: adapter-only weights over one frozen BERT.")
-  parser.add_argument("--bank", required=True, metavar="DIR", help="The bank directory.")
+  renamed_flags.add_renamed_argument(
+      parser, "adapter_bank", "bank", required=True, metavar="DIR",
+      help="The bank directory, as run_classifier.py's --adapter_bank (--bank: deprecated).")
   commands = parser.add_subparsers(dest="command", required=True)
   commands.add_parser("list", help="One row per task, then the parameter accounting.")
   add = commands.add_parser("add", help="Add (or replace) a task from a run's adapter_model/.")
@@ -110,20 +113,21 @@ def main(argv: Optional[List[str]] = None) -> None:
   args = _parser().parse_args(argv)
   logging.set_verbosity(logging.INFO)
   # `add` creates the bank; the other commands read it.
-  path_checks.check(args.bank, path_checks.OUTPUT_DIR if args.command == "add"
-                    else path_checks.INPUT_DIR, f"flag --bank={args.bank}")
+  bank_dir = args.adapter_bank
+  path_checks.check(bank_dir, path_checks.OUTPUT_DIR if args.command == "add"
+                    else path_checks.INPUT_DIR, f"flag --adapter_bank={bank_dir}")
   if args.command == "add":
     path_checks.check(args.adapter_model, path_checks.INPUT_FILE_OR_DIR,
                       f"argument ADAPTER_MODEL {args.adapter_model}")
   if args.command == "list":
-    print("\n".join(list_bank(args.bank)))
+    print("\n".join(list_bank(bank_dir)))
   elif args.command == "add":
     adapter_bank.check_task_name(args.task)
-    if not adapter_bank.exists(args.bank):
-      adapter_bank.create_bank(args.bank, base_from_run(args.adapter_model))
-    print(adapter_bank.add_task(args.bank, args.task, args.adapter_model))
+    if not adapter_bank.exists(bank_dir):
+      adapter_bank.create_bank(bank_dir, base_from_run(args.adapter_model))
+    print(adapter_bank.add_task(bank_dir, args.task, args.adapter_model))
   else:
-    adapter_bank.remove_task(args.bank, args.task)
+    adapter_bank.remove_task(bank_dir, args.task)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from absl import logging
 
 from adapter_bert import errors
 from adapter_bert.storage import file_io
+from adapter_bert.storage import renamed_keys
 
 WEIGHTS_FILE = "adapter_weights.safetensors"
 CONFIG_FILE = "adapter_config.json"
@@ -147,7 +148,15 @@ def read_adapter_file(path: str) -> AdapterFile:
   if missing:
     raise errors.UserError(f"not an adapter weights file of this project: its header "
                            f"lacks {', '.join(missing)}", path)
-  return AdapterFile(path, header, arrays)
+  return AdapterFile(path, _current_metadata_keys(header), arrays)
+
+
+def _current_metadata_keys(header: dict) -> dict:
+  """The header with its metadata's renamed keys under their current names (a
+  file written before a rename holds the old ones: storage/renamed_keys)."""
+  if isinstance(header, dict) and isinstance(header.get("metadata"), dict):
+    return dict(header, metadata=renamed_keys.current_keys(header["metadata"]))
+  return header
 
 
 def read_adapter_shapes(path: str) -> Tuple[dict, Dict[str, tuple]]:
@@ -160,7 +169,7 @@ def read_adapter_shapes(path: str) -> Tuple[dict, Dict[str, tuple]]:
     shapes = {name: tuple(e["shape"]) for name, e in entries.items()}
   except Exception as e:  # Any way a file can be cut short or be something else.
     raise errors.UserError(_CORRUPT + f"{e!r}", path) from e
-  return header, shapes
+  return _current_metadata_keys(header), shapes
 
 
 def _safetensors_header(f) -> dict:

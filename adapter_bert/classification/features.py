@@ -280,7 +280,7 @@ def ensure_feature_record(examples, label_list, max_seq_length, tokenizer,
   return len(examples)
 
 
-def make_dataset(record_file: str, seq_length: int, batch_size: int, is_training: bool,
+def make_dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool,
                  drop_remainder: bool, is_regression: bool = False,
                  seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
                  group_by_length: bool = False) -> tf.data.Dataset:
@@ -295,14 +295,14 @@ def make_dataset(record_file: str, seq_length: int, batch_size: int, is_training
 
   Returns:
     Dataset of (features, label_ids): features holds int32 "input_ids",
-    "input_mask", "segment_ids" [batch, seq_length or less] and int32
+    "input_mask", "segment_ids" [batch, max_seq_length or less] and int32
     "is_real_example" [batch]; label_ids is int32 [batch] (float32 for
     regression). int64 is cast to int32 as the original did for TPUs. With
     drop_remainder the batch dimension is static. For Keras' (x, y,
     sample_weight): `ds.map(lambda f, y: ({k: f[k] for k in MODEL_INPUT_KEYS},
     y, tf.cast(f["is_real_example"], tf.float32)))`.
   """
-  name_to_features = records.sequence_features(seq_length)
+  name_to_features = records.sequence_features(max_seq_length)
   name_to_features.update(
       label_ids=tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
       is_real_example=tf.io.FixedLenFeature([], tf.int64))

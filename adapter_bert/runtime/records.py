@@ -46,10 +46,11 @@ _BATCH_SHUFFLE_BUFFER = 64
 INPUT_INDEX = "input_index"
 
 
-def sequence_features(seq_length: int, names: Sequence[str] = (
+def sequence_features(max_seq_length: int, names: Sequence[str] = (
     "input_ids", "input_mask", "segment_ids")) -> dict:
-  """int64 [seq_length] features: the model inputs every record holds."""
-  return {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in names}
+  """int64 [max_seq_length] features: the model inputs every record holds, padded
+  to the run's --max_seq_length when written."""
+  return {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in names}
 
 
 def read_batches(record_files: Union[str, Sequence[str]],

@@ -19,6 +19,7 @@ from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
+from adapter_bert.storage import renamed_keys
 
 RUN_CONFIG_FILE = "run_config.json"
 
@@ -61,7 +62,7 @@ def check(output_dir: str, config: Mapping[str, object], also=()) -> None:
   path = posixpath.join(output_dir, RUN_CONFIG_FILE)
   if not run_checkpoints.latest(output_dir) or not tf.io.gfile.exists(path):
     return
-  saved = input_files.read_json(path)
+  saved = read(path)
   if not isinstance(saved, dict):
     raise errors.UserError("not a run_config.json: expected a JSON object", path)
   for key in _MODEL_KEYS + tuple(also):
@@ -70,6 +71,14 @@ def check(output_dir: str, config: Mapping[str, object], also=()) -> None:
           f"{output_dir} holds checkpoints of another run: {key} was {saved[key]!r} there "
           f"(see {path}) but is {config.get(key)!r} now; use a fresh --output_dir or the "
           f"same settings")
+
+
+def read(path: str):
+  """A run_config.json as read (errors.UserError if it cannot be), a JSON object
+  with the keys renamed since it was written under their current names
+  (storage/renamed_keys), so an older run is checked and served as before."""
+  saved = input_files.read_json(path)
+  return renamed_keys.current_keys(saved) if isinstance(saved, dict) else saved
 
 
 def write(output_dir: str, config: Mapping[str, object], training_run: bool) -> None:

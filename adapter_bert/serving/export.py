@@ -1,11 +1,11 @@
 r"""Exports an adapter bank, or a multi-task run, as one SavedModel that serves every task
 from raw text.
 
-  python -m adapter_bert.serving.export (--bank=BANK | --multitask_run=OUTPUT_DIR) \
+  python -m adapter_bert.serving.export (--adapter_bank=BANK | --multitask_run=OUTPUT_DIR) \
       --export_dir=EXPORT_DIR [--init_checkpoint=... | --bert_hub_module_handle=...] \
       [--tasks=a,b] [--token_ids_only]
 
---bank: the tasks of an adapter bank (bank/), each trained by
+--adapter_bank: the tasks of an adapter bank (bank/), each trained by
 run_classifier.py. The base weights come from bank.json (or the flag given
 instead) and must have the bank's fingerprint; every task's adapter file must
 name that base.
@@ -89,6 +89,7 @@ from adapter_bert.bank import bank_tasks
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import flags as cli_flags
 from adapter_bert.cli import path_flags
+from adapter_bert.cli import renamed_flags
 from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
 import modeling
@@ -130,8 +131,9 @@ class TokenIdsModule(tf.Module):
         tf.lookup.KeyValueTensorInitializer(tf.constant(names),
                                             tf.range(len(names), dtype=tf.int64)),
         default_value=-1)
-    self.seq_length = max(t.max_seq_length for t in tasks)
-    self._max_seq_length = tf.constant([t.max_seq_length for t in tasks], tf.int32)
+    # What the text signatures pack to: the largest of the tasks' max_seq_length.
+    self.max_seq_length = max(t.max_seq_length for t in tasks)
+    self._task_max_seq_lengths = tf.constant([t.max_seq_length for t in tasks], tf.int32)
     self._labels = tf.constant(
         [list(t.labels) + [""] * (width - len(t.labels)) for t in tasks], tf.string)
     self._num_labels = tf.constant([len(t.labels) for t in tasks], tf.int32)
@@ -245,8 +247,8 @@ class ServingModule(TokenIdsModule):
     ids = self.tokenizer(tf.concat([text_a, text_b], axis=0))
     batch_size = tf.shape(text_a)[0]
     return text.pack_per_example(ids[:batch_size], ids[batch_size:],
-                                 tf.gather(self._max_seq_length, task_index),
-                                 self.seq_length, self._cls_id, self._sep_id)
+                                 tf.gather(self._task_max_seq_lengths, task_index),
+                                 self.max_seq_length, self._cls_id, self._sep_id)
 
   @tf.function(autograph=False, input_signature=[_string_spec("text_a"), _string_spec("text_b"),
                                 _string_spec("task")])
@@ -277,11 +279,23 @@ def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
     return d
   return {
       "tasks": [entry(i, t) for i, t in enumerate(tasks)],
-      "seq_length": max(t.max_seq_length for t in tasks),
+      # What the text signatures pack to (exports before this name wrote it as
+      # "seq_length": read_tasks_description reads both).
+      "max_seq_length": max(t.max_seq_length for t in tasks),
       "num_outputs": max(t.num_outputs for t in tasks),
       "do_lower_case": base.do_lower_case,
       "base": base.source,
   }
+
+
+def read_tasks_description(export_dir: str) -> dict:
+  """An export's assets.extra/tasks.json, an older export's too: its
+  "seq_length" is read as "max_seq_length" (the key's name since)."""
+  with tf.io.gfile.GFile(posixpath.join(export_dir, TASKS_FILE)) as f:
+    description = json.load(f)
+  if "seq_length" in description:
+    description.setdefault("max_seq_length", description.pop("seq_length"))
+  return description
 
 
 def build_module(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
@@ -342,15 +356,17 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   logging.info("Exported %d tasks (%s) over %s to %s: %s, %d outputs", len(tasks),
                ", ".join(t.name for t in tasks), base.source, export_dir,
                "token ids in" if token_ids_only else
-               f"raw text in, packed to {module.seq_length} tokens",
+               f"raw text in, packed to {module.max_seq_length} tokens",
                max(t.num_outputs for t in tasks))
   return tasks
 
 
 def define_flags(flag_values=flags.FLAGS):
   fv = dict(flag_values=flag_values)
-  flags.DEFINE_string("bank", None, "The adapter bank directory (bank.json, tasks/).", **fv)
-  flags.DEFINE_string("multitask_run", None, "Instead of --bank: a run_multitask.py "
+  flags.DEFINE_string("adapter_bank", None, "The adapter bank directory (bank.json, tasks/), "
+                      "as run_classifier.py's --adapter_bank.", **fv)
+  renamed_flags.define_renamed("bank", "adapter_bank", flag_values)
+  flags.DEFINE_string("multitask_run", None, "Instead of --adapter_bank: a run_multitask.py "
                       "output_dir (run_config.json, adapter_model/).", **fv)
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (replaced whole).",
                       **fv)
@@ -368,7 +384,7 @@ def define_flags(flag_values=flags.FLAGS):
                     "clients that tokenize.", **fv)
   flags.mark_flag_as_required("export_dir", **fv)
   flag_checks.check_flags_together(
-      flag_values, ("bank", "multitask_run"),
+      flag_values, ("adapter_bank", "multitask_run"),
       lambda a, b: None if bool(a) != bool(b) else "give exactly one of them")
 
 
@@ -377,10 +393,10 @@ def main(argv, flag_values=flags.FLAGS):
     raise app.UsageError("Too many command-line arguments.")
   f = flag_values
   path_flags.check_path_flags(f, dict(
-      bank=path_checks.INPUT_DIR, multitask_run=path_checks.INPUT_DIR,
+      adapter_bank=path_checks.INPUT_DIR, multitask_run=path_checks.INPUT_DIR,
       export_dir=path_checks.OUTPUT_DIR, init_checkpoint=path_checks.CHECKPOINT,
       bert_hub_module_handle=path_flags.HUB_HANDLE))
-  export(f.bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks,
+  export(f.adapter_bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks,
          f.multitask_run, f.token_ids_only)
   print(f.export_dir)
 

@@ -33,11 +33,10 @@ from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import run_config
-from adapter_bert.storage import input_files
 
 # run_config.json keys that fix the trained variables (run_multitask.MODEL_KEYS):
 # the adapter file must have been written with the same.
-_MODEL_KEYS = ("adapter_type", "hyperformer_config", "tasks")
+_MODEL_KEYS = ("multitask_adapters", "hyperformer_config", "tasks")
 
 
 def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
@@ -57,17 +56,17 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
   if not tf.io.gfile.exists(config_path):
     raise errors.UserError("not found: --multitask_run takes a run_multitask.py "
                            "output_dir", config_path)
-  saved = input_files.read_json(config_path)
-  if not isinstance(saved, dict) or saved.get("adapter_type") is None:
+  saved = run_config.read(config_path)
+  if not isinstance(saved, dict) or saved.get("multitask_adapters") is None:
     raise errors.UserError("not a run_multitask.py run_config.json (it names no "
-                           "adapter_type); serve run_classifier.py runs as a bank (--bank)",
-                           config_path)
+                           "multitask_adapters); serve run_classifier.py runs as a bank "
+                           "(--adapter_bank)", config_path)
   try:
     bert_config = modeling.BertConfig.from_dict(dict(saved["bert_config"]))
     hyper = saved.get("hyperformer_config")
     model = multitask_model.MultiTaskClassifier(
         bert_config, [multitask_model.TaskHead.from_dict(t) for t in saved["tasks"]],
-        saved["adapter_type"], AdapterConfig.from_dict(saved["adapter_config"]),
+        saved["multitask_adapters"], AdapterConfig.from_dict(saved["adapter_config"]),
         HyperFormerConfig.from_dict(hyper) if hyper else None)
     max_seq_length, do_lower_case = saved["max_seq_length"], saved["do_lower_case"]
     vocab_file = saved["vocab_file"]

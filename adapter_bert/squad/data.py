@@ -483,7 +483,7 @@ class FeatureWriter:
     return False
 
 
-def make_dataset(record_file, seq_length: int, batch_size: int,
+def make_dataset(record_file, max_seq_length: int, batch_size: int,
                  is_training: bool, drop_remainder: bool,
                  seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
                  group_by_length: bool = False,
@@ -492,7 +492,7 @@ def make_dataset(record_file, seq_length: int, batch_size: int,
 
   Args:
     record_file: a record file path (or list of paths).
-    seq_length: the max_seq_length the records were written with.
+    max_seq_length: the length the records were written with.
     batch_size: batch size.
     is_training: repeat forever and shuffle (buffer 100, as the original,
       which pre-shuffles the examples instead of using a large buffer), and
@@ -505,11 +505,11 @@ def make_dataset(record_file, seq_length: int, batch_size: int,
 
   Returns:
     A dataset of dicts: unique_ids [B], input_ids / input_mask / segment_ids
-    [B, seq_length or less] and, for training, start_positions / end_positions
+    [B, max_seq_length or less] and, for training, start_positions / end_positions
     [B] (prediction batches grouped by length: also records.INPUT_INDEX [B]);
     all int32 (tf.Example only stores int64; accelerators prefer int32).
   """
-  name_to_features = records.sequence_features(seq_length)
+  name_to_features = records.sequence_features(max_seq_length)
   name_to_features["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
   if is_training:
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
