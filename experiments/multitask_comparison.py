@@ -7,9 +7,9 @@ Methods, all on one frozen encoder (default: the real MiniLM of models/minilm)
 and the four WordNet tasks (data/wordnet):
   houlsby      run_classifier.py once per task: its own adapters, LayerNorms
                and head (the bank's setting; Houlsby et al., 2019);
-  shared       run_multitask.py --adapter_type=shared: one adapter set and
+  shared       run_multitask.py --multitask_adapters=shared: one adapter set and
                LayerNorms for all tasks, a head each;
-  hyperformer  run_multitask.py --adapter_type=hyperformer: HyperFormer++
+  hyperformer  run_multitask.py --multitask_adapters=hyperformer: HyperFormer++
                (Mahabadi et al., 2021), the encoder frozen;
   hyperformer_ln  the same with BERT's LayerNorms trained too
                (--train_mode=layer_norm), as houlsby and shared train them.
@@ -137,15 +137,15 @@ def commands(F, method: str, seed: int, train: bool = True) -> List[tuple]:
           [python, os.path.join(ROOT, "run_classifier.py")], settings, output_dir)))
     return out
   [(base_dir, _)] = run_dirs(F.output_dir, method, seed)
-  adapter_type = "shared" if method == "shared" else "hyperformer"
+  multitask_adapters = "shared" if method == "shared" else "hyperformer"
   settings = dict(
-      _common(F, seed, train), adapter_type=adapter_type, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
+      _common(F, seed, train), multitask_adapters=multitask_adapters, task_name=",".join(["tsv"] * len(WORDNET_TASKS)),
       data_dir=",".join(os.path.join(F.data_root, t) for t in WORDNET_TASKS),
       text_a_column=",".join(a for a, _ in WORDNET_TASKS.values()),
       text_b_column=",".join(b for _, b in WORDNET_TASKS.values()),
       sampling_temperature=F.sampling_temperature,
       adapter_size=F.adapter_size if method == "shared" else F.hyperformer_adapter_size)
-  if adapter_type == "hyperformer":
+  if multitask_adapters == "hyperformer":
     settings.update(generator_init_stddev=F.generator_init_stddev,
                     task_embedding_init_stddev=F.task_embedding_init_stddev)
   if method == "hyperformer_ln":

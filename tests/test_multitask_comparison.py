@@ -34,15 +34,15 @@ def test_commands_give_every_method_the_same_tasks_and_budget():
   [(out, hyper)] = comparison.commands(F, "hyperformer", 2)
   assert out == "/tmp/cmp/hyperformer/seed-2" and hyper[1].endswith("run_multitask.py")
   args = dict(a.lstrip("-").split("=", 1) for a in hyper[2:] if "=" in a)
-  assert args["adapter_type"] == "hyperformer" and args["adapter_size"] == "16"
+  assert args["multitask_adapters"] == "hyperformer" and args["adapter_size"] == "16"
   assert args["text_a_column"] == "sentence,sentence,gloss,word_a"
   assert args["text_b_column"] == ",,example,word_b"
   assert args["num_train_epochs"] == "0.5" and args["learning_rate"] == "0.0003"
   assert "--train_mode=layer_norm" not in hyper
   [(_, with_ln)] = comparison.commands(F, "hyperformer_ln", 1)
-  assert "--adapter_type=hyperformer" in with_ln and "--train_mode=layer_norm" in with_ln
+  assert "--multitask_adapters=hyperformer" in with_ln and "--train_mode=layer_norm" in with_ln
   [(_, shared)] = comparison.commands(F, "shared", 1)
-  assert "--adapter_size=64" in shared and "--adapter_type=shared" in shared
+  assert "--adapter_size=64" in shared and "--multitask_adapters=shared" in shared
   # HyperFormer++'s initial scales reach its runs (both), and only them.
   F = _flags("--generator_init_stddev=0.1", "--task_embedding_init_stddev=0.5")
   for method in ("hyperformer", "hyperformer_ln"):
