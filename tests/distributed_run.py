@@ -113,7 +113,7 @@ def build_model(strategy, data_dir):
   with strategy.scope():
     model = modeling.BertClassifier(config, 2, AdapterConfig(size=ADAPTER_SIZE))
     # The head's dropout is the original's fixed 0.1, not in bert_config.json.
-    model.dropout.rate = 0.0
+    model.head.dropout.rate = 0.0
     model.ensure_built()
     checkpoint_io.load_checkpoint(model, os.path.join(data_dir, "bert_model.ckpt"))
     trainable.set_trainable(model, trainable.TrainMode.parse("adapters"))

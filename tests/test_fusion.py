@@ -117,7 +117,7 @@ def _tiny_fusion_model(rng, num_tasks=3, regularization=0.5):
     fused.append(fusion_model.FusedTask(f"task{t}", arrays))
   model = fusion_model.FusionClassifier(config, 2, adapter_config, fused, regularization)
   model.ensure_built()
-  model.dropout.rate = 0.0
+  model.head.dropout.rate = 0.0
   return model
 
 

@@ -295,6 +295,57 @@ def test_task_heads_have_original_shapes_and_formulas(google_dir):
   np.testing.assert_allclose(out["end_logits"].numpy(), logits[..., 1], atol=1e-5)
 
 
+def test_classifier_head_config_equation_and_stacked_form():
+  """ClassifierHead: get_config rebuilds it; its logits are pooled W^T + b (NumPy),
+  with a task axis the batch's task's rows; classifier_logits on each example's
+  gathered rows (serving's form) gives each example its own task's head."""
+  head = modeling.ClassifierHead(3, num_tasks=2, dropout_rate=0.2, initializer_stddev=0.5,
+                                 name="heads")
+  config = head.get_config()
+  assert {k: config[k] for k in ("num_labels", "num_tasks", "dropout_rate",
+                                 "initializer_stddev", "name")} == {
+      "num_labels": 3, "num_tasks": 2, "dropout_rate": 0.2, "initializer_stddev": 0.5,
+      "name": "heads"}
+  assert keras.saving.get_registered_name(modeling.ClassifierHead) == \
+      "adapter_bert>ClassifierHead"
+  clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(head))
+  assert clone.get_config() == config
+  head.build((None, 5))
+  names = head.tf1_variable_names()
+  assert {n: tuple(v.shape) for n, v in names.items()} == {
+      "output_weights": (2, 3, 5), "output_bias": (2, 3)}
+  rng = np.random.default_rng(0)
+  w, b = rng.normal(size=(2, 3, 5)).astype(np.float32), rng.normal(size=(2, 3)).astype(np.float32)
+  names["output_weights"].assign(w)
+  names["output_bias"].assign(b)
+  pooled = rng.normal(size=(4, 5)).astype(np.float32)
+  for task in (0, 1):
+    np.testing.assert_allclose(head(pooled, task=tf.constant(task)).numpy(),
+                               pooled @ w[task].T + b[task], rtol=1e-5, atol=1e-5)
+  tasks = np.array([1, 0, 0, 1])
+  mixed = modeling.classifier_logits(pooled, tf.gather(w, tasks), tf.gather(b, tasks))
+  np.testing.assert_allclose(mixed.numpy(), np.einsum("bh,bch->bc", pooled, w[tasks]) + b[tasks],
+                             rtol=1e-5, atol=1e-5)
+  # Without a task axis: no task; dropout only when training.
+  single = modeling.ClassifierHead(2)
+  assert single(pooled).shape == (4, 2) and single.get_config()["num_tasks"] is None
+  np.testing.assert_array_equal(single(pooled).numpy(), single(pooled, training=False).numpy())
+
+
+def test_classifier_head_weights_lead_and_its_seed_comes_last():
+  """As when the head's weights were the model's own: they lead the trainable
+  variables (the optimizer's slot order in training checkpoints), and its
+  dropout's seed state comes after the encoder's (the checkpoints' rng order)."""
+  config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+  model = modeling.BertClassifier(config, 2, AdapterConfig(size=4))
+  model.ensure_built()
+  first = model.trainable_variables[:2]
+  assert first[0] is model.head.output_weights and first[1] is model.head.output_bias
+  seeds = [v for v in model.non_trainable_variables if v.name == "seed_generator_state"]
+  assert len(seeds) == 2 * config.num_hidden_layers + 2
+  assert seeds[-1] is model.head.dropout.seed_generator.state
+
+
 def test_variable_names_are_the_original_checkpoint_names():
   config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
   model = modeling.BertClassifier(config, 2, AdapterConfig(size=4))

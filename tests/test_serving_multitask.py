@@ -182,7 +182,7 @@ def test_saved_adapters_are_the_generated_ones(base, runs, served):
       np.testing.assert_array_equal(got, want)
     n = model.tasks[index].num_outputs
     np.testing.assert_array_equal(saved.output_weights.numpy()[index, :n],
-                                  model.output_weights.numpy()[index, :n])
+                                  model.head.output_weights.numpy()[index, :n])
     assert not saved.output_weights.numpy()[index, n:].any()
   # Task-conditional: the tasks' adapters differ; the LayerNorms trained away from the base's.
   weights1 = stacked.layers[0].feed_forward_adapters[0].weights1.numpy()

@@ -105,9 +105,7 @@ class FusionClassifier(modeling.BertClassifier):
   def call(self, inputs, training=None):
     pooled = self.bert(inputs, training=training,
                        task_weights=self._task_weights())["pooled_output"]
-    pooled = self.dropout(pooled, training=training)
-    logits = tf.matmul(pooled, self.output_weights, transpose_b=True) + self.output_bias
-    logits = tf.cast(logits, tf.float32)
+    logits = tf.cast(self.head(pooled, training=training), tf.float32)
     if not self.output_attentions:
       return logits
     return {"logits": logits, "fusion_attentions": self._mean_attentions(inputs)}

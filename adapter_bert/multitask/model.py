@@ -6,8 +6,8 @@ adapters for every layer and position (Mahabadi et al., 2021).
 adapter_type "shared": one set of Houlsby adapters (modeling.py's) that every
 task shares, trained on all tasks at once: the paper's multi-task baseline.
 
-Either way each task has its own classifier head (the head of
-modeling.BertClassifier). The heads are stacked along a task axis and padded
+Either way each task has its own classifier head (modeling.ClassifierHead,
+BertClassifier's, with a task axis). The heads are stacked along a task axis and padded
 to the widest task; a narrower task's padded logits are masked out. A batch
 holds examples of one task (the batches are sampled per task, as in the
 paper): the hypernetwork runs once per step, and the encoder's products stay
@@ -61,7 +61,7 @@ class TaskHead:
 
 
 @keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
-class MultiTaskClassifier(keras.Model):
+class MultiTaskClassifier(modeling.HeadWeightsFirst, keras.Model):
   """BERT, per-task heads and HyperFormer++ or shared adapters.
 
   Call arguments:
@@ -98,17 +98,12 @@ class MultiTaskClassifier(keras.Model):
         AdapterHyperNetwork(hyperformer_config, len(self.tasks), config.num_hidden_layers,
                             config.hidden_size, name=HYPERNETWORK_PREFIX)
         if hyperformer_config else None)
-    self.dropout = modeling.Dropout(0.1)
     self.max_outputs = max(t.num_outputs for t in self.tasks)
+    self.head = modeling.ClassifierHead(self.max_outputs, len(self.tasks))
     self._num_outputs = tf.constant([t.num_outputs for t in self.tasks], tf.int32)
 
   def build(self, input_shape=None):
-    t, c, h = len(self.tasks), self.max_outputs, self.config.hidden_size
-    self.output_weights = self.add_weight(
-        name="output_weights", shape=(t, c, h),
-        initializer=keras.initializers.TruncatedNormal(stddev=0.02))
-    self.output_bias = self.add_weight(name="output_bias", shape=(t, c),
-                                       initializer="zeros")
+    self.head.build((None, self.config.hidden_size))
 
   def ensure_built(self) -> None:
     if not self.built or not self.weights:
@@ -124,9 +119,7 @@ class MultiTaskClassifier(keras.Model):
     generated = (modeling.EncoderTaskWeights(tuple(self.hypernetwork(task)))
                  if self.hypernetwork is not None else None)
     pooled = self.bert(inputs, training=training, task_weights=generated)["pooled_output"]
-    pooled = self.dropout(pooled, training=training)
-    logits = tf.matmul(pooled, tf.gather(self.output_weights, task), transpose_b=True)
-    logits = tf.cast(logits + tf.gather(self.output_bias, task), tf.float32)
+    logits = tf.cast(self.head(pooled, training=training, task=task), tf.float32)
     real = tf.range(self.max_outputs) < tf.gather(self._num_outputs, task)
     logits = tf.where(real[tf.newaxis, :], logits, _MASKED_LOGIT)
     return {"logits": logits, "task_index": task_index}
@@ -156,14 +149,13 @@ class MultiTaskClassifier(keras.Model):
   @property
   def task_row_variables(self):
     """Variables whose first axis is the task (optimization.AdamWeightDecay)."""
-    rows = [self.output_weights, self.output_bias]
+    rows = [self.head.output_weights, self.head.output_bias]
     if self.hypernetwork is not None:
       rows.append(self.hypernetwork.task_embeddings)
     return rows
 
   def head_variable_map(self) -> Dict[str, keras.Variable]:
-    return {f"{HEAD_PREFIX}/output_weights": self.output_weights,
-            f"{HEAD_PREFIX}/output_bias": self.output_bias}
+    return {f"{HEAD_PREFIX}/{n}": v for n, v in self.head.tf1_variable_names().items()}
 
   def tf1_variable_map(self) -> Dict[str, keras.Variable]:
     self.ensure_built()

@@ -138,8 +138,9 @@ class MultiTaskBert(tf.Module):
     per_example = self._with_fused_adapters(tf.nest.map_structure(
         lambda v: tf.gather(v, task_index), self.task_weights()))
     pooled = self._python.encoder(inputs, task_weights=per_example)["pooled_output"]
-    logits = tf.einsum("bh,bch->bc", pooled, tf.gather(self.output_weights, task_index))
-    return logits + tf.gather(self.output_bias, task_index)
+    # Each example's own task's head (BertClassifier's, in its stacked form).
+    return modeling.classifier_logits(pooled, tf.gather(self.output_weights, task_index),
+                                      tf.gather(self.output_bias, task_index))
 
   def _with_fused_adapters(self, weights: modeling.EncoderTaskWeights):
     """`weights` with each fusion item's shared adapters in place (fusion/serving.py)."""
@@ -194,7 +195,7 @@ def _task_weights(models: dict, config: modeling.BertConfig, base: Mapping[str, 
   # Copies: the model's variables take the next task's values.
   copy = lambda v: np.array(v, np.float32)
   weights = tf.nest.map_structure(copy, model.bert.own_task_weights())
-  return weights, (copy(model.output_weights), copy(model.output_bias))
+  return weights, (copy(model.head.output_weights), copy(model.head.output_bias))
 
 
 def _stack(weights: List[modeling.EncoderTaskWeights], tasks: Sequence, hidden: int):

@@ -126,7 +126,7 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
     adapter_config = model.adapter_config
     shared = {n: v.numpy() for n, v in encoder.items()
               if modeling.variable_role(n) == "adapter"}
-  output_weights, output_bias = model.output_weights.numpy(), model.output_bias.numpy()
+  output_weights, output_bias = model.head.output_weights.numpy(), model.head.output_bias.numpy()
   tasks = []
   for index, head in heads:
     adapters = model.generate_adapters(index) if model.hypernetwork is not None else shared
