@@ -1,11 +1,14 @@
-"""Houlsby bottleneck adapters (Houlsby et al., ICML 2019) as Keras 3 layers."""
+"""Houlsby bottleneck adapters (Houlsby et al., ICML 2019) as Keras 3 layers,
+and the adapter designs: each one entry (a Design) of one registry, which
+modeling.TransformerBlock, the checkpoints and a multi-task SavedModel ask."""
 
 import dataclasses
 import json
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -43,27 +46,6 @@ ACTIVATION_NAMES = tuple(_ACTIVATIONS)
 # adapters after the attention sub-layer alone, and found two per layer best).
 PLACEMENTS = ("both", "attention", "feed_forward")
 
-# The adapter designs, each wired into the same Transformer block
-# (modeling.TransformerBlock), with h a sub-layer's output (after its
-# dropout), r its input, LN its LayerNorm and A(x) = s (W2 act(W1 x + b1) + b2):
-#   houlsby:  LN(h + A(h) + r)          Houlsby et al. 2019 (adapter-bert)
-#   pfeiffer: LN(h + A(LN(h + r)) + r)  Pfeiffer et al. 2021, as the PyTorch
-#             `adapters` library's SeqBnConfig: the adapter reads the
-#             sub-layer's normalized output, its residual is h, and the same
-#             LayerNorm is applied again after it; one per layer, after the
-#             feed-forward sub-layer.
-#   parallel: LN(h + A(r) + r)          He et al. 2022: the adapter reads the
-#             sub-layer's input, beside the sub-layer; after the feed-forward one.
-#   lora:     x W + b + s (x A) B on the query and value projections, A random,
-#             B zero (Hu et al. 2022); `size` is the rank r, and s = alpha / r.
-DESIGNS = ("houlsby", "pfeiffer", "parallel", "lora")
-# Each design's placement and scaling s where none is given: the papers'
-# (He et al. scale the parallel adapter by 4; alpha = r, Keras' LoRA default).
-DEFAULT_PLACEMENTS = {"houlsby": "both", "pfeiffer": "feed_forward",
-                      "parallel": "feed_forward", "lora": "both"}
-DEFAULT_SCALING = {"houlsby": 1.0, "pfeiffer": 1.0, "parallel": 4.0, "lora": 1.0}
-
-
 def get_activation(name: str):
   """Maps an activation name ("gelu", "relu", "tanh", "linear") to a function.
 
@@ -88,13 +70,13 @@ class AdapterConfig:
       tanh-approximated GELU.
     placement: "both" (an adapter after the attention and one after the
       feed-forward sub-layer of every layer), "attention" or "feed_forward"
-      (after that sub-layer only); None: the design's (DEFAULT_PLACEMENTS).
+      (after that sub-layer only); None: the design's (Design.default_placement).
     layer_norm: the adapter normalizes its up-projection with a LayerNorm of
       its own before the residual add (HyperFormer++'s adapter, Mahabadi et
       al. 2021, whose weights a hypernetwork makes); Houlsby's has none.
-    design: how the adapter is wired into a layer (DESIGNS).
+    design: how the adapter is wired into a layer: a registered Design's name.
     scaling: s, the factor of the adapter's output; None: the design's
-      (DEFAULT_SCALING).
+      (Design.default_scaling).
   """
   size: int = 64
   init_scale: float = 1e-3
@@ -105,12 +87,14 @@ class AdapterConfig:
   scaling: Optional[float] = None
 
   def __post_init__(self):
-    if self.design not in DESIGNS:
-      raise ValueError(f"adapter design must be one of {list(DESIGNS)}, got {self.design!r}")
+    design = _REGISTRY.get(self.design)
+    if design is None or not design.selectable:
+      names = [n for n, d in _REGISTRY.items() if d.selectable]
+      raise ValueError(f"adapter design must be one of {names}, got {self.design!r}")
     if self.placement is None:
-      object.__setattr__(self, "placement", DEFAULT_PLACEMENTS[self.design])
+      object.__setattr__(self, "placement", design.default_placement)
     if self.scaling is None:
-      object.__setattr__(self, "scaling", DEFAULT_SCALING[self.design])
+      object.__setattr__(self, "scaling", design.default_scaling)
     if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
       raise ValueError(f"adapter size must be an integer >= 0, got {self.size!r}")
     if not self.init_scale > 0:
@@ -121,14 +105,9 @@ class AdapterConfig:
     if self.placement not in PLACEMENTS:
       raise ValueError(f"adapter placement must be one of {list(PLACEMENTS)}, "
                        f"got {self.placement!r}")
-    if self.design == "lora" and self.placement != "both":
-      raise ValueError("adapter placement does not apply to design lora (it adapts "
-                       f"every layer's query and value projections), got {self.placement!r}")
     if not isinstance(self.layer_norm, bool):
       raise ValueError(f"adapter layer_norm must be true or false, got {self.layer_norm!r}")
-    if self.layer_norm and self.design != "houlsby":
-      raise ValueError("an adapter's own LayerNorm (HyperFormer++'s) needs design houlsby, "
-                       f"got {self.design!r}")
+    design.validate(self)
     if not self.scaling > 0:
       raise ValueError(f"adapter scaling must be > 0, got {self.scaling!r}")
 
@@ -142,20 +121,24 @@ class AdapterConfig:
     return self.enabled and self.design == "lora"
 
   @property
+  def places(self) -> Tuple[str, ...]:
+    """The PLACES of every layer where the model has its adapters' weights."""
+    return _REGISTRY[self.design].places(self) if self.enabled else ()
+
+  @property
   def sublayers(self) -> Tuple[str, ...]:
-    """The sub-layers a bottleneck adapter follows ("attention", "feed_forward");
-    () without adapters and for LoRA."""
-    if not self.enabled or self.lora:
-      return ()
-    return ("attention", "feed_forward") if self.placement == "both" else (self.placement,)
+    """The sub-layers an adapter follows ("attention", "feed_forward");
+    () without adapters and for LoRA (on the projections)."""
+    return tuple(p for p in ("attention", "feed_forward") if p in self.places)
 
   def to_dict(self) -> dict:
     d = dataclasses.asdict(self)
     # Only where they are not the default: run_config.json and adapter files
     # of Houlsby models stay as they were before these keys existed, so they
     # compare equal to older ones (from_dict reads a missing key as the default).
-    defaults = (("design", "houlsby"), ("placement", DEFAULT_PLACEMENTS[self.design]),
-                ("layer_norm", False), ("scaling", DEFAULT_SCALING[self.design]))
+    design = _REGISTRY[self.design]
+    defaults = (("design", "houlsby"), ("placement", design.default_placement),
+                ("layer_norm", False), ("scaling", design.default_scaling))
     for key, default in defaults:
       if d[key] == default:
         del d[key]
@@ -406,145 +389,262 @@ class LowRankUpdate(keras.layers.Layer):
     return config
 
 
-# --- AdapterFusion (Pfeiffer et al., EACL 2021) ------------------------------
+# --- Adapter designs: each one Design, in one registry ------------------------
 
-def apply_fusion(tokens, adapters: Tuple[AdapterWeights, ...], query, query_bias, key,
-                 key_bias, value, activation: str = "gelu", mask=None, batch_size=None):
-  """AdapterFusion at one place of a layer: an attention over frozen adapters.
+# Where a design's weights act in a Transformer layer (modeling.TransformerBlock),
+# in call order: on the query and value projections, and after the attention
+# and the feed-forward sub-layers (after their output projection and dropout,
+# before the residual add and LayerNorm).
+PLACES = ("query", "value", "attention", "feed_forward")
 
-  With h a token's input to the adapters (the sub-layer's output) and z_n =
-  adapter_n(h) - h the n-th adapter's output before its residual add, the
-  paper's equations (Sec. 3.2) are
-    s = softmax_n((h Q + b_Q) · (z_n K + b_K)),   o = h + (sum_n s_n z_n) V.
-  V is applied after the weighted sum: by linearity the same as weighting
-  the z_n V (the paper), with one product instead of N.
 
-  Args:
-    tokens: float Tensor [batch_size * seq_length, hidden] (or [batch_size,
-      seq_length, hidden]).
-    adapters: the N frozen adapters' weights, shared by the batch.
-    query, key, value: [hidden, hidden]; query_bias, key_bias: [hidden]; or
-      each with a leading batch axis: each example's own fusion.
-    activation: the adapters' non-linearity.
-    mask: None, or float [batch_size, N]: 1 where an example fuses that
-      adapter, 0 where it leaves it out (at least one 1 a row).
-    batch_size: scalar, needed for per-example weights.
-  Returns:
-    (o, the shape of `tokens`; s, float32 [tokens, N]: each token's attention
-    over the adapters, in `adapters` order).
+class PlaceInputs(NamedTuple):
+  """What the weights at one place of a layer may read.
+
+  sublayer_input: the sub-layer's input, [tokens, hidden]: the residual r
+    after a sub-layer, the tokens x at a projection.
+  sublayer_output: the sub-layer's output h (after its dropout) as it came,
+    before any adapter, [tokens, out].
+  norm: the sub-layer's LayerNorm (the gamma and beta in use); None at a projection.
+  activation: the bottleneck non-linearity (the block's AdapterConfig.activation).
+  batch_size: scalar, for weights with a leading batch axis (each example's own).
   """
-  hidden = query.shape[-1]
-  h = tf.reshape(tokens, [-1, hidden])
-  z = tf.stack([apply_adapter(h, w, activation) - h for w in adapters], axis=1)  # [t, N, H]
-  if len(query.shape) == 2:  # One fusion for the batch: 2-D products over all tokens.
-    q = tf.matmul(h, query) + query_bias
-    k = tf.reshape(tf.matmul(tf.reshape(z, [-1, hidden]), key) + key_bias, tf.shape(z))
-    scores = tf.einsum("th,tnh->tn", q, k)
-  else:  # Each example its own: [batch, seq, ...] against [batch, hidden, hidden].
-    hb = tf.reshape(h, [batch_size, -1, hidden])
-    zb = tf.reshape(z, [batch_size, -1, len(adapters), hidden])
-    q = tf.einsum("bsh,bhk->bsk", hb, query) + query_bias[:, tf.newaxis, :]
-    k = tf.einsum("bsnh,bhk->bsnk", zb, key) + key_bias[:, tf.newaxis, tf.newaxis, :]
-    scores = tf.reshape(tf.einsum("bsk,bsnk->bsn", q, k), [-1, len(adapters)])
-  scores = tf.cast(scores, tf.float32)
-  if mask is not None:
-    per_token = tf.reshape(tf.repeat(tf.cast(mask, tf.float32)[:, tf.newaxis, :],
-                                     tf.shape(h)[0] // batch_size, axis=1), tf.shape(scores))
-    scores = tf.where(per_token > 0, scores, -1e9)
-  probs = tf.nn.softmax(scores, axis=-1)
-  mixed = tf.einsum("tn,tnh->th", tf.cast(probs, z.dtype), z)
-  if len(value.shape) == 2:
-    fused = tf.matmul(mixed, value)
-  else:
-    fused = tf.reshape(tf.einsum("bsh,bhk->bsk", tf.reshape(mixed, [batch_size, -1, hidden]),
-                                 value), [-1, hidden])
-  return tf.reshape(h + fused, tf.shape(tokens)), probs
+  sublayer_input: tf.Tensor
+  sublayer_output: tf.Tensor
+  norm: Optional[Callable]
+  activation: str
+  batch_size: tf.Tensor
 
 
-@keras.saving.register_keras_serializable(package=KERAS_PACKAGE)
-class AdapterFusion(keras.layers.Layer):
-  """The fusion weights of one place of one layer: query and key [hidden, hidden]
-  with biases, value [hidden, hidden] without, initialised to the identity (a new
-  fusion passes the mean of the adapters' outputs through unchanged).
+class Design:
+  """An adapter design: its equation (the class docstring), where it sits
+  (`places`), its weights (`make_layer`, whose `tf1_variable_names()` are their
+  TF1 names under the place's adapter scope), how they apply (`apply_layer`,
+  `apply`) and their serving form (`stack`). A TransformerBlock asks its
+  design and the registry (`design_of`) and knows no design by name.
 
-  The query and key start as BERT's dense layers (truncated normal, stddev
-  `initializer_range`, zero bias). `fuse` applies it (apply_fusion) and keeps
-  the last attention probabilities in `last_attention` (read within the same
-  trace: the fusion model returns them as an output).
+  Attributes:
+    name: AdapterConfig.design's value.
+    default_placement, default_scaling: the paper's, where a config gives none.
+    weights_types: the classes of its weights as a block's call takes them
+      (modeling.LayerTaskWeights' items), which tell its weights from others'.
+    selectable: a model's AdapterConfig may name it (it owns such weights);
+      False for a design that is only given (AdapterFusion).
   """
+  name = ""
+  default_placement = "both"
+  default_scaling = 1.0
+  weights_types: tuple = ()
+  selectable = True
 
-  def __init__(self, initializer_range: float = 0.02, **kwargs):
-    kwargs.setdefault("name", "adapter_fusion")
-    super().__init__(**kwargs)
-    self.initializer_range = initializer_range
-    self.last_attention = None
+  def validate(self, config: "AdapterConfig") -> None:
+    """Raises ValueError for a config the design cannot take."""
+    if config.layer_norm:
+      raise ValueError("an adapter's own LayerNorm (HyperFormer++'s) needs design houlsby, "
+                       f"got {config.design!r}")
 
-  def build(self, input_shape):
-    hidden = input_shape[-1]
-    init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
-    self.query = self.add_weight(name="query_kernel", shape=(hidden, hidden), initializer=init)
-    self.query_bias = self.add_weight(name="query_bias", shape=(hidden,), initializer="zeros")
-    self.key = self.add_weight(name="key_kernel", shape=(hidden, hidden), initializer=init)
-    self.key_bias = self.add_weight(name="key_bias", shape=(hidden,), initializer="zeros")
-    self.value = self.add_weight(name="value_kernel", shape=(hidden, hidden),
-                                 initializer="identity")
+  def places(self, config: "AdapterConfig") -> Tuple[str, ...]:
+    """The PLACES of every layer where a model of `config` has its weights."""
+    return ("attention", "feed_forward") if config.placement == "both" else (config.placement,)
 
-  def fuse(self, tokens, adapters: Tuple[AdapterWeights, ...], activation: str = "gelu"):
-    # In the tokens' dtype (16 bits under mixed precision), as Keras' autocast
-    # would in a call: the float32 variables, and the fused adapters too.
-    cast = lambda t: tf.cast(t, tokens.dtype)
-    output, self.last_attention = apply_fusion(
-        tokens, tf.nest.map_structure(cast, tuple(adapters)),
-        *(cast(v) for v in (self.query, self.query_bias, self.key, self.key_bias, self.value)),
-        activation)
-    return output
+  # Each design defines those it needs (a design only given needs `apply`):
+  def make_layer(self, config: "AdapterConfig", units: int, name: str) -> keras.layers.Layer:
+    """The Keras layer of a model's own weights at a place whose output has `units`."""
+    raise NotImplementedError
 
-  def regularization(self):
-    """||I - V||^2 (squared Frobenius norm): the paper's term that keeps V near the identity."""
-    return tf.reduce_sum(tf.square(tf.eye(self.value.shape[0]) - self.value))
+  def apply_layer(self, layer, h, inputs: PlaceInputs):
+    """h after the model's own layer at a place (its scaling applied by the layer)."""
+    raise NotImplementedError
 
-  def tf1_variable_names(self) -> dict:
-    """Its variables by their names under its TF1 scope."""
-    return {"query/kernel": self.query, "query/bias": self.query_bias,
-            "key/kernel": self.key, "key/bias": self.key_bias, "value/kernel": self.value}
+  def task_weights(self, layer, config: "AdapterConfig"):
+    """A layer's weights as a block's call takes them, the scaling folded in."""
+    raise NotImplementedError
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(initializer_range=self.initializer_range)
-    return config
+  def apply(self, h, weights, inputs: PlaceInputs):
+    """h after given `weights` (one of weights_types) at a place."""
+    raise NotImplementedError
+
+  def stack(self, items: Sequence, hidden: int) -> tuple:
+    """The serving form: `items`, one per task (its weights at a place as NumPy
+    arrays, or None), as weights with a leading task axis, applied in turn;
+    zero-padded so that padding and a task without them add exactly 0."""
+    raise NotImplementedError
 
 
-class FusionWeights(NamedTuple):
-  """An AdapterFusion as tensors, each with a leading batch axis (each example's
-  own, as a multi-task SavedModel gathers them): an item of the adapter tuples a
-  TransformerBlock's call takes (modeling.LayerTaskWeights), in place of one
-  adapter. `adapters` are shared by the batch; mask [batch_size, N] (apply_fusion).
+def _pad(value, shape) -> np.ndarray:
+  """`value` as float32, zero-padded at the end of every axis to `shape`."""
+  value = np.asarray(value, np.float32)
+  out = np.zeros(shape, np.float32)
+  out[tuple(slice(0, d) for d in value.shape)] = value
+  return out
+
+
+class _Bottleneck(Design):
+  """h + A(a), A(a) = s (W2 act(W1 a + b1) + b2), an Adapter layer's weights
+  (TF1 names weights1, biases1, weights2, biases2); a: what `reads` gives."""
+
+  def reads(self, inputs: PlaceInputs):
+    del inputs
+    return None  # h itself.
+
+  def make_layer(self, config, units, name):
+    del units  # The hidden size, from the input.
+    return Adapter(config.size, config.init_scale, config.activation, config.layer_norm,
+                   config.scaling, name=name)
+
+  def apply_layer(self, layer, h, inputs):
+    return layer(h, adapter_input=self.reads(inputs))
+
+  def task_weights(self, layer, config):
+    return self.weights_types[0](*layer.adapter_weights().scaled(config.scaling))
+
+  def apply(self, h, weights, inputs):
+    return apply_adapter(h, weights, inputs.activation, inputs.batch_size,
+                         adapter_input=self.reads(inputs))
+
+  def stack(self, items, hidden):
+    # Bottleneck widths padded to the largest (zero units: act(0) = 0 for every
+    # activation, and their rows of weights2 are 0); adapters with and without
+    # their own LayerNorm are two in turn (gamma = beta = 0 adds exactly 0).
+    stacked = []
+    for normalized in sorted({bool(w.layer_norm) for w in items if w is not None}):
+      owners = [w is not None and bool(w.layer_norm) == normalized for w in items]
+      size = max(w.weights1.shape[-1] for w, owner in zip(items, owners) if owner)
+      shapes = [(hidden, size), (size,), (size, hidden), (hidden,)]
+      shapes += [(hidden,), (hidden,)] if normalized else []
+      rows = [[_pad(np.reshape(a, (-1,)) if len(shape) == 1 else a, shape)  # Biases [1, n].
+               for a, shape in zip(list(w[:4]) + list(w.layer_norm), shapes)] if owner else
+              [np.zeros(shape, np.float32) for shape in shapes]
+              for w, owner in zip(items, owners)]
+      arrays = [np.stack(column) for column in zip(*rows)]
+      stacked.append(self.weights_types[0](*arrays[:4], layer_norm=tuple(arrays[4:])))
+    return tuple(stacked)
+
+
+class ParallelAdapterWeights(AdapterWeights):
+  """AdapterWeights of the parallel design (the design_of them)."""
+
+
+class PfeifferAdapterWeights(AdapterWeights):
+  """AdapterWeights of the Pfeiffer design (the design_of them)."""
+
+
+class Houlsby(_Bottleneck):
+  """LN(h + A(h) + r): Houlsby et al. 2019 (adapter-bert), after both sub-layers,
+  with h a sub-layer's output, r its input, LN its LayerNorm. With its own
+  LayerNorm (AdapterConfig.layer_norm): HyperFormer++'s, s LN'(W2 ... + b2)."""
+  name = "houlsby"
+  weights_types = (AdapterWeights,)
+
+  def validate(self, config):
+    pass  # Takes its own LayerNorm.
+
+
+class Pfeiffer(_Bottleneck):
+  """LN(h + A(LN(h + r)) + r): Pfeiffer et al. 2021, as the PyTorch `adapters`
+  library's SeqBnConfig: the adapter reads the sub-layer's normalized output,
+  its residual is h, and the same LayerNorm is applied again after it; one per
+  layer, after the feed-forward sub-layer."""
+  name = "pfeiffer"
+  default_placement = "feed_forward"
+  weights_types = (PfeifferAdapterWeights,)
+
+  def reads(self, inputs):
+    return inputs.norm(inputs.sublayer_output + inputs.sublayer_input)
+
+
+class Parallel(_Bottleneck):
+  """LN(h + A(r) + r): He et al. 2022, the adapter reads the sub-layer's input,
+  beside the sub-layer; after the feed-forward one, scaled by 4 (theirs)."""
+  name = "parallel"
+  default_placement = "feed_forward"
+  default_scaling = 4.0
+  weights_types = (ParallelAdapterWeights,)
+
+  def reads(self, inputs):
+    return inputs.sublayer_input
+
+
+class LoRA(Design):
+  """x W + b + s (x A) B on the query and value projections (Hu et al. 2022),
+  A [hidden, r] random, B [r, hidden] zero (LowRankUpdate: TF1 names lora_a,
+  lora_b); `size` is the rank r, and s = alpha / r (alpha = r: Keras' default)."""
+  name = "lora"
+  weights_types = (LowRankWeights,)
+
+  def validate(self, config):
+    if config.placement != "both":
+      raise ValueError("adapter placement does not apply to design lora (it adapts "
+                       f"every layer's query and value projections), got {config.placement!r}")
+    super().validate(config)
+
+  def places(self, config):
+    return ("query", "value")
+
+  def make_layer(self, config, units, name):
+    return LowRankUpdate(config.size, units, config.scaling, name=name)
+
+  def apply_layer(self, layer, h, inputs):
+    return h + layer(inputs.sublayer_input)
+
+  def task_weights(self, layer, config):
+    return layer.low_rank_weights()
+
+  def apply(self, h, weights, inputs):
+    return h + apply_low_rank(inputs.sublayer_input, weights, inputs.batch_size)
+
+  def stack(self, items, hidden):
+    # Ranks zero-padded to the largest; a task without LoRA adds a 0 update.
+    rank = max(w.a.shape[-1] for w in items if w is not None)
+    a = [_pad(w.a, (hidden, rank)) if w is not None else np.zeros((hidden, rank), np.float32)
+         for w in items]
+    b = [_pad(w.b, (rank, hidden)) if w is not None else np.zeros((rank, hidden), np.float32)
+         for w in items]
+    return (LowRankWeights(np.stack(a), np.stack(b)),)
+
+
+_REGISTRY: Dict[str, Design] = {}
+
+
+def register_design(design: Design) -> Design:
+  """Adds `design` to the registry (AdapterConfig.design names it); returns it.
+
+  Raises:
+    ValueError: a design of that name is registered already.
   """
-  adapters: tuple
-  query: tf.Tensor
-  query_bias: tf.Tensor
-  key: tf.Tensor
-  key_bias: tf.Tensor
-  value: tf.Tensor
-  mask: tf.Tensor
-
-  def __call__(self, tokens, activation: str, batch_size):
-    return apply_fusion(tokens, self.adapters, self.query, self.query_bias, self.key,
-                        self.key_bias, self.value, activation, self.mask, batch_size)[0]
+  if design.name in _REGISTRY:
+    raise ValueError(f"adapter design {design.name!r} is registered already")
+  _REGISTRY[design.name] = design
+  return design
 
 
-class FusedAdapters:
-  """Frozen adapters combined by an AdapterFusion layer: an item of the adapter
-  tuples a TransformerBlock's call takes (modeling.LayerTaskWeights), in place
-  of one adapter. A plain object, not a tuple: Keras passes a call argument
-  that holds it (with a layer inside) as it is, where it refuses tensors
-  mixed with other values.
+def get_design(name: str) -> Design:
+  """The registered design `name` (KeyError if none)."""
+  return _REGISTRY[name]
+
+
+def designs() -> Tuple[Design, ...]:
+  """Every registered design, in registration order (a SavedModel stacks in it)."""
+  return tuple(_REGISTRY.values())
+
+
+def design_of(weights) -> Design:
+  """The design whose weights_types holds the class of `weights`.
+
+  Raises:
+    TypeError: no registered design has such weights.
   """
+  for design in _REGISTRY.values():
+    if type(weights) in design.weights_types:
+      return design
+  raise TypeError(f"no adapter design has weights of type {type(weights).__name__}")
 
-  def __init__(self, adapters: Tuple[AdapterWeights, ...], fusion: AdapterFusion):
-    self.adapters = tuple(adapters)  # One per fused task.
-    self.fusion = fusion
 
-  def __call__(self, tokens, activation: str, batch_size=None):
-    del batch_size  # Shared by the batch.
-    return self.fusion.fuse(tokens, self.adapters, activation)
+for _design in (Houlsby(), Pfeiffer(), Parallel(), LoRA()):
+  register_design(_design)
+
+# The built-in designs a model can have (the --adapter_design flag's values),
+# and each one's placement and scaling where none is given.
+DESIGNS = tuple(n for n, d in _REGISTRY.items() if d.selectable)
+DEFAULT_PLACEMENTS = {n: _REGISTRY[n].default_placement for n in DESIGNS}
+DEFAULT_SCALING = {n: _REGISTRY[n].default_scaling for n in DESIGNS}

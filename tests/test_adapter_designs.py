@@ -1,15 +1,19 @@
-"""The adapter designs (adapter_layers.DESIGNS) against their papers' equations
-recomputed in NumPy (numpy_bert.py), their parameter counts against hand
-arithmetic, and LoRA's merge into the base kernels."""
+"""The adapter designs (adapter_layers' Design registry) against their papers'
+equations recomputed in NumPy (numpy_bert.py), their parameter counts against
+hand arithmetic, and LoRA's merge into the base kernels; a design added in a
+test, without touching modeling.py."""
 
 import json
 import os
 import types
+from typing import NamedTuple
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import adapter_layers
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert import errors
@@ -77,6 +81,93 @@ def test_each_design_is_its_papers_equation(design, placement, scaling):
   plain, _ = numpy_bert.bert_forward({k: v for k, v in weights.items() if "/adapters/" not in k},
                                      CONFIG.num_attention_heads, **inputs)
   assert np.abs(plain - seq).max() > 1e-2
+
+
+class ScaledIdentityWeights(NamedTuple):
+  """The toy design's weights as a block's call takes them: its scalar s."""
+  scale: tf.Tensor
+
+
+class _Scale(keras.layers.Layer):
+  """s h, s one weight (TF1 name "scale"), starting at 1."""
+
+  def build(self, input_shape):
+    self.scale = self.add_weight(name="scale", shape=(), initializer="ones")
+
+  def call(self, h):
+    return self.scale * h
+
+  def tf1_variable_names(self):
+    return {"scale": self.scale}
+
+
+class ScaledIdentity(adapter_layers.Design):
+  """LN(h + s h + r): a scaled-identity adapter, after the feed-forward sub-layer."""
+  name = "scaled_identity"
+  default_placement = "feed_forward"
+  weights_types = (ScaledIdentityWeights,)
+
+  def make_layer(self, config, units, name):
+    return _Scale(name=name)
+
+  def apply_layer(self, layer, h, inputs):
+    return h + layer(h)
+
+  def task_weights(self, layer, config):
+    return ScaledIdentityWeights(layer.scale)
+
+  def apply(self, h, weights, inputs):
+    return h + weights.scale * h
+
+
+@pytest.fixture
+def scaled_identity(monkeypatch):
+  """The toy design, registered for one test (the registry restored after it)."""
+  registry = adapter_layers._REGISTRY  # pylint: disable=protected-access
+  monkeypatch.setattr(adapter_layers, "_REGISTRY", dict(registry))
+  return adapter_layers.register_design(ScaledIdentity())
+
+
+def test_a_design_added_in_one_entry_is_its_numpy_equation(scaled_identity, monkeypatch):
+  """One Design entry, registered here, is all a TransformerBlock needs: it
+  makes the design's weights at its place with their TF1 names, applies them
+  as the NumPy equation says, and takes them as given weights (serving's way)."""
+  config = AdapterConfig(size=1, design="scaled_identity")
+  assert config.places == ("feed_forward",) and config.to_dict()["design"] == "scaled_identity"
+  block = modeling.TransformerBlock(CONFIG, config, name="layer_0")
+  x = np.random.default_rng(0).normal(size=(2, 5, H)).astype(np.float32)
+  block(x, np.zeros((2, 1, 1, 5), np.float32))
+  assert block.output_adapters is not None and block.attention_adapters is None
+  assert "prefix/output/adapters/scale" in block.tf1_variable_map("prefix")
+
+  encoder, weights = _random_encoder(config)
+  assert {n for n in weights if "/adapters/" in n} == {
+      f"bert/encoder/layer_{i}/output/adapters/scale" for i in range(L)}
+  original = numpy_bert.adapted_sublayer
+  def adapted_sublayer(h, r, w, prefix, norm, design, scaling):
+    if design != scaled_identity.name:
+      return original(h, r, w, prefix, norm, design, scaling)
+    return h + w[prefix + "scale"] * h if prefix + "scale" in w else h
+  monkeypatch.setattr(numpy_bert, "adapted_sublayer", adapted_sublayer)
+  inputs = _inputs()
+  ours = encoder(inputs, training=False)["sequence_output"].numpy()
+  seq, _ = numpy_bert.bert_forward(weights, CONFIG.num_attention_heads, **inputs,
+                                   design=scaled_identity.name)
+  np.testing.assert_allclose(ours, seq, atol=3e-5)
+  plain, _ = numpy_bert.bert_forward({k: v for k, v in weights.items() if "/adapters/" not in k},
+                                     CONFIG.num_attention_heads, **inputs)
+  assert np.abs(plain - seq).max() > 1e-2
+  # Its weights given to an encoder without adapters: the same function.
+  bare = modeling.BertEncoder(CONFIG)
+  bare(inputs)
+  for n, v in bare.tf1_variable_map().items():
+    v.assign(weights[n])
+  given = bare(inputs, task_weights=encoder.own_task_weights(), training=False)
+  np.testing.assert_allclose(given["sequence_output"].numpy(), ours, atol=1e-6)
+  with pytest.raises(ValueError, match="registered already"):
+    adapter_layers.register_design(ScaledIdentity())
+  with pytest.raises(TypeError, match="no adapter design"):
+    adapter_layers.design_of(("not", "weights"))
 
 
 def test_design_defaults_validation_and_recorded_dict():

@@ -11,7 +11,8 @@ fusion code.
 
 from typing import Dict
 
-from adapter_layers import AdapterConfig, AdapterFusion
+from adapter_layers import AdapterConfig
+from adapter_bert.layers.fusion import AdapterFusion
 import modeling
 
 # The scope of a place's fusion layer under the place's adapter scope.

@@ -2,11 +2,11 @@
 
 At every place where the fused tasks have adapters (after the attention and/or
 the feed-forward sub-layer of each layer, their AdapterConfig.placement), an
-adapter_layers.AdapterFusion computes a per-token attention over those
-adapters' outputs (the paper's Sec. 3.2). The base encoder and the fused
-adapters stay frozen; what trains is what a bank task trains, with the fusion
-layers in the place of its adapters: the fusion layers, every LayerNorm
-(starting from the base's) and the classifier head.
+AdapterFusion layer (adapter_bert/layers/fusion.py) computes a per-token
+attention over those adapters' outputs (the paper's Sec. 3.2). The base
+encoder and the fused adapters stay frozen; what trains is what a bank task
+trains, with the fusion layers in the place of its adapters: the fusion
+layers, every LayerNorm (starting from the base's) and the classifier head.
 
 The fusion layers' variables carry adapter names under their place,
 `bert/encoder/layer_N/{attention/output,output}/adapters/fusion/{query,key,value}/...`,
@@ -25,9 +25,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig, AdapterFusion, AdapterWeights, FusedAdapters
+from adapter_layers import AdapterConfig, AdapterWeights
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
+from adapter_bert.layers.fusion import AdapterFusion, FusedAdapters
 import modeling
 
 # The paper's (and the PyTorch adapters library's) weight of ||I - V||^2.

@@ -15,22 +15,19 @@ one batch of fixed shape mixes tasks in any order, with no splitting into
 per-task sub-batches and no shapes that depend on the data (the same graph
 runs on CPU, GPU and TPU, and compiles with XLA).
 
-Stacking is exact:
-  * adapters of different sizes are zero-padded to the largest: the padded
-    bottleneck units get 0 in, act(0) = 0 out for every adapter activation
-    (gelu, relu, tanh, linear), and their rows of weights2 are 0;
-  * a task without adapters (--train_mode=layer_norm), or without one of a
-    layer's two (--adapter_placement=attention or feed_forward), gets
-    all-zero adapters there, which add exactly 0; an adapter no task has is
-    left out;
+Stacking is exact: at each place of a layer, each design that some task has
+there stacks its tasks' weights (adapter_layers.Design.stack), in turn:
+  * adapters of different sizes (LoRA: ranks) are zero-padded to the largest:
+    the padded bottleneck units get 0 in, act(0) = 0 out for every adapter
+    activation (gelu, relu, tanh, linear), and their rows of weights2 are 0;
+  * a task without adapters (--train_mode=layer_norm), without one of a
+    layer's two (--adapter_placement=attention or feed_forward), or with
+    another design's, gets all-zero weights there, which add exactly 0 (each
+    design reads the sub-layer's output as it came, whatever the others
+    added); weights no task has are left out;
   * an adapter with its own LayerNorm (HyperFormer++'s) and one without
     (Houlsby's) are two adapters in turn at that place, each task's other
     one all zeros: gamma = beta = 0 makes the normalized one add exactly 0;
-    so are adapters of different designs (adapter_layers.DESIGNS: each reads
-    the sub-layer's output as it came, whatever the others added, and an
-    all-zero one adds exactly 0), their scaling folded into their weights;
-  * LoRA updates of different ranks are zero-padded to the largest, and a
-    task without LoRA gets all-zero ones, which add exactly 0;
   * heads are zero-padded to the widest; the caller masks the padded logits;
   * a LayerNorm a task did not train keeps the base's values.
 """
@@ -41,21 +38,13 @@ from typing import List, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig, AdapterWeights, LowRankWeights
+import adapter_layers
+from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
+from adapter_bert.layers.head import classifier_logits
 import modeling
-
-# LayerTaskWeights' adapter fields, the AdapterConfig sub-layer each follows and
-# the design of its adapters.
-_PLACES = (("attention_adapters", "attention", "houlsby"),
-           ("feed_forward_adapters", "feed_forward", "houlsby"),
-           ("attention_parallel", "attention", "parallel"),
-           ("feed_forward_parallel", "feed_forward", "parallel"),
-           ("attention_pfeiffer", "attention", "pfeiffer"),
-           ("feed_forward_pfeiffer", "feed_forward", "pfeiffer"))
-
 
 class MultiTaskBert(tf.Module):
   """BertClassifier for many tasks at once (see the module docstring).
@@ -108,7 +97,7 @@ class MultiTaskBert(tf.Module):
     self.encoder_variables = [v.value for v in encoder.variables]
     models = {}  # One per adapter config and head width (_task_weights).
     own = [_task_weights(models, config, base, task) for task in tasks]
-    stacked = _stack([weights for weights, _ in own], tasks, config.hidden_size)
+    stacked = _stack([weights for weights, _ in own], config.hidden_size)
     variable = lambda a: tf.Variable(a, trainable=False)
     # AdapterFusion: each place's fusion item, after the stacked adapters; its
     # fused adapters are shared by the batch, kept apart from what is gathered.
@@ -139,8 +128,8 @@ class MultiTaskBert(tf.Module):
         lambda v: tf.gather(v, task_index), self.task_weights()))
     pooled = self._python.encoder(inputs, task_weights=per_example)["pooled_output"]
     # Each example's own task's head (BertClassifier's, in its stacked form).
-    return modeling.classifier_logits(pooled, tf.gather(self.output_weights, task_index),
-                                      tf.gather(self.output_bias, task_index))
+    return classifier_logits(pooled, tf.gather(self.output_weights, task_index),
+                             tf.gather(self.output_bias, task_index))
 
   def _with_fused_adapters(self, weights: modeling.EncoderTaskWeights):
     """`weights` with each fusion item's shared adapters in place (fusion/serving.py)."""
@@ -198,47 +187,22 @@ def _task_weights(models: dict, config: modeling.BertConfig, base: Mapping[str, 
   return weights, (copy(model.head.output_weights), copy(model.head.output_bias))
 
 
-def _stack(weights: List[modeling.EncoderTaskWeights], tasks: Sequence, hidden: int):
+def _stack(weights: List[modeling.EncoderTaskWeights], hidden: int):
   """One EncoderTaskWeights whose arrays have a leading task axis (module docstring)."""
   stack = lambda arrays: np.stack([np.asarray(a, np.float32) for a in arrays])
   layers = []
   for i in range(len(weights[0].layers)):
     mine = [w.layers[i] for w in weights]
     places = {}
-    for field, sublayer, design in _PLACES:
-      adapters = []
-      # One adapter in turn for each kind (with or without its own LayerNorm)
-      # that some task has here; every other task's is all zeros there.
-      has = lambda t: (sublayer in t.adapter_config.sublayers
-                       and t.adapter_config.design == design)
-      for normalized in sorted({t.adapter_config.layer_norm for t in tasks if has(t)}):
-        owners = [has(t) and t.adapter_config.layer_norm == normalized for t in tasks]
-        size = max(t.adapter_config.size for t, owner in zip(tasks, owners) if owner)
-        shapes = [(hidden, size), (size,), (size, hidden), (hidden,)]
-        shapes += [(hidden,), (hidden,)] if normalized else []
-        per_task = []
-        for m, owner in zip(mine, owners):
-          if owner:
-            adapter = getattr(m, field)[0]
-            arrays = list(adapter[:4]) + list(adapter.layer_norm)
-            # Biases [1, n] -> [n], then zero-padded to `size`.
-            per_task.append([_pad(np.reshape(a, (-1,)) if len(shape) == 1 else a, shape)
-                             for a, shape in zip(arrays, shapes)])
-          else:
-            per_task.append([np.zeros(shape, np.float32) for shape in shapes])
-        arrays = [stack(column) for column in zip(*per_task)]
-        adapters.append(AdapterWeights(*arrays[:4], layer_norm=tuple(arrays[4:])))
-      places[field] = tuple(adapters)
-    # LoRA: ranks zero-padded to the largest; a task without LoRA adds a 0 update.
-    lora_tasks = [t.adapter_config.lora for t in tasks]
-    if any(lora_tasks):
-      rank = max(t.adapter_config.size for t in tasks if t.adapter_config.lora)
-      for field in ("query_lora", "value_lora"):
-        a = [_pad(getattr(m, field)[0].a, (hidden, rank)) if lora else
-             np.zeros((hidden, rank), np.float32) for m, lora in zip(mine, lora_tasks)]
-        b = [_pad(getattr(m, field)[0].b, (rank, hidden)) if lora else
-             np.zeros((rank, hidden), np.float32) for m, lora in zip(mine, lora_tasks)]
-        places[field] = (LowRankWeights(stack(a), stack(b)),)
+    for where in modeling.ADAPTER_PLACES.values():
+      # A task's own weights at a place: one item of its design, or none.
+      items = [(getattr(m, where.field) or (None,))[0] for m in mine]
+      places[where.field] = ()
+      for design in adapter_layers.designs():
+        owned = [w if w is not None and adapter_layers.design_of(w) is design else None
+                 for w in items]
+        if any(w is not None for w in owned):
+          places[where.field] += design.stack(owned, hidden)
     norm = lambda field: tuple(stack(getattr(m, field)[k] for m in mine) for k in (0, 1))
     layers.append(modeling.LayerTaskWeights(
         **places, attention_layer_norm=norm("attention_layer_norm"),

@@ -1,0 +1,65 @@
+"""Two Keras layers BERT is made of, each faster than Keras' own on a CPU.
+
+modeling.py re-exports them (modeling.Dropout, modeling.TokenDense).
+"""
+
+import keras
+import tensorflow as tf
+
+from adapter_layers import KERAS_PACKAGE as _PACKAGE
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Dropout(keras.layers.Dropout):
+  """keras.layers.Dropout with masks drawn from 16 random bits an element.
+
+  An element is kept when its 16 bits, read as an integer, are at least
+  k = round(rate * 2^16): kept with probability (2^16 - k) / 2^16 and scaled
+  by the inverse of that, so the expected output is the input exactly (the
+  keep probability is within 2^-17 of 1 - rate: 0.1 drops 6554 / 65536 =
+  0.100006). One 32-bit random word gives two elements' bits, where Keras'
+  Dropout draws a float32 per element: twice the random numbers. Dropout was
+  about 10% of an adapter-training step on a CPU; this saves about half of
+  that (benchmarks/README.md, "Per-op work"). `noise_shape` is not supported.
+  The random state is Keras' (`seed_generator`, the variable that training
+  checkpoints keep), so a resumed run draws the same masks.
+  """
+
+  def __init__(self, rate, noise_shape=None, **kwargs):
+    if noise_shape is not None:
+      raise ValueError("modeling.Dropout draws one mask bit an element: no noise_shape")
+    super().__init__(rate, **kwargs)
+
+  def call(self, inputs, training=False):
+    if not training or self.rate <= 0:
+      return inputs
+    if self.rate >= 1:
+      return tf.zeros_like(inputs)
+    threshold = int(round(self.rate * _DROPOUT_LEVELS))
+    size = tf.size(inputs)
+    seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
+    words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)
+    bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+    keep = tf.reshape(bits >= tf.constant(threshold, tf.uint16), tf.shape(inputs))
+    scale = _DROPOUT_LEVELS / (_DROPOUT_LEVELS - threshold)
+    return inputs * (tf.cast(keep, inputs.dtype) * scale)
+
+
+_DROPOUT_LEVELS = 2 ** 16  # The values 16 random bits take.
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TokenDense(keras.layers.Dense):
+  """keras.layers.Dense over a [tokens, features] matrix, with a fused bias add.
+
+  Dense's own MatMul + AddV2 becomes MatMul + BiasAdd, which TensorFlow's graph
+  optimizer fuses into one kernel (with the activation where it can).
+  """
+
+  def call(self, inputs, training=None):
+    del training
+    y = tf.matmul(inputs, self.kernel)
+    if self.bias is not None:
+      y = tf.nn.bias_add(y, self.bias)
+    return self.activation(y) if self.activation is not None else y
