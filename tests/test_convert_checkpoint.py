@@ -241,11 +241,11 @@ def test_existing_output_dir_needs_overwrite(tmp_path):
   assert len(_read_google(str(tmp_path / "google"))) == 39
 
 
-def test_minilm_package_converts(tmp_path):
-  """The real sentence-transformers/all-MiniLM-L6-v2 encoder (22.7M parameters)."""
+def test_minilm_package_converts(minilm):
+  """The real sentence-transformers/all-MiniLM-L6-v2 encoder (22.7M parameters),
+  converted by convert_checkpoint.hf_bert_to_google (conftest.minilm)."""
   hf_dir = huggingface.minilm_package_dir()
-  out = str(tmp_path / "minilm")
-  config = convert_checkpoint.hf_bert_to_google(hf_dir, out)
+  out, config = minilm["dir"], minilm["config"]
   assert (config["hidden_size"], config["num_hidden_layers"],
           config["num_attention_heads"], config["intermediate_size"],
           config["vocab_size"]) == (384, 6, 12, 1536, 30522)

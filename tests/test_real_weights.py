@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 
 from adapter_bert.checkpoints import checkpoint_io
-from adapter_bert.checkpoints import huggingface
-import convert_checkpoint
 import modeling
 import tokenization
 from test_modeling import _model_garden_outputs
@@ -32,13 +30,6 @@ SENTENCES = [
     ("fall from clouds", "it is raining again"),
 ]
 MAX_SEQ_LENGTH = 24
-
-
-@pytest.fixture(scope="module")
-def minilm_dir(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp("real") / "minilm")
-  convert_checkpoint.hf_bert_to_google(huggingface.minilm_package_dir(), out)
-  return out
 
 
 def _features(vocab_file):
@@ -63,7 +54,8 @@ def _features(vocab_file):
 
 
 @pytest.mark.slow  # About 40 s on 2 CPU cores (conversion + two 22.7M-parameter encoders).
-def test_converted_minilm_matches_model_garden(minilm_dir, tmp_path):
+def test_converted_minilm_matches_model_garden(minilm, tmp_path):
+  minilm_dir = minilm["dir"]  # conftest.minilm: converted once per session.
   config_path = os.path.join(minilm_dir, "bert_config.json")
   ckpt = os.path.join(minilm_dir, "bert_model.ckpt")
   inputs = _features(os.path.join(minilm_dir, "vocab.txt"))
