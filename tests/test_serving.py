@@ -9,6 +9,7 @@ test.tsv texts, per task and in a shuffled mixed batch, also when loaded in a
 process that cannot import this repository.
 """
 
+import concurrent.futures
 import importlib.util
 import json
 import os
@@ -470,13 +471,35 @@ def exported_ids(bank, tmp_path_factory):
 _TEXT_OPS = ("NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets")
 
 
-def _saved_model_cli(tmp_path, *args):
-  """TensorFlow's own tool, run as a user would: from elsewhere, without this repository."""
+def _saved_model_cli(tmp_path, *commands):
+  """TensorFlow's own tool, run as a user would: from elsewhere, without this repository.
+
+  Each command (a list of arguments) in its own process, all at once (each
+  spends most of its time importing TensorFlow); their CompletedProcess, in order.
+  """
   cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-  return subprocess.run([cli, *args], capture_output=True, text=True, cwd=tmp_path, env=env,
-                        timeout=180)
+  started = []
+  for i, args in enumerate(commands):
+    # Output to files: a pipe left unread while another process is waited for could fill.
+    out, err = open(tmp_path / f"cli{i}.stdout", "w+"), open(tmp_path / f"cli{i}.stderr", "w+")
+    started.append((subprocess.Popen([cli, *args], stdout=out, stderr=err, text=True,
+                                     cwd=tmp_path, env=env), out, err))
+  results = []
+  for proc, out, err in started:
+    try:
+      proc.wait(timeout=180)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    with out, err:
+      out.seek(0)
+      err.seek(0)
+      results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out.read(),
+                                                 err.read()))
+  return results
 
 
 def test_token_ids_only_export_loads_in_stock_tensorflow(exported, exported_ids, served,
@@ -513,9 +536,19 @@ def test_token_ids_only_export_loads_in_stock_tensorflow(exported, exported_ids,
 
 def test_saved_model_cli_show_and_run(exported, exported_ids, served, tmp_path):
   """TensorFlow's saved_model_cli, as TF Serving users check an export."""
+  ids = [[101, 7, 8, 102, 0], [101, 9, 102, 10, 102]]
+  exprs = (f"input_ids={ids};input_mask=[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]];"
+           f"segment_ids=[[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]];task=['sst2', 'mrpc']")
+  outdir = tmp_path / "outputs"
+  show_text, show_ids, run_ids, run_text = _saved_model_cli(
+      tmp_path, ["show", "--all", "--dir", exported[0]],
+      ["show", "--all", "--dir", exported_ids],
+      ["run", "--dir", exported_ids, "--tag_set", "serve", "--signature_def", "token_ids",
+       "--input_exprs", exprs, "--outdir", str(outdir)],
+      ["run", "--dir", exported[0], "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs", "text_a=['a film'];text_b=[''];task=['sst2']"])
   shown = {}
-  for kind, export_dir in (("text", exported[0]), ("ids", exported_ids)):
-    result = _saved_model_cli(tmp_path, "show", "--all", "--dir", export_dir)
+  for kind, result in (("text", show_text), ("ids", show_ids)):
     assert result.returncode == 0, result.stderr[-3000:]
     shown[kind] = result.stdout
   ops = {kind: set(re.search(r"contains the following ops: \{(.*)\}", out).group(1)
@@ -528,24 +561,15 @@ def test_saved_model_cli_show_and_run(exported, exported_ids, served, tmp_path):
     assert "inputs['input_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)" \
         in block and "outputs['probabilities']" in block
 
-  ids = [[101, 7, 8, 102, 0], [101, 9, 102, 10, 102]]
-  exprs = (f"input_ids={ids};input_mask=[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]];"
-           f"segment_ids=[[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]];task=['sst2', 'mrpc']")
-  out = tmp_path / "outputs"
-  result = _saved_model_cli(tmp_path, "run", "--dir", exported_ids, "--tag_set", "serve",
-                            "--signature_def", "token_ids", "--input_exprs", exprs,
-                            "--outdir", str(out))
-  assert result.returncode == 0, result.stderr[-3000:]
+  assert run_ids.returncode == 0, run_ids.stderr[-3000:]
   want = served.signatures["token_ids"](
       input_ids=tf.constant(ids), input_mask=tf.constant([[1, 1, 1, 1, 0], [1] * 5]),
       segment_ids=tf.constant([[0] * 5, [0, 0, 0, 1, 1]]), task=tf.constant(["sst2", "mrpc"]))
   for key in ("probabilities", "logits"):
-    np.testing.assert_allclose(np.load(out / f"{key}.npy"), want[key].numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.load(outdir / f"{key}.npy"), want[key].numpy(), atol=1e-6)
   # The raw-text export needs tensorflow-text's ops in the process (README: Serving).
-  result = _saved_model_cli(tmp_path, "run", "--dir", exported[0], "--tag_set", "serve",
-                            "--signature_def", "serving_default", "--input_exprs",
-                            "text_a=['a film'];text_b=[''];task=['sst2']")
-  assert result.returncode != 0 and "Op type not registered 'NormalizeUTF8'" in result.stderr
+  assert run_text.returncode != 0
+  assert "Op type not registered 'NormalizeUTF8'" in run_text.stderr
 
 
 def test_load_benchmark_checks_every_response(exported):
@@ -560,13 +584,16 @@ def test_load_benchmark_checks_every_response(exported):
   pool = {"text_a": [r[0] for r in rows], "text_b": [r[1] for r in rows],
           "task": [r[2] for r in rows]}
   kwargs = dict(batch_sizes=[1, 4], duration_s=1.5, warmup_s=0.3, clients=3)
-  results = serving_load.serve_under_load(exported[0], pool, **kwargs)
+  # The two serving processes at once: most of each is a fixed duration of load.
+  with concurrent.futures.ThreadPoolExecutor(1) as thread:
+    running = thread.submit(serving_load.serve_under_load, exported[0], pool, **kwargs)
+    corrupted = serving_load.serve_under_load(exported[0], pool, corrupt=range(len(rows)),
+                                              **kwargs)
+    results = running.result()
   assert results["repository_modules_loaded"] == [] and results["examples"] == len(rows)
   for r in results["results"]:
     assert r["requests"] > 3 and r["wrong_responses"] == r["failed_responses"] == 0, r
   assert "wrong" in serving_load.report(results)
-  corrupted = serving_load.serve_under_load(exported[0], pool, corrupt=range(len(rows)),
-                                            **kwargs)
   for r in corrupted["results"]:
     assert r["requests"] > 3 and r["wrong_responses"] == r["requests"], r
     assert r["wrong_rows"] == r["requests"] * r["batch_size"]
