@@ -11,6 +11,7 @@ resume and end with the eval results of an uninterrupted run.
 
 import logging as py_logging
 import os
+import random
 import re
 import select
 import shutil
@@ -23,11 +24,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
+import run_classifier
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import sigterm
 from adapter_bert.runtime import trainable
@@ -92,14 +95,6 @@ elif hook == "slow_predict":  # Each eval/predict batch takes 0.3 s.
         return {{k: tf.identity(v) for k, v in features.items()}}, tf.identity(labels)
     return dataset.map(delay)
   features.make_dataset = slow_make_dataset
-
-elif hook == "other_random_weights":  # --seed draws other initial weights than before.
-  import keras, random
-  set_random_seed = keras.utils.set_random_seed
-  def other_weights(seed):
-    set_random_seed(seed)
-    random.seed(seed + 1000)  # Where Keras' initializers take their seeds from.
-  keras.utils.set_random_seed = other_weights
 
 sys.argv = [os.path.join({repo!r}, "run_classifier.py")] + sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
@@ -257,10 +252,10 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
 
 
 def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
-    command, tmp_path):
+    command, tmp_path, monkeypatch):
   """No --init_checkpoint: the frozen random base cannot be rebuilt from files.
 
-  The resumed process draws other random weights (as a run without --seed
+  The resumed run draws other random weights (as a run without --seed
   would), so it ends with the uninterrupted run's results only if the
   checkpoint gave it everything, the frozen base included.
   """
@@ -279,10 +274,16 @@ def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
   assert any("word_embeddings" in n for n in saved)  # The frozen base too.
   assert run_checkpoints.read_reference(run_checkpoints.latest(out)) is None
 
-  rerun = _Subprocess(tmp_path / "rerun", dict(random_base, output_dir=out),
-                      hook="other_random_weights")
-  assert rerun.finish(timeout=300) == 0, rerun.log()[-3000:]
-  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in rerun.log()
+  # The same command again, with --seed drawing other initial weights than before.
+  set_random_seed = keras.utils.set_random_seed
+
+  def other_weights(seed):
+    set_random_seed(seed)
+    random.seed(seed + 1000)  # Where Keras' initializers take their seeds from.
+
+  monkeypatch.setattr(keras.utils, "set_random_seed", other_weights)
+  logs = run_main(**random_base, output_dir=out)
+  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in logs
   assert _results(out) == _results(uninterrupted)
 
 
@@ -311,18 +312,23 @@ def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp
   assert _results(out) == _results(uninterrupted)
 
 
-def test_nan_loss_stops_with_the_step_and_keeps_finite_checkpoints(command, tmp_path):
+def test_nan_loss_stops_with_the_step_and_keeps_finite_checkpoints(command, tmp_path, capsys):
+  """run_classifier.py's main as its entry point runs it (errors.exit_on_user_error), in
+  this process: the stop and the files are under test here, not the process."""
   out = str(tmp_path / "out")
-  argv = _argv(dict(command, output_dir=out, learning_rate=1e30, save_checkpoints_steps=1,
-                    do_eval=False, do_predict=False))
-  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_classifier.py")] + argv,
-                        cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                        timeout=180)
-  assert proc.returncode == errors.USER_ERROR_EXIT_STATUS, proc.stderr[-3000:]
-  assert "Traceback" not in proc.stderr
-  message = [l for l in proc.stderr.splitlines() if l.startswith("ERROR: ")]
-  assert len(message) == 1, proc.stderr[-3000:]
+  fv = flags.FlagValues()
+  run_classifier.define_flags(fv)
+  fv(["run_classifier.py"] + _argv(dict(command, output_dir=out, learning_rate=1e30,
+                                        save_checkpoints_steps=1, do_eval=False,
+                                        do_predict=False)))
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as exit_info:
+    errors.exit_on_user_error(lambda argv: run_classifier.main(argv, fv))(["run_classifier.py"])
+  stderr = capsys.readouterr().err
+  assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS, stderr[-3000:]
+  assert "Traceback" not in stderr
+  message = [l for l in stderr.splitlines() if l.startswith("ERROR: ")]
+  assert len(message) == 1, stderr[-3000:]
   match = re.match(r"ERROR: training diverged: the loss is (nan|inf|-inf) at step (\d+)\. "
                    r"Nothing after step (\d+) was saved: the last checkpoint, (\S+), is "
                    r"intact\..*lower --learning_rate \(now 1e\+30\)", message[0])
