@@ -251,6 +251,64 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
   assert not _temporaries(out)
 
 
+def _losing_the_device_at(lost_at):
+  """loop.make_train_loop whose loop, on the host call that would pass step
+  `lost_at`, runs the steps up to it and then fails as a preempted TPU Node's
+  does: the weights stand past the host's step, at a step it never learns."""
+  make_train_loop = loop.make_train_loop
+
+  def make(*args, **kwargs):
+    train_loop, done = make_train_loop(*args, **kwargs), [0]
+
+    def failing(iterator, num_steps):
+      if done[0] + int(num_steps) >= lost_at:
+        if lost_at > done[0]:
+          train_loop(iterator, tf.constant(lost_at - done[0]))
+        raise tf.errors.UnavailableError(
+            None, None, "Socket closed\nAdditional GRPC error information: ...")
+      done[0] += int(num_steps)
+      return train_loop(iterator, num_steps)
+
+    return failing
+
+  return make
+
+
+def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
+    command, uninterrupted, tmp_path, monkeypatch):
+  """A TPU Node preempted during training (UnavailableError out of the compiled
+  loop), injected in this process around the real loop: one line naming the
+  checkpoint to resume from, the SIGTERM status, nothing saved from the failed
+  call; the same command then ends with the uninterrupted run's results."""
+  out = str(tmp_path / "out")
+  monkeypatch.setattr(loop, "make_train_loop", _losing_the_device_at(10))
+  records = _Records()
+  logger = py_logging.getLogger("absl")
+  logger.addHandler(records)
+  try:
+    with pytest.raises(SystemExit) as exit_info:
+      run_main(**command, output_dir=out)
+  finally:
+    logger.removeHandler(records)
+  assert exit_info.value.code == sigterm.TERMINATED_EXIT_STATUS
+  lines = [m for m in records.messages if "unavailable" in m]
+  assert len(lines) == 1 and "\n" not in lines[0], records.messages[-10:]
+  # Checkpoints every 4 steps: 8 is the last; the weights of 9 and 10 are not saved.
+  checkpoint = os.path.join(out, "model.ckpt-8")
+  assert re.fullmatch(
+      r"The TPU \(or another device of the run\) became unavailable during the steps "
+      rf"after (\d+) \(Socket closed\): preempted or restarted\. Run the same command "
+      rf"again to resume from {re.escape(checkpoint)} \(exit status 143\)", lines[0])
+  assert _saved_steps(out) == [4, 8] and run_checkpoints.latest(out) == checkpoint
+  assert not os.path.exists(os.path.join(out, "eval_results.txt"))
+  assert not _temporaries(out)
+
+  monkeypatch.undo()
+  logs = run_main(**command, output_dir=out)  # The same command again.
+  assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
+  assert _results(out) == _results(uninterrupted)
+
+
 def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
     command, tmp_path, monkeypatch):
   """No --init_checkpoint: the frozen random base cannot be rebuilt from files.

@@ -18,6 +18,13 @@ Interruptions lose nothing that a re-run of the same command cannot redo:
     ends with the weights of an uninterrupted run with the same --seed.
   * A NaN or Inf loss (or weights) stops training with a UserError naming the
     step, before anything non-finite is saved.
+  * A TPU lost mid-run (a preempted or restarted TPU Node: UnavailableError)
+    ends training with one line and the SIGTERM status; the last checkpoint
+    stays the latest (the failed host call left the weights at an unknown step
+    within it), so the same command resumes from there. A TPU VM preempted or
+    stopped for maintenance is shut down, which sends SIGTERM. TensorFlow's
+    PreemptionCheckpointHandler does not apply: it watches for termination on
+    Borg and on GCP GPU VMs only, and declines TPUs and CPUs on GCP (TF 2.20).
 """
 
 import dataclasses
@@ -97,7 +104,8 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   Returns:
     {"loss": mean loss of the last host call, "global_step": final step}.
   Raises:
-    sigterm.Terminated: after a SIGTERM, once the checkpoint of the current step is saved.
+    sigterm.Terminated: after a SIGTERM, once the checkpoint of the current step is saved;
+      when the device became unavailable (a preempted TPU Node), with nothing saved.
     errors.UserError: if the loss or the weights become NaN or Inf; nothing
       is saved from that step on.
   """
@@ -238,7 +246,11 @@ def _run_training(t: _Training) -> Dict[str, float]:
       n = min(t.progress.steps_for_next_call(step), settings.num_train_steps - step,
               to_checkpoint)
       call_start = time.monotonic()
-      losses = t.train_loop(t.iterator, tf.constant(n)).numpy()
+      try:
+        losses = t.train_loop(t.iterator, tf.constant(n)).numpy()
+      except tf.errors.UnavailableError as e:
+        _log_lost_device(e, step, t.manager.latest_checkpoint)
+        raise sigterm.Terminated() from None
       bad = np.flatnonzero(~np.isfinite(losses))
       if bad.size:  # Before anything of this call is saved.
         raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
@@ -261,6 +273,20 @@ def _run_training(t: _Training) -> Dict[str, float]:
                      t.manager.latest_checkpoint, sigterm.TERMINATED_EXIT_STATUS)
         raise sigterm.Terminated()
   return {"loss": loss, "global_step": step}
+
+
+def _log_lost_device(error: tf.errors.OpError, step: int, checkpoint: Optional[str]) -> None:
+  """The one line of a run whose device went away during the host call from `step`.
+
+  Nothing is saved: the device's weights went with it, or stand at a step
+  somewhere within the failed call, which no checkpoint name could state.
+  """
+  message = (error.message or type(error).__name__).strip().splitlines()
+  logging.error("The TPU (or another device of the run) became unavailable during the "
+                "steps after %d (%s): preempted or restarted. Run the same command again "
+                "to resume from %s (exit status %d)", step, message[0] if message else "",
+                checkpoint or "the start (no checkpoint was saved yet)",
+                sigterm.TERMINATED_EXIT_STATUS)
 
 
 def _diverged(what: str, step: int, settings: TrainSettings) -> errors.UserError:

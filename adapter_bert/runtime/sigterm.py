@@ -14,8 +14,9 @@ TERMINATED_EXIT_STATUS = 128 + signal.SIGTERM
 
 
 class Terminated(SystemExit):
-  """Ends the run after a SIGTERM was handled: exit status TERMINATED_EXIT_STATUS,
-  no traceback (absl's app.run lets a SystemExit through)."""
+  """Ends the run after a SIGTERM was handled (or the TPU was lost: runtime/loop.py):
+  exit status TERMINATED_EXIT_STATUS, no traceback (absl's app.run lets a SystemExit
+  through)."""
 
   def __init__(self):
     super().__init__(TERMINATED_EXIT_STATUS)
