@@ -27,6 +27,7 @@ import tensorflow as tf
 from absl import flags
 
 from adapter_layers import AdapterConfig
+from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
@@ -304,9 +305,16 @@ def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
   assert not _temporaries(out)
 
   monkeypatch.undo()
+  fingerprints = []  # Each a read of the whole frozen base (from a TPU's memory).
+  base_fingerprint = adapter_weights.base_fingerprint
+  monkeypatch.setattr(adapter_weights, "base_fingerprint",
+                      lambda *args: fingerprints.append(args) or base_fingerprint(*args))
   logs = run_main(**command, output_dir=out)  # The same command again.
   assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
   assert _results(out) == _results(uninterrupted)
+  # Checked against the checkpoint's base at the model's set-up and again as training
+  # resumes, recorded in new checkpoints and in adapter_model/: computed once.
+  assert len(fingerprints) == 1
 
 
 def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(

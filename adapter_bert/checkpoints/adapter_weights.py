@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import posixpath
+import weakref
 from typing import Dict, NamedTuple, Optional, Tuple
 
 import keras
@@ -43,6 +44,39 @@ def base_fingerprint(names: Dict[str, keras.Variable], excluded) -> str:
   return digest.hexdigest()
 
 
+# model -> {frozenset(excluded): its base_fingerprint}. A run needs the frozen
+# base's fingerprint up to four times (a resumed run checks its checkpoint's
+# base twice, records it in new checkpoints and in the adapter file), each a
+# read of every frozen weight to the host (~110M floats for BERT-base, from a
+# TPU's memory). The values stay valid while the weights are those loaded:
+# training writes only what `excluded` leaves out (`model_fingerprint` keeps
+# none otherwise), and every loader of this package forgets a model's first.
+_fingerprints = weakref.WeakKeyDictionary()
+
+
+def model_fingerprint(model: keras.Model, excluded) -> str:
+  """base_fingerprint of `model`'s variables, computed once while its weights stay loaded."""
+  excluded = frozenset(excluded)
+  names = model.tf1_variable_map()
+  if not all(n in excluded for n, v in names.items() if v.trainable):
+    return base_fingerprint(names, excluded)  # Training would change it.
+  known = _fingerprints.setdefault(model, {})
+  if excluded not in known:
+    known[excluded] = base_fingerprint(names, excluded)
+  return known[excluded]
+
+
+def forget_fingerprints(model: keras.Model, keep=None) -> None:
+  """Called before weights of `model` are loaded: its fingerprints may change.
+
+  keep: the excluded names of the one fingerprint the load leaves valid (it
+  writes only those variables), or None.
+  """
+  known = _fingerprints.pop(model, {})
+  if keep is not None and frozenset(keep) in known:
+    _fingerprints[model] = {frozenset(keep): known[frozenset(keep)]}
+
+
 def save_adapter_weights(model: keras.Model, output_dir: str,
                          metadata: Optional[dict] = None) -> str:
   """Writes the trainable variables of `model` to `output_dir`.
@@ -61,7 +95,7 @@ def save_adapter_weights(model: keras.Model, output_dir: str,
   header = {
       "adapter_config": model.adapter_config.to_dict(),
       "bert_config": model.config.to_dict(),
-      "base_fingerprint": base_fingerprint(names, trained),
+      "base_fingerprint": model_fingerprint(model, trained),
       "variables": sorted(trained),
       "metadata": metadata or {},
   }
@@ -211,12 +245,13 @@ def load_adapter_weights(model: keras.Model, path) -> dict:
     if tuple(value.shape) != tuple(names[name].shape):
       raise errors.UserError(f"variable {name} has shape {tuple(value.shape)} in the "
                              f"file but {tuple(names[name].shape)} in the model", path)
-  fingerprint = base_fingerprint(names, arrays)
+  fingerprint = model_fingerprint(model, arrays)
   if fingerprint != header["base_fingerprint"]:
     raise errors.UserError(
         f"these adapter weights were trained on another base model "
         f"(base fingerprint {header['base_fingerprint'][:16]}..., this model's base "
         f"{fingerprint[:16]}...); load the same base checkpoint first", path)
+  forget_fingerprints(model, keep=arrays)
   for name, value in arrays.items():
     names[name].assign(value)
   logging.info("Restored %d adapter-only variables from %s", len(arrays), path)

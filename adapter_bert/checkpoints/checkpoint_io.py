@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert import errors
+from adapter_bert.checkpoints import adapter_weights
 from modeling import variable_role
 from adapter_bert.storage import file_io
 
@@ -141,6 +142,7 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
   """
   path = resolve_checkpoint(path)
   names = model.tf1_variable_map()
+  adapter_weights.forget_fingerprints(model)
   if is_object_based(path):
     loaded = _load_object_based(model, path, names)
   else:
@@ -176,6 +178,7 @@ def load_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray],
   format (e.g. a TF Hub encoder, tf2_encoder), with the checks and log lines of
   a name-based checkpoint (see `load_checkpoint`); `source` names them in messages."""
   names = model.tf1_variable_map()
+  adapter_weights.forget_fingerprints(model)
   shapes = {name: np.shape(array) for name, array in arrays.items()}
   loaded = _load_by_name(names, shapes, arrays.__getitem__, source, _config_source(model))
   _log_variables(names, loaded)

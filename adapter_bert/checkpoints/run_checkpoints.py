@@ -57,7 +57,7 @@ def base_reference(model: keras.Model, sources: Mapping[str, Optional[str]]) -> 
   if len(trained) == len(names):
     return None
   return dict(sources, variables=trained,
-              fingerprint=adapter_weights.base_fingerprint(names, trained))
+              fingerprint=adapter_weights.model_fingerprint(model, trained))
 
 
 def seed_states(model: keras.Model) -> List[keras.Variable]:
@@ -184,8 +184,7 @@ def _has_rng(path: str) -> bool:
 
 def check_base(model: keras.Model, path: str, reference: Dict[str, object]) -> None:
   """Refuses to put a checkpoint's trained variables on another base than its own."""
-  names = model.tf1_variable_map()
-  fingerprint = adapter_weights.base_fingerprint(names, reference["variables"])
+  fingerprint = adapter_weights.model_fingerprint(model, reference["variables"])
   if fingerprint != reference["fingerprint"]:
     sources = ", ".join(f"--{k}={v}" for k, v in sorted(reference.items())
                         if k not in ("variables", "fingerprint") and v)
@@ -225,6 +224,8 @@ def restore_from(model: keras.Model, path: str, optimizer=None) -> None:
   if reference is None and optimizer is None:
     checkpoint_io.load_checkpoint(model, path)
     return
+  # The read writes the reference's variables only: the base's fingerprint stays.
+  adapter_weights.forget_fingerprints(model, keep=reference and reference["variables"])
   rng = optimizer is not None and _has_rng(path)
   if optimizer is not None and not rng:
     logging.warning("%s holds no dropout random state (an older checkpoint): the "
