@@ -129,7 +129,10 @@ def define_tpu_flags(flag_values=_FLAGS):
   flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.", **fv)
   flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training. This should be "
                       "either the name used when creating the Cloud TPU, or a "
-                      "grpc://ip.address.of.tpu:8470 url.", **fv)
+                      "grpc://ip.address.of.tpu:8470 url, or local: this TPU VM's own TPU. "
+                      "Not given: local on a TPU VM (Colab's too), else TPU_NAME or "
+                      "COLAB_TPU_ADDR (a TPU Node, which reads and writes gs:// paths only).",
+                      **fv)
   flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located "
                       "in.", **fv)
   flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud "
@@ -207,7 +210,8 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
   flags.DEFINE_integer("seed", None, "Random seed of initialization, dropout and shuffling "
                        "(None: not seeded, as the original).", **fv)
   flags.DEFINE_bool("use_xla", False, "Compile the train/eval/predict steps with XLA "
-                    "(jit_compile).", **fv)
+                    "(jit_compile). Ignored with --use_tpu, which compiles them anyway.",
+                    **fv)
   flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16", "float16"],
                     "Compute in 16 bits, keep weights in float32: bfloat16 (TPU, recent "
                     "CPUs) or float16 with dynamic loss scaling (GPU).", **fv)

@@ -3,6 +3,8 @@
 import dataclasses
 from typing import Dict, Optional, Tuple
 
+from absl import logging
+
 import adapter_layers
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
@@ -105,6 +107,12 @@ def run_options(flag_values,
   `model_options(flag_values)`."""
   values = {f.name: flag_values[f.name].value for f in dataclasses.fields(startup.RunOptions)
             if f.name != "model" and f.name in flag_values}
+  if values.get("use_tpu") and values.get("use_xla"):
+    # Ignored, not refused: a TPU compiles every step with XLA anyway, and a
+    # command first tried on a CPU or GPU with --use_xla should run unchanged.
+    logging.info("--use_xla is ignored with --use_tpu: the TPU compiles every step "
+                 "with XLA anyway")
+    values["use_xla"] = False
   return startup.RunOptions(model=model or model_options(flag_values), **values)
 
 

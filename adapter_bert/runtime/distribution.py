@@ -1,10 +1,13 @@
 """Picks the tf.distribute strategy: TPU, several machines, several devices, or one."""
 
+import dataclasses
+import glob
 import json
 import os
 import socket
+import sys
 import threading
-from typing import Optional, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -15,8 +18,9 @@ from adapter_bert import errors
 # address that does not answer (a grpc:// address, the GCE metadata server that
 # resolves TPU names), and initialize_tpu_system on one that answers but is no
 # TPU worker (wrong port, a busy or broken TPU), so --use_tpu looks the TPU up,
-# connects and initializes it under these limits. A healthy TPU initializes in
-# well under a minute; the last limit leaves room for large slices.
+# connects and initializes it under these limits (connect_tpu's watchdog). A
+# healthy TPU initializes in well under a minute; the last limit leaves room for
+# large slices.
 _CONNECT_TIMEOUT_S = 10.0
 _RESOLVE_TIMEOUT_S = 60.0
 _INITIALIZE_TIMEOUT_S = 300.0
@@ -28,16 +32,16 @@ def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
                     devices: Optional[Sequence[str]] = None) -> tf.distribute.Strategy:
   """The strategy the original flags ask for.
 
-  - `use_tpu`: TPUStrategy through TPUClusterResolver(tpu_name or master,
-    zone=tpu_zone, project=gcp_project) (on Colab, tpu_name may be empty).
+  - `use_tpu`: TPUStrategy on the TPU that find_tpu names (tpu_name or master,
+    else this TPU VM, else TPU_NAME / COLAB_TPU_ADDR), through
+    TPUClusterResolver(zone=tpu_zone, project=gcp_project).
   - `TF_CONFIG` naming more than one worker: MultiWorkerMirroredStrategy.
   - `devices` given, or more than one GPU: MirroredStrategy.
   - otherwise the default strategy (one device).
   """
   if use_tpu:
-    flag = ("--tpu_name" if tpu_name else "--master" if master else
-            "--tpu_name (not given; TPU_NAME or Colab's TPU)")
-    return _tpu_strategy(tpu_name or master, tpu_zone, gcp_project, flag)
+    target = find_tpu(tpu_name, master, os.environ, device_files())
+    return tf.distribute.TPUStrategy(connect_tpu(target, tpu_zone, gcp_project))
   cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
   if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
     logging.info("TF_CONFIG names several workers: MultiWorkerMirroredStrategy")
@@ -49,42 +53,125 @@ def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
   return tf.distribute.get_strategy()
 
 
-def _tpu_strategy(tpu, zone, project, flag="--tpu_name") -> tf.distribute.TPUStrategy:
-  """TPUStrategy on the TPU the flags name; a UserError naming `flag` if it cannot be had."""
-  where = f"{flag}={tpu}" if tpu else flag
+@dataclasses.dataclass(frozen=True)
+class TpuTarget:
+  """The TPU a --use_tpu run uses, and how it was found."""
+  tpu: str  # TPUClusterResolver's `tpu`: "local", "grpc://HOST:PORT" or a TPU's name.
+  found_by: str  # "--tpu_name", "--master", or what in the machine's environment.
+
+  @property
+  def flag(self) -> str:
+    """How error messages name it: the flag, or what stood in for it."""
+    if self.found_by.startswith("--"):
+      return f"{self.found_by}={self.tpu}"
+    return f"--tpu_name (not given; {self.found_by}: {self.tpu})"
+
+  @property
+  def remote(self) -> bool:
+    """A TPU Node at a known address: its host, not this machine, reads and
+    writes every file the TensorFlow ops name (checkpoints, records, outputs).
+    (A TPU Node given by name has its address only once it is looked up.)"""
+    return self.tpu.startswith("grpc://")
+
+
+# A TPU VM's own variables (Colab's TPU VM runtime; Cloud TPU VM images).
+_TPU_VM_VARIABLES = ("COLAB_TPU_1VM", "TPU_ACCELERATOR_TYPE")
+
+
+def device_files(dev: str = "/dev") -> List[str]:
+  """The TPU chips' device files on this machine: /dev/accel* (v2-v4) or
+  /dev/vfio/N (v5e and later; /dev/vfio/vfio, the driver's own, is on any
+  machine that loads it)."""
+  return sorted(glob.glob(os.path.join(dev, "accel*")) + [
+      p for p in glob.glob(os.path.join(dev, "vfio", "*")) if os.path.basename(p).isdigit()])
+
+
+def find_tpu(tpu_name: Optional[str], master: Optional[str], env: Mapping[str, str],
+             devices: Sequence[str]) -> TpuTarget:
+  """The TPU that --use_tpu means: the flags', else this machine's TPU, else the
+  environment's TPU Node. Pure: `env` and `devices` (device_files()) are the machine.
+
+  On a TPU VM there is no TPU name to look up, and TPUClusterResolver(tpu=None)
+  fails there ("Please provide a TPU Name"): its TPU is "local".
+
+  Raises:
+    errors.UserError: no flag, no TPU VM and no TPU Node in the environment.
+  """
+  if tpu_name:
+    return TpuTarget(tpu_name, "--tpu_name")
+  if master:
+    return TpuTarget(master, "--master")
+  if devices:
+    return TpuTarget("local", f"a TPU VM, {devices[0]}")
+  for variable in _TPU_VM_VARIABLES:
+    if env.get(variable):
+      return TpuTarget("local", f"a TPU VM, {variable}={env[variable]}")
+  if env.get("TPU_NAME"):
+    return TpuTarget(env["TPU_NAME"], "TPU_NAME")
+  if env.get("COLAB_TPU_ADDR"):  # Colab's TPU Node: "HOST:PORT".
+    address = env["COLAB_TPU_ADDR"]
+    return TpuTarget(address if "://" in address else "grpc://" + address, "COLAB_TPU_ADDR")
+  raise errors.UserError(
+      "--use_tpu: no TPU found (not a TPU VM: no /dev/accel* or /dev/vfio/N, no "
+      + " or ".join(_TPU_VM_VARIABLES) + "; no TPU_NAME or COLAB_TPU_ADDR): give "
+      "--tpu_name=local on a TPU VM, or the TPU Node's name or grpc://HOST:8470")
+
+
+def connect_tpu(target: TpuTarget, zone: Optional[str] = None,
+                project: Optional[str] = None, *, resolver_class=None,
+                connect: Optional[Callable] = None, initialize: Optional[Callable] = None,
+                exit_fn: Callable[[int], None] = os._exit):  # pylint: disable=protected-access
+  """Looks `target` up, connects to it and initializes it, in the calling thread.
+
+  As Model Garden's distribute_utils: experimental_connect_to_cluster (a
+  remote TPU only) puts the ops of the thread that calls it on the TPU's host,
+  so the main thread must call it. None of the three calls has a time limit of
+  its own (an address that does not answer, a metadata server off Google
+  Cloud, a busy or broken TPU), so a watchdog ends the process with one
+  `ERROR:` line, status 2, when one of them has not returned in time.
+
+  Args:
+    resolver_class, connect, initialize: TPUClusterResolver,
+      tf.config.experimental_connect_to_cluster and
+      tf.tpu.experimental.initialize_tpu_system unless given (tests).
+    exit_fn: what ends the process when the watchdog fires.
+
+  Returns:
+    The TPUClusterResolver, connected and initialized.
+  Raises:
+    errors.UserError: naming the flag, when the TPU cannot be had.
+  """
+  connect = connect or tf.config.experimental_connect_to_cluster
+  initialize = initialize or tf.tpu.experimental.initialize_tpu_system
+  where = f"{target.flag}: could not reach the TPU (--tpu_zone={zone}, --gcp_project={project})"
+  logging.info("TPU: %s (%s)", target.tpu, target.found_by)
   try:
-    resolver = _with_timeout(lambda: _resolve_tpu(tpu, zone, project),
-                             _RESOLVE_TIMEOUT_S, "looking it up")
-    _with_timeout(lambda: _initialize(resolver), _INITIALIZE_TIMEOUT_S, "initializing it")
+    with _Watchdog(_RESOLVE_TIMEOUT_S, f"{where}: looking it up", exit_fn):
+      resolver = _resolve_tpu(target.tpu, zone, project, resolver_class)
+    with _Watchdog(_INITIALIZE_TIMEOUT_S, f"{where}: initializing it", exit_fn):
+      if target.tpu != "local":  # A TPU VM's own TPU needs no connection.
+        connect(resolver)
+      initialize(resolver)
   # Broad on purpose: the resolver fails with ValueError, URLError, HttpError,
   # ImportError, OpError..., and each needs the flags in the message.
   except Exception as e:  # pylint: disable=broad-except
-    raise errors.UserError(
-        f"{where}: could not reach the TPU (--tpu_zone={zone}, --gcp_project={project}): "
-        f"{e}") from e
+    raise errors.UserError(f"{where}: {e}") from e
   logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
-  return tf.distribute.TPUStrategy(resolver)
+  return resolver
 
 
-def _initialize(resolver) -> None:
-  tf.config.experimental_connect_to_cluster(resolver)
-  tf.tpu.experimental.initialize_tpu_system(resolver)
-
-
-def _resolve_tpu(tpu, zone, project):
+def _resolve_tpu(tpu, zone, project, resolver_class=None):
   """TPUClusterResolver whose TPU address answers; fails fast where it can."""
-  name = tpu or os.environ.get("TPU_NAME")
-  if (name and name != "local" and not name.startswith("grpc://")
-      and not (zone and project)):
+  if (tpu != "local" and not tpu.startswith("grpc://") and not (zone and project)):
     # A TPU name (not an address) needs zone and project from the metadata server.
     host = _metadata_host()
     if not _answers(host):
       raise ValueError(
-          f"TPU name {name!r} is looked up through the GCE metadata server "
+          f"TPU name {tpu!r} is looked up through the GCE metadata server "
           f"{host}, which does not answer (not on Google Cloud?); give the "
           "TPU's address instead, --tpu_name=grpc://HOST:8470")
-  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-      tpu=tpu, zone=zone, project=project)
+  resolver_class = resolver_class or tf.distribute.cluster_resolver.TPUClusterResolver
+  resolver = resolver_class(tpu=tpu, zone=zone, project=project)
   master = resolver.master()  # A TPU name is looked up here.
   if master.startswith("grpc://") and not _answers(master[len("grpc://"):]):
     raise ValueError(f"nothing answers at {master}")
@@ -108,25 +195,35 @@ def _answers(address: str, default_port: int = 80) -> bool:
     return False
 
 
-def _with_timeout(fn, timeout_s, what):
-  """fn() in a daemon thread; TimeoutError if it has not returned after timeout_s.
+class _Watchdog:
+  """Within `with`: if the block has not ended after timeout_s, prints
+  `ERROR: message: no answer within ...` and ends the process (exit_fn(2)).
 
-  A daemon thread, because a network call without a timeout cannot be
-  interrupted and must not keep the process alive.
+  A timer thread, because a call without a time limit cannot be interrupted,
+  and the call itself must stay in the calling thread (connect_tpu).
   """
-  result = {}
 
-  def target():
-    try:
-      result["value"] = fn()
-    except BaseException as e:  # pylint: disable=broad-except
-      result["error"] = e
+  def __init__(self, timeout_s: float, message: str, exit_fn: Callable[[int], None]):
+    self._message = f"{message}: no answer within {timeout_s:g} s"
+    self._exit_fn = exit_fn
+    self._done = threading.Event()
+    self._timer = threading.Timer(timeout_s, self._fire)
+    self._timer.daemon = True
 
-  thread = threading.Thread(target=target, daemon=True, name="tpu_" + what.replace(" ", "_"))
-  thread.start()
-  thread.join(timeout_s)
-  if thread.is_alive():
-    raise TimeoutError(f"{what}: no answer within {timeout_s:g} s")
-  if "error" in result:
-    raise result["error"]
-  return result["value"]
+  def _fire(self) -> None:
+    if self._done.is_set():
+      return
+    logging.flush()
+    sys.stdout.flush()
+    sys.stderr.write(f"ERROR: {self._message}\n")
+    sys.stderr.flush()
+    self._exit_fn(errors.USER_ERROR_EXIT_STATUS)
+
+  def __enter__(self) -> "_Watchdog":
+    self._timer.start()
+    return self
+
+  def __exit__(self, *exc_info) -> bool:
+    self._done.set()
+    self._timer.cancel()
+    return False
