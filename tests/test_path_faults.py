@@ -109,8 +109,8 @@ COMMANDS = {
         **_encoder(g, out), task_name="mrpc", data_dir=MRPC, do_eval=True), dict(
             data_dir=IN_DIR, output_dir=OUT_DIR, bert_config_file=IN_FILE, vocab_file=IN_FILE,
             init_checkpoint=CKPT, adapter_checkpoint=IN_ANY, bert_hub_module_handle=IN_DIR)),
-    "adapter_bert.serving.export": (export, "absl", lambda g, out: _flags(bank=g["bank"], export_dir=out),
-                       dict(bank=IN_DIR, export_dir=OUT_DIR, init_checkpoint=CKPT,
+    "adapter_bert.serving.export": (export, "absl", lambda g, out: _flags(adapter_bank=g["bank"], export_dir=out),
+                       dict(adapter_bank=IN_DIR, export_dir=OUT_DIR, init_checkpoint=CKPT,
                             bert_hub_module_handle=IN_DIR)),
     "adapter_bert.serving.export --multitask_run": (export, "absl", lambda g, out: _flags(
         multitask_run=g["run"], export_dir=out), dict(multitask_run=IN_DIR)),
@@ -148,9 +148,9 @@ COMMANDS = {
         model_dir=g["model"], data_dir=g["data_root"]), dict(
             model_dir=IN_DIR, data_dir=IN_DIR)),
     "adapter_bert.bank.manage add": (bank_manage, "argparse", lambda g, out: [
-        f"--bank={out}", "add", "task", g["adapter_model"]], {"--bank": OUT_DIR}),
+        f"--adapter_bank={out}", "add", "task", g["adapter_model"]], {"--adapter_bank": OUT_DIR}),
     "adapter_bert.bank.manage list": (bank_manage, "argparse", lambda g, out: [
-        f"--bank={g['bank']}", "list"], {"--bank": IN_DIR}),
+        f"--adapter_bank={g['bank']}", "list"], {"--adapter_bank": IN_DIR}),
     "adapter_bert.squad.evaluate": (squad_evaluate, "argparse", lambda g, out: [
         "--version=1.1", SQUAD_DEV, g["pred"], f"--out-file={out}/eval.json"], {
             "--out-file": OUT_FILE, "data.json": IN_FILE, "pred.json": IN_FILE}),
@@ -272,7 +272,9 @@ def test_every_path_flag_is_in_a_table():
       continue
     fv = flags.FlagValues()
     module.define_flags(fv)
-    named = {n for n in fv if PATH_FLAG_NAME.search(n)}
+    # A renamed flag's old spelling (cli/renamed_flags.py) sets the same flag.
+    named = {n for n in fv if PATH_FLAG_NAME.search(n)
+             and not fv[n].help.startswith("Deprecated spelling of")}
     # experiments.ablation checks run_classifier.py's flags as it does (cli.flags).
     same = (run_classifier, ablation) if module is ablation else (module,)
     tried = {f for m, _, _, paths in COMMANDS.values() if m in same for f in paths}
@@ -288,14 +290,14 @@ def test_unreachable_gcs_is_one_line_within_the_bound(tmp_path):
   env = dict(os.environ, https_proxy=proxy, HTTPS_PROXY=proxy, TF_CPP_MIN_LOG_LEVEL="3")
   start = time.monotonic()
   result = subprocess.run(
-      [sys.executable, "-m", "adapter_bert.bank.manage", "--bank=gs://no-such-bucket-xyz/bank", "list"],
+      [sys.executable, "-m", "adapter_bert.bank.manage", "--adapter_bank=gs://no-such-bucket-xyz/bank", "list"],
       cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
   took = time.monotonic() - start
   server.close()
   assert result.returncode == 2, result.stderr
   lines = [l for l in result.stderr.splitlines() if l.startswith("ERROR")]
   assert lines == [
-      f"ERROR: flag --bank=gs://no-such-bucket-xyz/bank: cannot reach gs://no-such-bucket-xyz: "
+      f"ERROR: flag --adapter_bank=gs://no-such-bucket-xyz/bank: cannot reach gs://no-such-bucket-xyz: "
       f"no answer within {path_checks.REMOTE_TIMEOUT_S:g} s (no network, or a firewall or "
       f"proxy that holds the connection?)"], result.stderr
   assert "Traceback" not in result.stderr
