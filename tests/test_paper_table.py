@@ -1,16 +1,12 @@
 """experiments/paper_table.py: the commands it runs and what it reads back (no training here)."""
 
 import json
-import os
-import subprocess
-import sys
 
+from absl import flags
 import pytest
 
 from experiments import paper_table
 from experiments.points import runs
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 SETTINGS = dict(num_train_epochs=2.0, max_seq_length=32, train_batch_size=32,
@@ -55,18 +51,21 @@ def test_learning_rate_is_per_method_with_per_task_overrides():
   assert set(paper_table.TASKS["wordnet_example"].learning_rates) <= set(paper_table.METHODS)
 
 
-def test_dry_run_prints_per_task_rates_and_what_merge_keeps(tmp_path):
+def test_dry_run_prints_per_task_rates_and_what_merge_keeps(tmp_path, capsys):
   results_json = tmp_path / "table.json"
   results_json.write_text(json.dumps({"settings": dict(SETTINGS, eval_batch_size=64), "runs": [
       _fake_run("wordnet_lexname", "full", 1e-4, 0.85),
       _fake_run("wordnet_example", "full", 1e-4, 0.5)]}))
 
-  def dry_run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.paper_table", "--dry_run",
-         "--tasks=wordnet_example", "--methods=adapters_64,full,head", "--machine=test",
-         f"--results_json={results_json}", *args],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+  def dry_run(*args):  # The command's main on its flags, in this process.
+    fv = flags.FlagValues()
+    paper_table.define_flags(fv)
+    fv(["paper_table", "--dry_run", "--tasks=wordnet_example",
+        "--methods=adapters_64,full,head", "--machine=test",
+        f"--results_json={results_json}", *args])
+    capsys.readouterr()
+    paper_table.main([], fv)
+    return capsys.readouterr().out.splitlines()
 
   out = dry_run("--merge")
   commands = [line.split() for line in out if not line.startswith("#")]
