@@ -4,12 +4,20 @@ The code cells run in order in one fresh Python process, in one namespace, as a
 Jupyter kernel would run them (the notebook uses no IPython magics, so no
 kernel is needed). NOTEBOOK_SMOKE_TEST=1 shrinks the run to a few steps on a few
 examples; ADAPTER_BERT_WORK_DIR keeps the generated model and outputs in tmp_path.
+
+On a TPU VM the first process that loads the TPU library holds the TPU: the notebook's
+own Python (which imports TensorFlow) must set TPU_LOAD_LIBRARY=0 before that import,
+and the run_classifier.py it starts must not inherit it. Checked from the cells' code
+in order, by running the run cell with a stand-in for subprocess.Popen, and in the real
+run by watching the import and the child's environment.
 """
 
+import ast
 import json
 import os
 import subprocess
 import sys
+import types
 
 import nbformat
 import pytest
@@ -17,13 +25,31 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "adapter_bert_colab.ipynb")
 
-# Runs the cells given as a JSON list of sources; a failing cell is named.
+# Runs the cells given as a JSON list of sources; a failing cell is named. It also
+# records TPU_LOAD_LIBRARY when tensorflow is first imported, and whether each child
+# process started for run_classifier.py gets it, printed as one JSON line at the end.
 _DRIVER = """
-import json, sys
+import json, os, subprocess, sys
+watched = {"children": []}
+class WatchTensorFlowImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" and "at_tensorflow_import" not in watched:
+            watched["at_tensorflow_import"] = os.environ.get("TPU_LOAD_LIBRARY")
+        return None
+sys.meta_path.insert(0, WatchTensorFlowImport())
+class WatchedPopen(subprocess.Popen):
+    def __init__(self, args, *rest, **kwargs):
+        if any("run_classifier.py" in str(a) for a in args):
+            env = kwargs.get("env")
+            watched["children"].append((env if env is not None else os.environ).get(
+                "TPU_LOAD_LIBRARY"))
+        super().__init__(args, *rest, **kwargs)
+subprocess.Popen = WatchedPopen
 namespace = {"__name__": "__main__"}
 for index, source in enumerate(json.load(open(sys.argv[1]))):
     print("=== cell %d" % index, flush=True)
     exec(compile(source, "<cell %d>" % index, "exec"), namespace)
+print("=== watched " + json.dumps(watched))
 """
 
 
@@ -42,7 +68,9 @@ def test_notebook_is_plain_python_with_tpu_settings_on_cpu():
   # asks for (USE_TPU = True) is refused until BUCKET is a gs:// path.
   namespace = {}
   exec(settings, namespace)
-  assert (namespace["USE_TPU"], namespace["TPU_NAME"], namespace["BUCKET"]) == (False, None, None)
+  # TPU_NAME: Colab's TPU runtime is a TPU VM, whose TPU is "local" (a TPU Node's
+  # address comes from its name; None would find nothing on a TPU VM).
+  assert (namespace["USE_TPU"], namespace["TPU_NAME"], namespace["BUCKET"]) == (False, "local", None)
   on_tpu = settings.replace("USE_TPU = False", "USE_TPU = True", 1)
   assert on_tpu != settings
   with pytest.raises(ValueError, match="USE_TPU needs BUCKET = 'gs://...'"):
@@ -59,6 +87,93 @@ def test_notebook_is_plain_python_with_tpu_settings_on_cpu():
              for c in raw["cells"] if c["cell_type"] == "code")
 
 
+# Modules whose import loads TensorFlow: TensorFlow's own packages and every module of
+# this repository (conversion, modeling, adapter_bert, ...), counted as one.
+_TENSORFLOW_PACKAGES = {"tensorflow", "keras", "tf_keras", "tensorflow_hub", "tensorflow_text",
+                        "official"}
+
+
+def _loads_tensorflow(module):
+  top = module.split(".")[0]
+  return (top in _TENSORFLOW_PACKAGES or os.path.exists(os.path.join(ROOT, top + ".py"))
+          or os.path.isdir(os.path.join(ROOT, top)))
+
+
+def _sets_no_tpu_library(statement):
+  """os.environ["TPU_LOAD_LIBRARY"] = "0" as a statement."""
+  return (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+          and ast.unparse(statement.targets[0]) == "os.environ['TPU_LOAD_LIBRARY']"
+          and isinstance(statement.value, ast.Constant) and statement.value.value == "0")
+
+
+def test_the_kernel_sets_tpu_load_library_0_before_any_tensorflow_import():
+  events = []  # ((cell, line, column), what), in the order the kernel runs them.
+  for index, source in enumerate(_code_cells()):
+    tree = ast.parse(source)
+    for statement in tree.body:  # Unconditional: a statement of the cell itself.
+      if _sets_no_tpu_library(statement):
+        events.append(((index, statement.lineno, 0), "set"))
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        modules = [node.module]
+      else:
+        continue
+      if any(_loads_tensorflow(m) for m in modules):
+        events.append(((index, node.lineno, node.col_offset), "import " + ", ".join(modules)))
+  events.sort()
+  imports = [e for e in events if e[1] != "set"]
+  assert imports, "no TensorFlow import found: the check would prove nothing"
+  assert events[0][1] == "set", "the first TensorFlow import comes first: %s" % (events[:2],)
+
+
+def test_the_run_cell_starts_run_classifier_without_tpu_load_library(tmp_path, monkeypatch):
+  cells = _code_cells()
+  settings = cells[0].replace("USE_TPU = False", "USE_TPU = True", 1).replace(
+      "BUCKET = None", 'BUCKET = "gs://bucket/adapter_bert"', 1)
+  [run_settings] = [c for c in cells if "TRAIN_BATCH_SIZE =" in c]
+  [paths] = [c for c in cells if "def copy_dir" in c]
+  [run_cell] = [c for c in cells if "run_classifier.py" in c and "Popen(" in c]
+  started = []
+
+  class Popen:  # Records the child's command and environment; the child exits at once.
+    def __init__(self, command, **kwargs):
+      started.append((command, kwargs))
+      self.stdout, self.returncode = iter(()), 0
+
+    def __enter__(self):
+      return self
+
+    def __exit__(self, *unused):
+      return False
+
+  # No files: the bucket's paths are computed (copying nothing); no output to remove.
+  no_files = types.SimpleNamespace(io=types.SimpleNamespace(gfile=types.SimpleNamespace(
+      exists=lambda path: False, walk=lambda path: iter(()))))
+  monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")  # As the kernel has it.
+  monkeypatch.delenv("NOTEBOOK_SMOKE_TEST", raising=False)
+  namespace = dict(os=os, sys=sys, tf=no_files, WORK=str(tmp_path), IN_COLAB=False,
+                   LOCAL_MODEL_DIR="models/minilm", LOCAL_DATA_DIR="data",
+                   subprocess=types.SimpleNamespace(Popen=Popen, PIPE=-1, STDOUT=-2))
+  for cell in (settings, run_settings, paths, run_cell):
+    exec(cell, namespace)
+
+  [(command, kwargs)] = started
+  assert command[1] == "run_classifier.py"
+  assert "--use_tpu" in command and "--tpu_name=local" in command
+  assert "--output_dir=gs://bucket/adapter_bert/output/demo" in command
+  # docs/tpu.md's "Colab TPU VM, step by step" shows this command, for YOUR_BUCKET.
+  with open(os.path.join(ROOT, "docs", "tpu.md"), encoding="utf-8") as f:
+    block = f.read().split("```\npython run_classifier.py", 1)[1].split("```", 1)[0]
+  documented = block.replace("\\\n", " ").replace("YOUR_BUCKET", "bucket").split()
+  assert documented == command[2:]
+  env = kwargs["env"]
+  assert "TPU_LOAD_LIBRARY" not in env and os.environ["TPU_LOAD_LIBRARY"] == "0"
+  assert env == dict({k: v for k, v in os.environ.items() if k != "TPU_LOAD_LIBRARY"},
+                     TF_CPP_MIN_LOG_LEVEL="2")
+
+
 @pytest.mark.slow  # About a minute on 2 CPU cores: MiniLM conversion and 3 training steps.
 def test_notebook_runs_top_to_bottom_on_cpu(tmp_path):
   cells_file = tmp_path / "cells.json"
@@ -70,6 +185,10 @@ def test_notebook_runs_top_to_bottom_on_cpu(tmp_path):
                           cwd=os.path.dirname(NOTEBOOK), env=env, capture_output=True,
                           text=True, timeout=600)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  # TensorFlow was first imported with TPU_LOAD_LIBRARY=0; run_classifier.py started once,
+  # without it.
+  watched = json.loads(result.stdout.split("=== watched ", 1)[1])
+  assert watched == {"at_tensorflow_import": "0", "children": [None]}
 
   output_dir = tmp_path / "output" / "notebook_demo"
   results = dict(line.split(" = ") for line in
