@@ -31,9 +31,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
+from adapter_layers import AdapterConfig
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert.classification import task as classifier_task
+from adapter_bert.fusion import model as fusion_model
 import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import sampling
@@ -43,10 +45,12 @@ from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
+from adapter_bert.runtime import trainable
 import run_multitask
 import run_squad
 from adapter_bert.squad import data as squad_data
 import tokenization
+import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(REPO, "data", "glue")
@@ -308,6 +312,69 @@ def test_host_callbacks_and_strings_are_caught():
       assert message in str(error.value)
   assert_compiles_for_tpu(tf.function(lambda f, l: tf.reduce_sum(f["x"]), jit_compile=True),
                           features, labels)
+
+
+DESIGNS = ("houlsby", "pfeiffer", "parallel", "lora", "fusion")
+
+
+def _design_model(design):
+  """The tiny classifier with adapters of `design` training (AdapterFusion: its fusion
+  layers, over the adapters of two Houlsby tasks)."""
+  config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+  if design == "fusion":
+    houlsby = modeling.BertClassifier(config, 2, AdapterConfig(size=8))
+    houlsby.ensure_built()
+    arrays = {n: v.numpy() for n, v in houlsby.tf1_variable_map().items()
+              if modeling.variable_role(n) == "adapter"}
+    model = fusion_model.FusionClassifier(
+        config, 2, AdapterConfig(size=8), [fusion_model.FusedTask("a", arrays),
+                                           fusion_model.FusedTask("b", dict(arrays))])
+  else:
+    model = modeling.BertClassifier(config, 2, AdapterConfig(size=8, design=design))
+  model.ensure_built()
+  trainable.set_trainable(model, trainable.TrainMode("adapters"))
+  return model
+
+
+def _captured_constants(step, features, labels):
+  """Tensors the step captured from the host (not variables), which every call copies
+  to the device: the shapes of those with more than one element."""
+  captured = step.get_concrete_function(features, labels).captured_inputs
+  return [tuple(t.shape) for t in captured
+          if t.dtype != tf.resource and t.shape.num_elements() != 1]
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_every_adapter_design_compiles_for_tpu(design):
+  """Each design's train and predict steps are one XLA program on a TPU's static
+  shapes, reading their weights as variables (no constants captured)."""
+  model = _design_model(design)
+  optimizer = loop.create_optimizer(tf.distribute.get_strategy(), model, loop.TrainSettings(
+      output_dir="", train_batch_size=BATCH, num_train_steps=10, num_warmup_steps=1,
+      learning_rate=1e-3))
+  rng = np.random.default_rng(0)
+  features = {"input_ids": tf.constant(rng.integers(1, 99, (BATCH, 16)), tf.int32),
+              "input_mask": tf.ones([BATCH, 16], tf.int32),
+              "segment_ids": tf.zeros([BATCH, 16], tf.int32)}
+  labels = tf.constant([0, 1, 1, 0], tf.int32)
+  train_step = loop.make_train_step(model, classifier_task.loss_fn(False), optimizer, BATCH,
+                                    jit_compile=True)
+  predict_step = loop.make_predict_step(model, jit_compile=True)
+  assert "AdamWeightDecay" in assert_compiles_for_tpu(train_step, features, labels)
+  assert_compiles_for_tpu(predict_step, features, labels)
+  for step in (train_step, predict_step):
+    assert not _captured_constants(step, features, labels)
+  # What trains is the design's adapters (fusion: the fusion layers) and LayerNorms.
+  roles = {modeling.variable_role(n) for n, v in model.tf1_variable_map().items()
+           if v.trainable}
+  assert roles == {"adapter", "layer_norm", "head"}
+  if design == "fusion":  # The fused adapters: frozen variables of the model.
+    fused = [v for adapters in model._fused_adapters for weights in adapters  # pylint: disable=protected-access
+             for v in tf.nest.flatten(tuple(weights))]
+    assert len(fused) == 2 * 2 * tiny_bert.TINY_CONFIG["num_hidden_layers"] * 4
+    non_trainable = {id(v) for v in model.non_trainable_variables}
+    assert all(id(v) in non_trainable for v in fused)
+    assert not {id(v) for v in fused} & {id(v) for v in model.tf1_variable_map().values()}
 
 
 REPLICAS = 4

@@ -13,9 +13,11 @@ The fusion layers' variables carry adapter names under their place,
 so modeling.variable_role calls them "adapter": they train with
 --train_mode=adapters, are counted as the task's adapter parameters, are
 stored in its adapter-only file and are left out of the bank's fingerprint,
-as any task's adapters. The fused adapters are no variables of the model
-(constants from the bank): neither trained, nor checkpointed, nor counted
-as its own.
+as any task's adapters. The fused adapters come from the bank: non-trainable
+variables of the model (so a step reads them where the model lives, as any
+weight, instead of capturing constants that are copied to the device on every
+call), but none of its TF1 variables: neither trained, nor checkpointed, nor
+counted as its own.
 """
 
 from typing import Dict, Mapping, NamedTuple, Sequence
@@ -85,9 +87,21 @@ class FusionClassifier(modeling.BertClassifier):
     self.fusion_layers = [AdapterFusion(config.initializer_range,
                                         name=f"layer_{i}_{s}_fusion")
                           for i, s in self._places]
-    # Constants: frozen, and no variables of this model (module docstring).
-    self._fused_adapters = [tuple(_adapter_weights(t.arrays, scope, adapter_config)
+    # Frozen, and none of its TF1 variables (module docstring).
+    self._fused_adapters = [tuple(self._fused_variables(t.arrays, scope, adapter_config)
                                   for t in fused) for scope in self._places.values()]
+
+  def _fused_variables(self, arrays: Mapping[str, np.ndarray], scope: str,
+                       adapter_config: AdapterConfig) -> AdapterWeights:
+    """A fused task's adapter at `scope`, as non-trainable variables holding its arrays."""
+    def variable(array):
+      v = self.add_weight(shape=np.shape(array), initializer="zeros", trainable=False,
+                          name="fused_adapter")
+      v.assign(array)
+      return v
+
+    return tf.nest.map_structure(variable, AdapterWeights.from_tf1_names(
+        arrays, scope, adapter_config.layer_norm))
 
   def build(self, input_shape=None):
     super().build(input_shape)
@@ -135,16 +149,9 @@ class FusionClassifier(modeling.BertClassifier):
     return names
 
   def fused_parameters(self) -> int:
-    """Floats of the frozen fused adapters it applies (no variables of its own)."""
+    """Floats of the frozen fused adapters it applies (none of its TF1 variables)."""
     return sum(int(np.prod(a.shape)) for adapters in self._fused_adapters
                for weights in adapters for a in tf.nest.flatten(tuple(weights)))
-
-
-def _adapter_weights(arrays: Mapping[str, np.ndarray], scope: str,
-                     adapter_config: AdapterConfig) -> AdapterWeights:
-  """A fused task's adapter at `scope`, as constants."""
-  return tf.nest.map_structure(tf.constant, AdapterWeights.from_tf1_names(
-      arrays, scope, adapter_config.layer_norm))
 
 
 def log_parameter_counts(model: FusionClassifier) -> None:
