@@ -15,6 +15,7 @@ run by watching the import and the child's environment.
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -202,3 +203,47 @@ def test_notebook_runs_top_to_bottom_on_cpu(tmp_path):
   # ... and the accuracy line reports the accuracy run_classifier.py wrote.
   assert ("dev accuracy: %s (10 classes, chance 0.10)\n" % results["eval_accuracy"]
           in result.stdout)
+
+
+def _template(node):
+  """A regular expression for what a message's string or f-string can print."""
+  if isinstance(node, ast.Constant) and isinstance(node.value, str):
+    return ".*".join(re.escape(p) for p in re.split(r"%[-+ #0-9.]*[sdfr]", node.value))
+  if isinstance(node, ast.JoinedStr):
+    return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".*"
+                   for v in node.values)
+  return None
+
+
+def _log_templates():
+  """A regular expression per message the product code logs through absl's logging,
+  and for the progress line (an f-string of runtime/progress.py that loop.py logs)."""
+  sources = [os.path.join(ROOT, "run_classifier.py")] + [
+      os.path.join(parent, name) for parent, _, names in os.walk(os.path.join(ROOT, "adapter_bert"))
+      for name in names if name.endswith(".py")]
+  templates = []
+  for path in sources:
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and ast.unparse(node.func.value) == "logging" and node.args):
+        templates.append(_template(node.args[0]))
+      elif isinstance(node, ast.JoinedStr) and path.endswith("progress.py"):
+        templates.append(_template(node))
+  # Not those that match nearly anything (a message given whole, as `logging.info(line)`).
+  return [re.compile(t, re.S) for t in templates
+          if t and len(re.sub(r"\.\*|\\", "", t)) >= 3]
+
+
+def test_the_documented_first_lines_of_a_tpu_run_are_lines_the_code_logs():
+  with open(os.path.join(ROOT, "docs", "tpu.md"), encoding="utf-8") as f:
+    section = f.read().split("## Colab TPU VM, step by step", 1)[1]
+  block = section.split("What a healthy run prints first", 1)[1].split("```\n", 2)[1]
+  lines = [line for line in block.splitlines() if line != "..."]
+  assert lines[0] == "TPU: local (--tpu_name)" and len(lines) > 10
+  templates = _log_templates()
+  # "..." in a line stands for what the run fills in.
+  unknown = [line for line in lines
+             if not any(t.fullmatch(line.replace("...", "0")) for t in templates)]
+  assert not unknown
