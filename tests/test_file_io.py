@@ -81,11 +81,11 @@ def _failing_moves(monkeypatch, failing):
   """Makes the file_io._move calls numbered in `failing` (1-based) raise _Crash."""
   real, calls = file_io._move, []
 
-  def move(src, dst):
+  def move(src, dst, **order):
     calls.append((src, dst))
     if len(calls) in failing:
       raise _Crash(f"crash moving {src}")
-    real(src, dst)
+    real(src, dst, **order)
 
   monkeypatch.setattr(file_io, "_move", move)
   return calls

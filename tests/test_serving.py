@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 
 import numpy as np
 import pytest
@@ -658,3 +659,17 @@ def test_user_errors(vocab_base, runs, tmp_path, capsys):
   assert "task 'sst2' was trained on another base model" in export_error(
       capsys, adapter_bank=bank, export_dir=out)
   assert not os.path.exists(out)
+
+
+def test_an_export_to_a_bucket_is_never_polled_half_written(bank, monkeypatch):
+  """export to ram:// (a directory rename there moves file by file, as gs://'s copy):
+  a server polling the versions never finds saved_model.pb beside a missing file
+  (test_export_atomicity: the mechanism and a reference that fails without it)."""
+  from test_export_atomicity import Poller, _files  # pylint: disable=g-import-not-at-top
+  base = f"ram://export_{uuid.uuid4().hex}/models"
+  poller = Poller(base, monkeypatch)
+  serving_export.export(bank, base + "/1", token_ids_only=True)
+  final = _files(base + "/1")
+  assert {serving_export.SAVED_MODEL_FILE, "variables/variables.index",
+          serving_export.TASKS_FILE} <= final
+  assert poller.seen and all(seen == final for seen in poller.seen)

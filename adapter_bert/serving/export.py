@@ -21,7 +21,8 @@ tokenizer as TensorFlow ops (tensorflow_text), so it needs neither this
 repository nor Python to run: TensorFlow Serving, or tf.saved_model.load after
 `import tensorflow_text`. Adding a bank's task, or removing any task, is a
 re-export; nothing retrains. EXPORT_DIR is replaced whole (written beside it, then renamed); for
-TensorFlow Serving give a version directory, e.g. models/glue/1.
+TensorFlow Serving give a version directory, e.g. models/glue/1 (on gs://, where a rename
+copies file by file, saved_model.pb is moved in last: docs/serving.md).
 
 Signatures (batch size B free; S_MAX the largest task max_seq_length, L the
 widest head: the most labels of any task, 1 if all are regression):
@@ -101,6 +102,8 @@ from adapter_bert.storage import path_checks
 import tokenization
 
 TASKS_FILE = "assets.extra/tasks.json"
+# What a SavedModel loader (TensorFlow Serving) looks for first.
+SAVED_MODEL_FILE = tf.saved_model.SAVED_MODEL_FILENAME_PB
 # The vocabulary of a --token_ids_only export, for its clients' tokenizer.
 CLIENT_VOCAB_FILE = "assets.extra/vocab.txt"
 
@@ -346,7 +349,9 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   with tempfile.TemporaryDirectory() as scratch:
     vocab_asset = os.path.join(scratch, text.VOCAB_ASSET)
     module = build_module(base, tasks, vocab_asset, token_ids_only, fusions)
-    with file_io.AtomicDirectory(export_dir) as tmp:
+    # saved_model.pb last: on gs:// the directory is copied file by file, and a
+    # server polling for versions loads one as soon as it finds that file.
+    with file_io.AtomicDirectory(export_dir, last=[SAVED_MODEL_FILE]) as tmp:
       tf.saved_model.save(module, tmp, signatures=module.signatures())
       tf.io.gfile.makedirs(posixpath.join(tmp, posixpath.dirname(TASKS_FILE)))
       with tf.io.gfile.GFile(posixpath.join(tmp, TASKS_FILE), "w") as f:

@@ -9,6 +9,10 @@ on an error the temporary is removed and the error goes on.
 
 Everything goes through tf.io.gfile, so gs:// and ram:// paths work like local
 ones (on gs:// a rename copies: not atomic, but still only after all writes).
+A directory rename there copies file by file, so a reader that watches for a
+directory's files can see some of them: AtomicDirectory's `last` names the file
+such a reader waits for (a SavedModel's saved_model.pb), moved in after all
+others and out before them.
 
 Temporary names are hidden siblings, `.NAME.tmp-<random>`:
   * in the same directory, so the rename stays on one file system;
@@ -21,6 +25,7 @@ it stays behind, hidden and never read, and the final name keeps the old file.
 
 import posixpath
 import uuid
+from typing import Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -109,10 +114,17 @@ class AtomicDirectory(AtomicFile):
   backup name; `recover_directory` (run by the next AtomicDirectory for the
   same path, and by readers that want it) moves it back. So `path` holds the
   old directory or the new one, never a mix and never nothing for good.
+
+  Off the local file system (gs://, ram://) each move goes file by file, and
+  `last` (paths inside the directory, e.g. "saved_model.pb") are moved in
+  after every other file and out before them: a reader that takes them as the
+  sign of a complete directory (TensorFlow Serving polling a model's versions)
+  never finds them beside a missing file.
   """
 
-  def __init__(self, path: str):
+  def __init__(self, path: str, last: Sequence[str] = ()):
     super().__init__(path)
+    self.last = tuple(last)
     recover_directory(self.path)
 
   def __enter__(self) -> str:
@@ -123,9 +135,9 @@ class AtomicDirectory(AtomicFile):
     backup = None
     if tf.io.gfile.exists(self.path):
       backup = _sibling(self.path, _BACKUP_MARK)
-      _move(self.path, backup)
+      _move(self.path, backup, first=self.last)
     try:
-      _move(self.temp, self.path)
+      _move(self.temp, self.path, last=self.last)
     except BaseException:
       if backup is not None:  # Put the old directory back: as if never started.
         remove_quietly(self.path)
@@ -159,8 +171,16 @@ def recover_directory(path: str) -> None:
     remove_quietly(backup)
 
 
-def _move(src: str, dst: str) -> None:
-  """Renames the file or directory tree `src` to `dst`, which must not exist."""
+def _is_local(path: str) -> bool:
+  return "://" not in path or path.startswith("file://")
+
+
+def _move(src: str, dst: str, first: Sequence[str] = (), last: Sequence[str] = ()) -> None:
+  """Renames the file or directory tree `src` to `dst`, which must not exist.
+
+  Off the local file system, with `first` or `last` (paths inside `src`), file
+  by file: those of `first` before the others, those of `last` after them.
+  """
   if not tf.io.gfile.isdir(src):
     tf.io.gfile.rename(src, dst)
     return
@@ -169,10 +189,13 @@ def _move(src: str, dst: str) -> None:
   files = [posixpath.relpath(posixpath.join(d, n), src)
            for d, _, names in tf.io.gfile.walk(src) for n in names
            if tf.io.gfile.exists(posixpath.join(d, n))]
-  tf.io.gfile.rename(src, dst)
-  if all(tf.io.gfile.exists(posixpath.join(dst, f)) for f in files):
-    return
-  # Where a rename moves only the directory entry (ram://), move file by file.
+  if (first or last) and not _is_local(src):
+    files.sort(key=lambda f: (f not in first) + (f in last))
+  else:
+    tf.io.gfile.rename(src, dst)
+    if all(tf.io.gfile.exists(posixpath.join(dst, f)) for f in files):
+      return
+  # In that order, or where a rename moved only the directory entry (ram://).
   tf.io.gfile.makedirs(dst)
   for f in files:
     make_parent_dirs(posixpath.join(dst, f))
