@@ -122,7 +122,8 @@ def _outputs(run: startup.Run, processor, split, examples, tokenizer, batch_size
                                             options.max_seq_length, tokenizer, record)
   return classifier_task.predict_record(
       run.strategy, run.model, record, options.max_seq_length, batch_size, options.use_tpu,
-      processor.is_regression, options.use_xla, options.pad_to_multiple_of)
+      processor.is_regression, options.use_xla, options.pad_to_multiple_of,
+      options.iterations_per_loop)
 
 
 def evaluate(run: startup.Run, processor, task_name, examples, tokenizer, batch_size,

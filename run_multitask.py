@@ -253,7 +253,8 @@ def _outputs(run: startup.Run, task, index, head, split, examples, tokenizer, ba
   """The model's outputs for one task's split, its own classes only."""
   options = run.options
   dataset = task_dataset(options, task, index, split, examples, tokenizer, batch_size)
-  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
+  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
+                         iterations_per_loop=options.iterations_per_loop)
   # The task's own classes; labels back to the task's type.
   outputs["logits"] = outputs["logits"][:, :head.num_outputs]
   if not task.is_regression:

@@ -173,6 +173,8 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
   With `pad_last_batch` (TPU, XLA: static shapes), all-zero features with
   unique id -1 fill the last batch; their results are dropped before
   post-processing, as the original classifier's is_real_example=0 examples.
+  Every batch is then full, and the batch dimension static (drop_remainder
+  drops nothing), also where the features are an exact multiple of the batch.
   """
   fill = None
   if pad_last_batch and num_features % batch_size:
@@ -181,7 +183,8 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
     logging.info("  Num split examples = %d (%d actual, %d padding)",
                  num_features + num_padding, num_features, num_padding)
   d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
-                              drop_remainder=False, pad_to_multiple_of=pad_to_multiple_of,
+                              drop_remainder=pad_last_batch,
+                              pad_to_multiple_of=pad_to_multiple_of,
                               fill_last_batch=fill)
   return d.map(lambda x: (x, x["unique_ids"]))
 
@@ -263,7 +266,8 @@ def predict(run: startup.Run, examples, writer: squad_data.FeatureWriter, batch_
   dataset = predict_dataset(writer.filename, options.max_seq_length, batch_size, len(features),
                             pad_last_batch=options.use_tpu or options.use_xla,
                             pad_to_multiple_of=options.pad_to_multiple_of)
-  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla)
+  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
+                         iterations_per_loop=options.iterations_per_loop)
   output_dir = options.output_dir
   predictions, _, null_odds = postprocess.write_predictions(
       examples, features, raw_results(outputs, features), n_best_size, max_answer_length,

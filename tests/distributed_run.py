@@ -10,7 +10,8 @@ XLA_FLAGS must be in place before TensorFlow starts):
   distributed_run.py machine DATA_DIR WORK_DIR   on two logical CPUs: the default
       strategy ("single"), the same with jit_compile ("xla"), MirroredStrategy
       over both CPUs ("mirrored"), the latter with per-replica clipping
-      ("per_replica_clip"), and the first step's gradient norms ("grad_norms")
+      ("per_replica_clip"), the first step's gradient norms ("grad_norms") and
+      dropout masks under both strategies ("dropout_masks")
   distributed_run.py worker DATA_DIR OUTPUT_DIR  one MultiWorkerMirroredStrategy
       worker of the cluster in TF_CONFIG ("worker")
 DATA_DIR holds write_checkpoint's and write_examples' files. Each mode prints
@@ -29,6 +30,7 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.runtime import distribution
+from adapter_bert.layers.ops import Dropout
 import modeling
 import optimization
 import tiny_bert
@@ -49,6 +51,8 @@ SETTINGS = dict(train_batch_size=BATCH_SIZE, num_train_steps=NUM_STEPS,
                 # end at steps 1 and 2 (the first two run one step each, to time
                 # a step: runtime/progress.py), 3 (checkpoint), 5, 6.
                 iterations_per_loop=2)
+# Prediction's batches a host call: 3 batches run as calls of 2 and 1.
+PREDICT_LOOP = 2
 
 
 def write_checkpoint(directory):
@@ -131,9 +135,29 @@ def read_scalars(directory, tag):
   return values
 
 
+class _CountingModel:
+  """`model` that records the input_ids rows this process computes (`computed`):
+  where each example was predicted. Not for jit_compile (a host callback)."""
+
+  def __init__(self, model):
+    self.model, self.computed = model, []
+
+  def _record(self, input_ids):
+    self.computed.extend(input_ids.tolist())
+    return np.int32(len(self.computed))
+
+  def __call__(self, features, training=False):
+    recorded = tf.numpy_function(self._record, [features["input_ids"]], tf.int32,
+                                 stateful=True)
+    with tf.control_dependencies([recorded]):
+      return tf.identity(self.model(features, training=training))
+
+
 def train_and_predict(strategy, data_dir, files, output_dir, jit_compile=False,
                       predict=True):
-  """Trains to NUM_STEPS and predicts the training set; JSON-able results."""
+  """Trains to NUM_STEPS and predicts the training set (PREDICT_LOOP batches a
+  host call); JSON-able results, with the rows this process computed
+  ("computed", without jit_compile)."""
   model = build_model(strategy, data_dir)
   settings = loop.TrainSettings(output_dir=output_dir, jit_compile=jit_compile,
                                     **SETTINGS)
@@ -143,10 +167,27 @@ def train_and_predict(strategy, data_dir, files, output_dir, jit_compile=False,
          "weights": {name: v.numpy().tolist()
                      for name, v in model.tf1_variable_map().items() if v.trainable}}
   if predict:
-    predictions = loop.predict(strategy, model, dataset(files, repeat=False),
-                                   jit_compile=jit_compile)
+    counting = None if jit_compile else _CountingModel(model)
+    predictions = loop.predict(strategy, counting or model, dataset(files, repeat=False),
+                               jit_compile=jit_compile, iterations_per_loop=PREDICT_LOOP)
     out["predictions"] = {k: v.tolist() for k, v in predictions.items()}
+    if counting:
+      out["computed"] = counting.computed
   return out
+
+
+def dropout_masks(strategy, seed=3):
+  """Which elements a Dropout(0.5) keeps in two steps, replica by replica:
+  [step][replica] -> 0/1 rows."""
+  with strategy.scope():
+    layer = Dropout(0.5, seed=seed)
+
+  @tf.function
+  def two_steps():
+    return [strategy.experimental_local_results(
+        strategy.run(lambda: layer(tf.ones([4, 16]), training=True))) for _ in range(2)]
+
+  return [[(m.numpy() != 0).astype(int).tolist() for m in step] for step in two_steps()]
 
 
 def first_batch_grad_norms(strategy, data_dir, files):
@@ -200,6 +241,9 @@ def _main(mode, data_dir, work_dir):
       results[name] = train_and_predict(strategy, data_dir, files,
                                         os.path.join(work_dir, name), jit_compile=jit)
     results["grad_norms"] = first_batch_grad_norms(single, data_dir, files)
+    # Twice under MirroredStrategy: a rerun draws the same masks.
+    results["dropout_masks"] = {name: dropout_masks(strategy) for name, strategy in (
+        ("mirrored", mirrored), ("mirrored_rerun", mirrored), ("single", single))}
     optimization.AdamWeightDecay = _PerReplicaClip  # What create_optimizer builds.
     results["per_replica_clip"] = train_and_predict(
         mirrored, data_dir, files, os.path.join(work_dir, "per_replica_clip"),

@@ -5,15 +5,22 @@ max_seq_length, batches in record order. Cutting a batch after its longest
 example must drop only padding, and a run must give the same results either way.
 """
 
+import functools
 import json
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags as absl_flags
 
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.cli import flags as cli_flags
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import records
+from adapter_bert.runtime import startup
+import run_squad
 from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main
 
 MAX_LEN = 40
@@ -112,6 +119,114 @@ def test_grouping_needs_training_with_per_batch_padding(record):
   with pytest.raises(ValueError, match="group_by_length"):
     records.read_batches(path, _features(), 4, False, False, pad_to_multiple_of=1,
                          group_by_length=True)
+
+
+class Doubler(keras.Model):
+  """Outputs of each shape a model gives: per token ("doubled") and per example."""
+
+  def call(self, features, training=False):
+    x = tf.cast(features["input_ids"], tf.float32)
+    return {"doubled": 2 * x, "total": tf.reduce_sum(x, axis=-1)}
+
+
+def test_predict_traces_once_a_run_and_runs_iterations_per_loop_batches_a_call(
+    record, monkeypatch):
+  path, lengths = record
+  calls = []
+  made = loop.predict_function
+
+  def counted(*args, **kwargs):
+    function = made(*args, **kwargs)
+    return lambda iterator, num_steps: calls.append(int(num_steps)) or function(
+        iterator, num_steps)
+
+  monkeypatch.setattr(loop, "predict_function", counted)
+  strategy, model = tf.distribute.get_strategy(), Doubler()
+  fixed = _batches(path, 8)
+  want = np.concatenate([b["input_ids"] for b in fixed]) * 2
+  # Batches of 8 of their own lengths (7 batches, each of its width), several
+  # calls, as a run's evaluation and prediction.
+  for iterations_per_loop, host_calls in ((2, 4), (7, 2), (1, 8), (3, 3)):
+    calls.clear()
+    d = records.read_batches(path, _features(), 8, False, False, pad_to_multiple_of=1)
+    out = loop.predict(strategy, model, d.map(lambda f: (f, f["uid"])),
+                       iterations_per_loop=iterations_per_loop)
+    # Calls of iterations_per_loop batches until one runs fewer (none at the end).
+    assert calls == [iterations_per_loop] * host_calls
+    np.testing.assert_array_equal(out["uid"], np.arange(NUM_RECORDS))  # Record order.
+    # Each batch zero-padded to the widest: the longest example.
+    np.testing.assert_array_equal(out["doubled"], want[:, :lengths.max()])
+    np.testing.assert_array_equal(out["total"], want.sum(-1) / 2)
+    assert sorted(out) == sorted(["doubled", "total", "labels", "uid", records.INPUT_INDEX,
+                                  "input_ids", "input_mask", "segment_ids"])
+  # One trace for every call and width (the batches' spec has an unknown length).
+  assert made(strategy, model).experimental_get_tracing_count() == 1
+
+
+@pytest.fixture(scope="module")
+def task_records(tmp_path_factory):
+  """NUM_RECORDS records holding every feature the classifier and SQuAD read."""
+  path = str(tmp_path_factory.mktemp("task_records") / "features.tf_record")
+  lengths = np.random.default_rng(1).integers(1, MAX_LEN + 1, size=NUM_RECORDS)
+  with tf.io.TFRecordWriter(path) as writer:
+    for uid, n in enumerate(lengths):
+      pad = [0] * (MAX_LEN - n)
+      values = {"input_ids": [uid + 1] * n + pad, "input_mask": [1] * n + pad,
+                "segment_ids": [0] * MAX_LEN, "label_ids": [uid % 2],
+                "is_real_example": [1], "unique_ids": [1000 + uid],
+                "start_positions": [0], "end_positions": [n - 1]}
+      writer.write(tf.train.Example(features=tf.train.Features(feature={
+          k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+          for k, v in values.items()})).SerializeToString())
+  return path
+
+
+def test_padding_defaults_to_max_seq_length_on_tpu():
+  options = functools.partial(startup.RunOptions, output_dir="unused")
+  assert options().pad_to_multiple_of == 1  # Per batch on CPU and GPU, as before,
+  assert options(use_xla=True).pad_to_multiple_of == records.STATIC_SHAPE_MULTIPLE
+  assert options(pad_to_max_seq_length=True).pad_to_multiple_of is None
+  assert options(use_tpu=True).pad_to_multiple_of is None  # One program on TPU,
+  for opt_in in (dict(pad_to_max_seq_length=False), dict(group_by_length=True)):
+    # per batch there only when asked.
+    assert (options(use_tpu=True, **opt_in).pad_to_multiple_of
+            == records.STATIC_SHAPE_MULTIPLE)
+  fv = absl_flags.FlagValues()
+  cli_flags.define_training_flags(fv)
+  cli_flags.define_tpu_flags(fv)
+  fv(["run", "--use_tpu"])
+  assert fv.pad_to_max_seq_length is None  # Unset: the options decide.
+  fv(["run", "--use_tpu", "--nopad_to_max_seq_length"])
+  assert fv.pad_to_max_seq_length is False
+
+
+@pytest.mark.parametrize("batch_size", [8, 10])  # 50 records: a last batch part-full, or not.
+def test_tpu_batches_have_static_shapes(task_records, batch_size):
+  """Every dataset a --use_tpu run reads, built with its options as the scripts build it."""
+  options = startup.RunOptions(output_dir="unused", use_tpu=True, max_seq_length=MAX_LEN)
+  padding = dict(pad_to_multiple_of=options.pad_to_multiple_of)
+  datasets = {
+      "classifier train": classifier_features.make_dataset(
+          task_records, MAX_LEN, batch_size, is_training=True, drop_remainder=True, seed=1,
+          group_by_length=options.group_by_length, **padding),
+      # run_classifier / run_multitask: examples padded to a multiple of the batch.
+      "classifier eval, predict": classifier_features.make_dataset(
+          task_records, MAX_LEN, batch_size, is_training=False,
+          drop_remainder=options.use_tpu, **padding),
+      "squad train": run_squad.train_dataset(
+          task_records, MAX_LEN, batch_size, 1, group_by_length=options.group_by_length,
+          **padding),
+      "squad predict": run_squad.predict_dataset(
+          task_records, MAX_LEN, batch_size, NUM_RECORDS, pad_last_batch=options.use_tpu,
+          **padding)}
+  for name, d in datasets.items():
+    for spec in tf.nest.flatten(d.element_spec):
+      assert spec.shape.is_fully_defined(), (name, d.element_spec)
+      assert spec.shape[:1] == [batch_size], name
+  # SQuAD predicts every feature, its last batch filled where part-full.
+  unique_ids = np.concatenate([u.numpy() for _, u in datasets["squad predict"]])
+  assert len(unique_ids) == -(-NUM_RECORDS // batch_size) * batch_size
+  assert sorted(unique_ids[unique_ids >= 0]) == list(range(1000, 1000 + NUM_RECORDS))
 
 
 @pytest.fixture(scope="module")

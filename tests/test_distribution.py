@@ -3,7 +3,9 @@
 The same tiny adapter training (tests/distributed_run.py: every weight from a
 checkpoint, no dropout, fixed data in two TFRecord files, global batch 8, 6
 steps) runs under each strategy and must reach the same losses, weights and
-predictions as on one device. The runs need fresh interpreters (logical
+predictions as on one device; prediction computes each example once, on one
+replica of one worker, and every worker gets all results. Each replica draws
+its own dropout masks. The runs need fresh interpreters (logical
 devices, TF_CONFIG and XLA_FLAGS are read when TensorFlow starts): the module
 starts the subprocesses its selected tests need all at once, each with a time
 limit, and the tests wait for their results.
@@ -92,7 +94,8 @@ def jobs(request, data_dir, tmp_path_factory):
   # is also the reference of the multi-worker run.
   if selected & {"test_mirrored_strategy_matches_one_device",
                  "test_xla_compiles_train_and_predict_steps",
-                 "test_multi_worker_matches_one_device"}:
+                 "test_multi_worker_matches_one_device",
+                 "test_dropout_masks_differ_between_replicas_and_repeat"}:
     dump = os.path.join(work, "xla_dump")
     started["machine"] = _Job([_SCRIPT, "machine", data_dir, work], work, "machine",
                               XLA_FLAGS=f"--xla_dump_to={dump}")
@@ -139,6 +142,10 @@ def _examples_in_order(data_dir):
   return np.concatenate([f["input_ids"] for f in features]), np.concatenate(labels)
 
 
+def _sorted_rows(rows):
+  return sorted(map(tuple, np.asarray(rows).tolist()))
+
+
 def test_mirrored_strategy_matches_one_device(jobs, data_dir):
   result = jobs["machine"].result()
   single, mirrored = result["single"], result["mirrored"]
@@ -148,6 +155,8 @@ def test_mirrored_strategy_matches_one_device(jobs, data_dir):
   for r in (single, mirrored):
     np.testing.assert_array_equal(r["predictions"]["input_ids"], input_ids)
     np.testing.assert_array_equal(r["predictions"]["labels"], labels)
+    # The model computed each example once (the replicas, each its share).
+    assert _sorted_rows(r["computed"]) == _sorted_rows(input_ids)
   accuracy = [np.mean(np.argmax(r["predictions"]["logits"], -1) == labels)
               for r in (single, mirrored)]
   assert accuracy[0] == accuracy[1]
@@ -167,7 +176,7 @@ def test_mirrored_strategy_matches_one_device(jobs, data_dir):
              for n, v in single["weights"].items()) > 1e-3
 
 
-def test_multi_worker_matches_one_device(jobs):
+def test_multi_worker_matches_one_device(jobs, data_dir):
   workers = [jobs["worker0"], jobs["worker1"]]
   results = [w.result()["worker"] for w in workers]
   single = jobs["machine"].result()["single"]
@@ -176,9 +185,19 @@ def test_multi_worker_matches_one_device(jobs):
     np.testing.assert_array_equal(results[1]["weights"][name], value, err_msg=name)
   # The global batch is the single device's (DATA sharding, not by file).
   _assert_same_run(results[0], single, tol=1e-5)
-  # Every worker predicts the whole set, in order.
-  for key, value in single["predictions"].items():
-    np.testing.assert_allclose(results[1]["predictions"][key], value, atol=1e-5)
+  # Each example is predicted once, on one worker: each computed its half of
+  # every batch (4 of 8). Every worker gets the whole set's results, in order,
+  # and the metrics of one device.
+  input_ids, labels = _examples_in_order(data_dir)
+  assert [len(r["computed"]) for r in results] == [run.NUM_EXAMPLES // 2] * 2
+  assert _sorted_rows(results[0]["computed"] + results[1]["computed"]) == _sorted_rows(
+      input_ids)
+  for r in results:
+    for key, value in single["predictions"].items():
+      np.testing.assert_allclose(r["predictions"][key], value, atol=1e-5, err_msg=key)
+    np.testing.assert_array_equal(r["predictions"]["input_ids"], input_ids)
+    assert (np.mean(np.argmax(r["predictions"]["logits"], -1) == labels)
+            == np.mean(np.argmax(single["predictions"]["logits"], -1) == labels))
   # Only the chief (worker 0) writes checkpoints and summaries; the other saved
   # into a temporary directory and removed it.
   chief = sorted(os.listdir(workers[0].output_dir))
@@ -189,6 +208,19 @@ def test_multi_worker_matches_one_device(jobs):
       "model.ckpt-6.data-00000-of-00001", "model.ckpt-6.index"]
   assert not os.path.exists(workers[1].output_dir) or not os.listdir(workers[1].output_dir)
   assert os.listdir(workers[1].tmp) == []
+
+
+def test_dropout_masks_differ_between_replicas_and_repeat(jobs):
+  masks = jobs["machine"].result()["dropout_masks"]
+  mirrored, single = np.array(masks["mirrored"]), np.array(masks["single"])
+  assert mirrored.shape == (2, 2, 4, 16)  # [step, replica, ...]
+  for step in mirrored:  # Each replica draws its own masks.
+    assert (step[0] != step[1]).mean() > 0.25
+  assert (mirrored[0] != mirrored[1]).any()  # And new ones each step.
+  np.testing.assert_array_equal(masks["mirrored_rerun"], mirrored)  # Seeded.
+  # Replica 0 draws the masks of one device: runs without a strategy keep theirs.
+  np.testing.assert_array_equal(mirrored[:, 0], single[:, 0])
+  assert 0.3 < mirrored.mean() < 0.7  # Dropout(0.5).
 
 
 def test_xla_compiles_train_and_predict_steps(jobs):

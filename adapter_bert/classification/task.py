@@ -107,14 +107,16 @@ def set_up(options: startup.RunOptions, base, processor: processors.DataProcesso
 def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
                    max_seq_length: int, batch_size: int, drop_remainder: bool,
                    is_regression: bool, jit_compile: bool,
-                   pad_to_multiple_of: Optional[int] = None) -> Dict[str, np.ndarray]:
+                   pad_to_multiple_of: Optional[int] = None,
+                   iterations_per_loop: int = 1) -> Dict[str, np.ndarray]:
   """`loop.predict` over a feature record of classifier_features, in record order
   (batches padded as `pad_to_multiple_of` says: records.read_batches)."""
   dataset = classifier_features.make_dataset(record_file, max_seq_length, batch_size,
                                              is_training=False, drop_remainder=drop_remainder,
                                              is_regression=is_regression,
                                              pad_to_multiple_of=pad_to_multiple_of)
-  return loop.predict(strategy, model, dataset, jit_compile=jit_compile)
+  return loop.predict(strategy, model, dataset, jit_compile=jit_compile,
+                      iterations_per_loop=iterations_per_loop)
 
 
 def loss_fn(is_regression: bool):

@@ -112,15 +112,19 @@ def define_training_flags(flag_values=_FLAGS, splits=("train", "eval", "predict"
                        "checkpoint.", **fv)
   flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each "
                        "compiled loop call.", **fv)
-  flags.DEFINE_bool("pad_to_max_seq_length", False, "Pad every example to --max_seq_length, "
-                    "as the original did. By default each batch is padded to its longest "
-                    "example (rounded up to a multiple of 16 on TPU and with --use_xla, which "
-                    "compile a program per length): the same results with less computed.",
-                    **fv)
+  flags.DEFINE_bool("pad_to_max_seq_length", None, "Pad every example to --max_seq_length, "
+                    "as the original did: one compiled program. The default with --use_tpu. "
+                    "Elsewhere the default pads each batch to its longest example (rounded "
+                    "up to a multiple of 16 with --use_xla, which compiles a program per "
+                    "length): the same results with less computed. With --use_tpu, "
+                    "--nopad_to_max_seq_length or --group_by_length asks for that per-batch "
+                    "padding (untried on a TPU).", **fv)
   flags.DEFINE_bool("group_by_length", False, "Train on batches of examples of similar "
                     "length (shuffled within length buckets, then the batches shuffled; "
-                    "seeded, resumable), which pads least. Evaluation and prediction always "
-                    "batch by length and write their results in input order.", **fv)
+                    "seeded, resumable), which pads least; implies per-batch padding "
+                    "(untried on a TPU). Evaluation and prediction batch by length whenever "
+                    "batches are padded per batch, and write their results in input order.",
+                    **fv)
 
 
 def define_tpu_flags(flag_values=_FLAGS):

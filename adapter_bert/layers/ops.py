@@ -22,7 +22,8 @@ class Dropout(keras.layers.Dropout):
   about 10% of an adapter-training step on a CPU; this saves about half of
   that (benchmarks/README.md, "Per-op work"). `noise_shape` is not supported.
   The random state is Keras' (`seed_generator`, the variable that training
-  checkpoints keep), so a resumed run draws the same masks.
+  checkpoints keep), so a resumed run draws the same masks; each replica of a
+  strategy folds its id into the seed (`_replica_seed`) for masks of its own.
   """
 
   def __init__(self, rate, noise_shape=None, **kwargs):
@@ -38,6 +39,7 @@ class Dropout(keras.layers.Dropout):
     threshold = int(round(self.rate * _DROPOUT_LEVELS))
     size = tf.size(inputs)
     seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
+    seed = _replica_seed(seed)
     words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
                                         dtype=tf.uint32)
     bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
@@ -47,6 +49,19 @@ class Dropout(keras.layers.Dropout):
 
 
 _DROPOUT_LEVELS = 2 ** 16  # The values 16 random bits take.
+
+
+def _replica_seed(seed: tf.Tensor) -> tf.Tensor:
+  """`seed` with the replica's id folded in, so that each replica of a strategy
+  (each TPU core) draws its own masks from the random state they share: the
+  replica's own, and the same on a rerun. Replica 0 (and one device) keeps
+  `seed` itself: its masks are those of a run without a strategy."""
+  context = tf.distribute.get_replica_context()
+  if context is None or context.num_replicas_in_sync == 1:
+    return seed
+  replica = tf.cast(context.replica_id_in_sync_group, tf.int32)
+  folded = tf.cast(tf.random.experimental.stateless_fold_in(seed, replica), tf.int32)
+  return tf.where(tf.equal(replica, 0), seed, folded)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -388,8 +388,17 @@ def _with_shard_policy(dataset: tf.data.Dataset, policy) -> tf.data.Dataset:
 
 
 def predict(strategy: tf.distribute.Strategy, model: keras.Model,
-            dataset: tf.data.Dataset, jit_compile: bool = False) -> Dict[str, np.ndarray]:
+            dataset: tf.data.Dataset, jit_compile: bool = False,
+            iterations_per_loop: int = 1) -> Dict[str, np.ndarray]:
   """Runs the model over `dataset` (finite, yielding (features, labels)).
+
+  Each example is computed once, on one replica, also across several hosts (a
+  pod, or a multi-worker strategy): every host reads the stream and keeps its
+  share of each batch (DATA sharding, as training: batches as on one device),
+  and every host gets all results (gathered in the step). Up to
+  `iterations_per_loop` batches run per host call, in one compiled function
+  per model and strategy (`predict_function`): traced once per run for the
+  batches' shapes, whatever the number of calls.
 
   Returns:
     NumPy arrays concatenated over batches: the model's outputs ("logits" for
@@ -399,31 +408,24 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     order: the order of the records. Batches padded to their own length give
     sequence outputs of different widths: each is zero-padded to the widest.
   Raises:
-    Terminated: on a SIGTERM, after the batch in progress: the caller has
+    Terminated: on a SIGTERM, after the host call in progress: the caller has
       written nothing yet, and a re-run does the whole prediction again.
   """
-  step = make_predict_step(model, jit_compile)
-  # Results are not gathered across workers, so every worker of a multi-worker
-  # strategy predicts every example, in order (OFF); under AUTO each would get
-  # only its own files' examples, less what does not fill a batch.
-  dataset = strategy.experimental_distribute_dataset(
-      _with_shard_policy(dataset, tf.data.experimental.AutoShardPolicy.OFF))
-
-  # Traced once for the dataset's shapes: batches padded to their own length
-  # differ (XLA, where asked, still compiles a program per shape).
-  @tf.function(input_signature=dataset.element_spec)
-  def distributed_step(features, labels):
-    return strategy.run(step, args=(features, labels))
-
+  function = predict_function(strategy, model, jit_compile)
+  dataset = _with_shard_policy(_with_positions(dataset),
+                               tf.data.experimental.AutoShardPolicy.DATA)
+  # Without tf.data's autotuner, as training_dataset says: the compiled loop
+  # reads the iterator, whose deletion would wait for the autotuner's thread.
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  iterator = iter(strategy.experimental_distribute_dataset(dataset.with_options(options)))
+  num_steps = tf.constant(max(int(iterations_per_loop), 1))
   batches = []
   with sigterm.SigtermFlag() as stop_request:
-    for features, labels in dataset:
-      per_replica = distributed_step(features, labels)
-      # Replica results in replica order restore the batch order.
-      batches.append({k: np.concatenate([t.numpy() for t in
-                                         strategy.experimental_local_results(v)])
-                      for k, v in per_replica.items()})
-      if stop_request.received:
+    while True:
+      steps, flat, shapes = function(iterator, num_steps)
+      batches.extend(_split_batches(int(steps), flat, shapes))
+      if int(steps) < int(num_steps) or stop_request.received:
         break
   if stop_request.received:
     logging.info("SIGTERM: stopped predicting after %d batches; nothing of it is "
@@ -433,10 +435,119 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   if not batches:
     return {}
   outputs = {k: _concatenate([b[k] for b in batches]) for k in batches[0]}
+  # The gathered rows in dataset order (the replicas' order across hosts is
+  # the strategy's), then in record order where batches were grouped by length.
+  order = np.argsort(outputs.pop(_POSITION), kind="stable")
+  outputs = {k: v[order] for k, v in outputs.items()}
   if records.INPUT_INDEX in outputs:
     order = np.argsort(outputs[records.INPUT_INDEX], kind="stable")
     outputs = {k: v[order] for k, v in outputs.items()}
   return outputs
+
+
+# Each example's place in the dataset, added by `predict` and removed from its
+# results: gathered rows go back in order whatever the replicas' order.
+_POSITION = "_predict_position"
+
+
+def predict_function(strategy: tf.distribute.Strategy, model: keras.Model,
+                     jit_compile: bool = False):
+  """The compiled prediction loop of `model` under `strategy`, made once:
+  `function(iterator, num_steps) -> (steps run, flat, shapes)`.
+
+  It runs up to `num_steps` batches of the distributed iterator (fewer where
+  the iterator ends: `steps run`, 0 at its end) and returns
+  each output, gathered from every replica of every host, as `flat[key]`
+  (the batches' values, flattened and concatenated) and `shapes[key]` (each
+  batch's shape, [steps, rank]): batches padded to their own length differ in
+  shape. One function per model, strategy and `jit_compile`, so a run's
+  evaluation and prediction calls share its trace.
+  """
+  # Kept by the model (outside Keras' attribute tracking): they go with it.
+  functions = vars(model).setdefault("_compiled_predict_functions", {})
+  key = (id(strategy), bool(jit_compile))
+  if key not in functions:
+    functions[key] = _make_predict_function(strategy, model, jit_compile)
+  return functions[key]
+
+
+def _make_predict_function(strategy, model, jit_compile):
+  step = make_predict_step(model, jit_compile)
+
+  def replica_step(features, labels):
+    features = dict(features)
+    position = features.pop(_POSITION)
+    return dict(step(features, labels), **{_POSITION: position})
+
+  def gathered_step(features, labels):
+    per_replica = strategy.run(replica_step, args=(features, labels))
+    # In replica order, every host's replicas: each host gets every result.
+    return {k: strategy.gather(v, axis=0) for k, v in per_replica.items()}
+
+  traced_step = tf.function(gathered_step)
+
+  def output_spec(element_spec):
+    # The outputs' structure, from a trace of the step whose trace of `step`
+    # (the model) the loop reuses. Outside the loop's graph: called as a
+    # function within it, MirroredStrategy's per-replica inputs go unfed.
+    with tf.init_scope():
+      return traced_step.get_concrete_function(*element_spec).structured_outputs
+
+  @tf.function
+  def predict_loop(iterator, num_steps):
+    spec = output_spec(iterator.element_spec)
+    keys = sorted(spec)
+
+    def more(steps, has_value, flat, shapes):
+      del flat, shapes
+      return tf.logical_and(has_value, steps < num_steps)
+
+    def run_batch(steps, has_value, flat, shapes):
+      del has_value
+      batch = iterator.get_next_as_optional()
+
+      def write():
+        outputs = gathered_step(*batch.get_value())
+        return ([a.write(steps, tf.reshape(outputs[k], [-1])) for a, k in zip(flat, keys)],
+                [a.write(steps, tf.shape(outputs[k], out_type=tf.int32))
+                 for a, k in zip(shapes, keys)])
+
+      flat, shapes = tf.cond(batch.has_value(), write, lambda: (flat, shapes))
+      return steps + tf.cast(batch.has_value(), tf.int32), batch.has_value(), flat, shapes
+
+    flat = [tf.TensorArray(spec[k].dtype, size=0, dynamic_size=True, infer_shape=False,
+                           element_shape=[None]) for k in keys]
+    shapes = [tf.TensorArray(tf.int32, size=0, dynamic_size=True,
+                             element_shape=[spec[k].shape.rank]) for k in keys]
+    steps, _, flat, shapes = tf.while_loop(
+        more, run_batch, (tf.constant(0), tf.constant(True), flat, shapes))
+    return (steps, {k: a.concat() for k, a in zip(keys, flat)},
+            {k: a.stack() for k, a in zip(keys, shapes)})
+
+  return predict_loop
+
+
+def _split_batches(steps: int, flat, shapes) -> list:
+  """`predict_function`'s results as one {key: array} per batch."""
+  batches = [{} for _ in range(steps)]
+  for key, values in flat.items():
+    values, batch_shapes = values.numpy(), shapes[key].numpy()
+    ends = np.cumsum([int(np.prod(shape)) for shape in batch_shapes])
+    for batch, part, shape in zip(batches, np.split(values, ends[:-1]), batch_shapes):
+      batch[key] = part.reshape(shape)
+  return batches
+
+
+def _with_positions(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """`dataset` whose features also hold each example's place in it (int32, a
+  TPU's type; the batch dimension as static as the dataset's)."""
+  def add(start, batch):
+    features, labels = batch
+    size = tf.shape(tf.nest.flatten(features)[0], out_type=tf.int32)[0]
+    position = start + tf.range(size)
+    position = tf.ensure_shape(position, tf.nest.flatten(features)[0].shape[:1])
+    return start + size, (dict(features, **{_POSITION: position}), labels)
+  return dataset.scan(tf.constant(0), add)
 
 
 def _concatenate(arrays) -> np.ndarray:

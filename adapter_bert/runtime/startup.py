@@ -53,7 +53,9 @@ class RunOptions:
   save_checkpoints_steps: int = 1000
   iterations_per_loop: int = 1000
   # Input batches (runtime/records.py).
-  pad_to_max_seq_length: bool = False
+  # None: to max_seq_length with use_tpu (one program), unless group_by_length;
+  # else per batch (`pads_to_max_seq_length`).
+  pad_to_max_seq_length: Optional[bool] = None
   group_by_length: bool = False
   # Devices and compilation.
   use_tpu: bool = False
@@ -67,10 +69,19 @@ class RunOptions:
 
 
   @property
+  def pads_to_max_seq_length(self) -> bool:
+    """Whether every batch is padded to max_seq_length: as asked, else on TPU
+    (static shapes, one compiled program; per-batch padding there is untried)
+    unless group_by_length asks for batches padded to their own length."""
+    if self.pad_to_max_seq_length is not None:
+      return self.pad_to_max_seq_length
+    return self.use_tpu and not self.group_by_length
+
+  @property
   def pad_to_multiple_of(self) -> Optional[int]:
     """records.read_batches' padding: None (to max_seq_length) or per batch,
     rounded up where XLA compiles a program per shape (TPU, --use_xla)."""
-    if self.pad_to_max_seq_length:
+    if self.pads_to_max_seq_length:
       return None
     return records.STATIC_SHAPE_MULTIPLE if self.use_tpu or self.use_xla else 1
 
@@ -164,7 +175,7 @@ def set_up(options: RunOptions, base: base_model.Base,
       options.model, base, settings, **task, max_seq_length=options.max_seq_length,
       do_lower_case=options.do_lower_case, num_train_epochs=options.num_train_epochs,
       warmup_proportion=options.warmup_proportion, seed=options.seed,
-      use_tpu=options.use_tpu, pad_to_max_seq_length=options.pad_to_max_seq_length,
+      use_tpu=options.use_tpu, pad_to_max_seq_length=options.pads_to_max_seq_length,
       group_by_length=options.group_by_length)
   run_config.check(options.output_dir, config,
                    also=tuple(model_keys) + (("train_mode",) if options.do_train else ()))
