@@ -20,7 +20,7 @@ the op XLA cannot compile). They fail on:
     features to int32 for TPUs).
 bfloat16 (--mixed_precision=bfloat16, the TPU's mixed precision) is compiled too.
 What only a real TPU shows (the TPU compiler's own op coverage, memory,
-speed, the connection) is listed in README.md, "TPU, GPUs, several machines".
+speed, the connection) is listed in docs/tpu.md, "What is shown without a TPU".
 """
 
 import dataclasses
