@@ -58,6 +58,7 @@ from adapter_bert.cli import options as cli_options
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 import modeling
+from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import startup
 from adapter_bert.storage import file_io
@@ -78,8 +79,9 @@ def adapters_removed(model, layers: Iterable[int]):
 
   For the ablation of Houlsby et al. (2019, Figure 6): a skipped adapter is the
   identity, so the layer computes what it would without adapters; no weight
-  changes. The switch is read when a call is traced: a tf.function traced
-  before keeps what it traced (loop.predict traces afresh on every call).
+  changes. The switch is read when a call is traced, so the model's compiled
+  prediction loops are dropped on the way in and out (a tf.function traced
+  before would keep what it traced).
 
   Args:
     model: a task model of modeling.py or a BertEncoder.
@@ -96,10 +98,12 @@ def adapters_removed(model, layers: Iterable[int]):
   try:
     for i in layers:
       blocks[i].adapters_enabled = False
+    loop.forget_predict_functions(model)
     yield
   finally:
     for block, enabled in zip(blocks, previous):
       block.adapters_enabled = enabled
+    loop.forget_predict_functions(model)
 
 
 

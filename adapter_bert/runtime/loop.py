@@ -471,6 +471,13 @@ def predict_function(strategy: tf.distribute.Strategy, model: keras.Model,
   return functions[key]
 
 
+def forget_predict_functions(model: keras.Model) -> None:
+  """Drops `model`'s compiled prediction loops (`predict_function`), for a
+  caller that changes what a trace of the model computes (an ablation's
+  switched-off adapters): the next prediction traces afresh."""
+  vars(model).pop("_compiled_predict_functions", None)
+
+
 def _make_predict_function(strategy, model, jit_compile):
   step = make_predict_step(model, jit_compile)
 
