@@ -1,4 +1,4 @@
-"""Interruptions and blow-ups lose nothing: SIGTERM, SIGKILL, NaN losses, torn checkpoints.
+"""Interruptions and blow-ups lose nothing: Ctrl-C, SIGTERM, SIGKILL, NaN losses, torn checkpoints.
 
 The interrupted runs are the real command line in a subprocess, stopped by a
 real signal from the test. A small wrapper (WRAPPER below, written to a
@@ -33,7 +33,8 @@ from adapter_bert import errors
 import modeling
 import run_classifier
 from adapter_bert.runtime import loop
-from adapter_bert.runtime import sigterm
+from adapter_bert.runtime import progress
+from adapter_bert.runtime import stop_signals
 from adapter_bert.runtime import trainable
 from test_run_classifier import _Records, run_main
 import tiny_bert
@@ -127,13 +128,15 @@ def uninterrupted(command, tmp_path_factory):
   def previous_handler(signum, frame):
     raise AssertionError("not to be called")
 
-  before = signal.signal(signal.SIGTERM, previous_handler)
+  before = {s: signal.signal(s, previous_handler) for s in stop_signals.SIGNALS}
   try:
     run_main(**command, output_dir=out)
-    # Training and prediction put back the SIGTERM handler they found.
-    assert signal.getsignal(signal.SIGTERM) is previous_handler
+    # Training and prediction put back the Ctrl-C and SIGTERM handlers they found.
+    for s in stop_signals.SIGNALS:
+      assert signal.getsignal(s) is previous_handler
   finally:
-    signal.signal(signal.SIGTERM, before)
+    for s, handler in before.items():
+      signal.signal(s, handler)
   return out
 
 
@@ -204,20 +207,25 @@ class _Subprocess:
     return self.log_path.read_text()
 
 
-def test_sigterm_during_training_saves_the_current_step_and_resumes(
-    command, uninterrupted, tmp_path):
+@pytest.mark.parametrize("signum, status_expected, name",
+                         [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
+def test_a_stop_signal_during_training_saves_the_current_step_and_resumes(
+    command, uninterrupted, tmp_path, signum, status_expected, name):
+  """SIGTERM (preemption) and Ctrl-C (SIGINT) alike: the step saved, one line, the
+  shell's status for the signal; the same command ends as the uninterrupted run."""
   out = str(tmp_path / "out")
   run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="slow_steps_from:5")
   run.wait_for(r"STEP (\d+)")  # Between checkpoints 4 and 8, or a little later.
-  run.proc.send_signal(signal.SIGTERM)
+  run.proc.send_signal(signum)
   status = run.finish()
   log = run.log()
-  assert status == sigterm.TERMINATED_EXIT_STATUS, log[-3000:]
-  assert "Traceback" not in log
-  stopped = re.findall(r"SIGTERM: stopped at step (\d+) with checkpoint (\S+); run the "
-                       r"same command again to resume from there", log)
+  assert status == status_expected, log[-3000:]
+  assert "Traceback" not in log and "KeyboardInterrupt" not in log
+  stopped = re.findall(name + r": interrupted at step (\d+); the same command resumes "
+                       r"from its checkpoint (\S+) \(exit status (\d+)\)", log)
   assert len(stopped) == 1, log[-3000:]
   step, path = int(stopped[0][0]), stopped[0][1]
+  assert int(stopped[0][2]) == status_expected
   assert 5 <= step < NUM_STEPS
   # A checkpoint of that very step is the latest, whole; nothing was evaluated.
   assert path == os.path.join(out, f"model.ckpt-{step}")
@@ -229,6 +237,62 @@ def test_sigterm_during_training_saves_the_current_step_and_resumes(
   assert f"***** Running training from step {step} to {NUM_STEPS} *****" in logs
   assert _saved_steps(out)[-1] == NUM_STEPS
   assert _results(out) == _results(uninterrupted)
+
+
+def test_a_second_ctrl_c_while_stopping_is_recorded_not_raised():
+  """Within StopSignals a repeated Ctrl-C (or SIGTERM) raises no KeyboardInterrupt
+  and keeps the first signal; outside, Ctrl-C means KeyboardInterrupt again."""
+  before = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with stop_signals.StopSignals() as stop_request:
+      os.kill(os.getpid(), signal.SIGINT)
+      assert stop_request.received == signal.SIGINT
+      os.kill(os.getpid(), signal.SIGINT)  # Would raise KeyboardInterrupt here.
+      os.kill(os.getpid(), signal.SIGTERM)
+      assert stop_request.received == signal.SIGINT
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(1)  # The handler runs at the next bytecode.
+  finally:
+    signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_during_the_save_it_started_waits_for_the_save(command, tmp_path, monkeypatch):
+  """Ctrl-C at step 5, and again while that step's checkpoint is written (in this
+  process): the save completes, the run ends with status 130 and one line."""
+  out = str(tmp_path / "out")
+  record, save = progress.Progress.record, tf.train.CheckpointManager.save
+  saved = []
+
+  def record_then_ctrl_c(self, step, *args, **kwargs):
+    if step == 5:
+      os.kill(os.getpid(), signal.SIGINT)
+    return record(self, step, *args, **kwargs)
+
+  def save_with_ctrl_c(self, checkpoint_number=None, **kwargs):
+    if checkpoint_number == 5:
+      os.kill(os.getpid(), signal.SIGINT)
+    path = save(self, checkpoint_number=checkpoint_number, **kwargs)
+    saved.append(checkpoint_number)
+    return path
+  monkeypatch.setattr(progress.Progress, "record", record_then_ctrl_c)
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", save_with_ctrl_c)
+  records = _Records()
+  logger = py_logging.getLogger("absl")
+  logger.addHandler(records)
+  try:
+    with pytest.raises(SystemExit) as exit_info:
+      run_main(**dict(command, do_eval=False, do_predict=False), output_dir=out)
+  finally:
+    logger.removeHandler(records)
+  assert exit_info.value.code == 130
+  assert saved == [4, 5]
+  assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-5")
+  assert _saved_steps(out) == [4, 5]
+  lines = [m for m in records.messages if "interrupted at step" in m]
+  assert lines == [f"SIGINT: interrupted at step 5; the same command resumes from its "
+                   f"checkpoint {os.path.join(out, 'model.ckpt-5')} (exit status 130)"]
 
 
 def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
@@ -291,7 +355,7 @@ def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
       run_main(**command, output_dir=out)
   finally:
     logger.removeHandler(records)
-  assert exit_info.value.code == sigterm.TERMINATED_EXIT_STATUS
+  assert exit_info.value.code == stop_signals.TERMINATED_EXIT_STATUS
   lines = [m for m in records.messages if "unavailable" in m]
   assert len(lines) == 1 and "\n" not in lines[0], records.messages[-10:]
   # Checkpoints every 4 steps: 8 is the last; the weights of 9 and 10 are not saved.
@@ -360,7 +424,7 @@ def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp
   run.proc.send_signal(signal.SIGTERM)
   status = run.finish()
   log = run.log()
-  assert status == sigterm.TERMINATED_EXIT_STATUS, log[-3000:]
+  assert status == stop_signals.TERMINATED_EXIT_STATUS, log[-3000:]
   assert "Traceback" not in log
   assert re.search(r"SIGTERM: stopped predicting after \d+ batches; nothing of it is "
                    r"written: run the same command again", log), log[-3000:]

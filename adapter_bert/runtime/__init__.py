@@ -6,7 +6,7 @@
   trainable     train modes (adapters, full, baselines) and parameter counts
   loop          the compiled train loop and prediction under any strategy
   progress      steps per compiled host call, and when a progress line is printed
-  sigterm       SIGTERM (preemption) as a request to stop at the next host call
+  stop_signals  Ctrl-C and SIGTERM (preemption) as a request to stop at the next host call
   records       TFRecord feature files -> batched tf.data pipelines
   distribution  the tf.distribute strategy (TPU, multi-worker, mirrored, one device)
   machine       the CPU a run or a benchmark ran on, in one line

@@ -7,10 +7,11 @@ named `model.ckpt-STEP`), resumption from the latest checkpoint in output_dir,
 TensorBoard summaries and progress lines.
 
 Interruptions lose nothing that a re-run of the same command cannot redo:
-  * SIGTERM (how a preemptible VM or a scheduler stops a job) during training
-    saves a checkpoint at the current step, after the host call in progress,
-    and ends the process with status 143 (runtime/sigterm.py); during prediction
-    it ends it before any result is written.
+  * Ctrl-C (SIGINT) or SIGTERM (how a preemptible VM or a scheduler stops a
+    job) during training saves a checkpoint at the current step, after the host
+    call in progress, and ends the process with status 130 or 143
+    (runtime/stop_signals.py); during prediction it ends it before any result
+    is written. A second Ctrl-C during the save waits for it.
   * SIGKILL at any moment loses at most the steps since the last checkpoint
     (run_checkpoints.latest finds the newest complete one).
   * A resumed run continues the input stream where the checkpoint left it and
@@ -41,7 +42,7 @@ from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import optimization
 from adapter_bert.runtime import records
-from adapter_bert.runtime import sigterm
+from adapter_bert.runtime import stop_signals
 from adapter_bert.runtime.progress import Progress
 
 # (labels, model outputs) -> float32 per-example loss [batch_size].
@@ -104,7 +105,8 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
   Returns:
     {"loss": mean loss of the last host call, "global_step": final step}.
   Raises:
-    sigterm.Terminated: after a SIGTERM, once the checkpoint of the current step is saved;
+    stop_signals.Stopped: after a Ctrl-C or SIGTERM, once the checkpoint of the current
+      step is saved;
       when the device became unavailable (a preempted TPU Node), with nothing saved.
     errors.UserError: if the loss or the weights become NaN or Inf; nothing
       is saved from that step on.
@@ -223,7 +225,7 @@ def training_dataset(dataset: tf.data.Dataset, step: int) -> tf.data.Dataset:
 
 def _run_training(t: _Training) -> Dict[str, float]:
   """Host calls of the compiled loop to settings.num_train_steps, with checkpoints,
-  summaries and progress lines; stops on a non-finite loss or a SIGTERM (train)."""
+  summaries and progress lines; stops on a non-finite loss, a Ctrl-C or a SIGTERM."""
   settings, step = t.settings, t.step
   saved_step = step if step else None
 
@@ -236,7 +238,7 @@ def _run_training(t: _Training) -> Dict[str, float]:
 
   # Every worker of a multi-worker strategy must join each save; one saving
   # alone on its own SIGTERM would wait for the others forever.
-  stop_request = sigterm.SigtermFlag(
+  stop_request = stop_signals.StopSignals(
       enabled=not isinstance(t.strategy, tf.distribute.MultiWorkerMirroredStrategy))
   loss = float("nan")
   with stop_request:
@@ -250,7 +252,7 @@ def _run_training(t: _Training) -> Dict[str, float]:
         losses = t.train_loop(t.iterator, tf.constant(n)).numpy()
       except tf.errors.UnavailableError as e:
         _log_lost_device(e, step, t.manager.latest_checkpoint)
-        raise sigterm.Terminated() from None
+        raise stop_signals.Stopped() from None
       bad = np.flatnonzero(~np.isfinite(losses))
       if bad.size:  # Before anything of this call is saved.
         raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
@@ -266,12 +268,13 @@ def _run_training(t: _Training) -> Dict[str, float]:
         save(step)
         saved_step = step
       if stop_request.received:
+        signum = stop_request.received
         if saved_step != step:
           save(step)
-        logging.info("SIGTERM: stopped at step %d with checkpoint %s; run the same "
-                     "command again to resume from there (exit status %d)", step,
-                     t.manager.latest_checkpoint, sigterm.TERMINATED_EXIT_STATUS)
-        raise sigterm.Terminated()
+        logging.info("%s: interrupted at step %d; the same command resumes from its "
+                     "checkpoint %s (exit status %d)", stop_signals.name(signum), step,
+                     t.manager.latest_checkpoint, stop_signals.exit_status(signum))
+        raise stop_signals.Stopped(signum)
   return {"loss": loss, "global_step": step}
 
 
@@ -286,7 +289,7 @@ def _log_lost_device(error: tf.errors.OpError, step: int, checkpoint: Optional[s
                 "steps after %d (%s): preempted or restarted. Run the same command again "
                 "to resume from %s (exit status %d)", step, message[0] if message else "",
                 checkpoint or "the start (no checkpoint was saved yet)",
-                sigterm.TERMINATED_EXIT_STATUS)
+                stop_signals.TERMINATED_EXIT_STATUS)
 
 
 def _diverged(what: str, step: int, settings: TrainSettings) -> errors.UserError:
@@ -408,7 +411,7 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     order: the order of the records. Batches padded to their own length give
     sequence outputs of different widths: each is zero-padded to the widest.
   Raises:
-    Terminated: on a SIGTERM, after the host call in progress: the caller has
+    stop_signals.Stopped: on a Ctrl-C or SIGTERM, after the host call in progress: the caller has
       written nothing yet, and a re-run does the whole prediction again.
   """
   function = predict_function(strategy, model, jit_compile)
@@ -421,17 +424,18 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   iterator = iter(strategy.experimental_distribute_dataset(dataset.with_options(options)))
   num_steps = tf.constant(max(int(iterations_per_loop), 1))
   batches = []
-  with sigterm.SigtermFlag() as stop_request:
+  with stop_signals.StopSignals() as stop_request:
     while True:
       steps, flat, shapes = function(iterator, num_steps)
       batches.extend(_split_batches(int(steps), flat, shapes))
       if int(steps) < int(num_steps) or stop_request.received:
         break
   if stop_request.received:
-    logging.info("SIGTERM: stopped predicting after %d batches; nothing of it is "
+    signum = stop_request.received
+    logging.info("%s: stopped predicting after %d batches; nothing of it is "
                  "written: run the same command again to redo it (exit status %d)",
-                 len(batches), sigterm.TERMINATED_EXIT_STATUS)
-    raise sigterm.Terminated()
+                 stop_signals.name(signum), len(batches), stop_signals.exit_status(signum))
+    raise stop_signals.Stopped(signum)
   if not batches:
     return {}
   outputs = {k: _concatenate([b[k] for b in batches]) for k in batches[0]}
