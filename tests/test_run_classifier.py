@@ -246,6 +246,37 @@ def test_eval_only_from_this_projects_checkpoint(base, mrpc_run, tmp_path):
                              _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
 
 
+@pytest.mark.parametrize("action", ["do_eval", "do_predict"])
+def test_eval_only_with_no_weights_is_refused_in_one_line(base, tmp_path, action):
+  """No weights flag and no checkpoint in --output_dir (a typo is enough): the
+  model would be random, so the run stops before anything is written."""
+  out = tmp_path / "typo"
+  with pytest.raises(errors.UserError) as error:
+    run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                      output_dir=str(out), init_checkpoint=None, **{action: True}))
+  message = str(error.value)
+  assert "\n" not in message
+  for flag in ("--init_checkpoint", "--adapter_checkpoint", "--adapter_bank",
+               "--bert_hub_module_handle", f"--output_dir={out}"):
+    assert flag in message, message
+  assert not out.exists()
+
+
+def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run, tmp_path):
+  """Only --init_checkpoint of an encoder: one warning that the head is untrained;
+  a run's checkpoint (head included) or its output_dir gives no such warning."""
+  mrpc = dict(task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), do_eval=True)
+  logs = run_main(**_flags(base, output_dir=str(tmp_path / "base_only"), **mrpc))
+  untrained = [m for m in logs if "the task head is untrained" in m]
+  assert len(untrained) == 1 and "chance-level" in untrained[0], logs[-10:]
+  out, _ = mrpc_run
+  for flags in (dict(output_dir=str(tmp_path / "run_ckpt"),
+                     init_checkpoint=os.path.join(out, "model.ckpt-4")),
+                dict(output_dir=shutil.copytree(out, str(tmp_path / "run_dir")))):
+    logs = run_main(**_flags(base, **dict(mrpc, **flags)))
+    assert not [m for m in logs if "untrained" in m], flags
+
+
 def test_tpu_path_pads_eval_and_predict(base, mrpc_run, tmp_path, monkeypatch):
   """--use_tpu pads to whole batches with fake examples that metrics and outputs skip.
 

@@ -289,6 +289,37 @@ def load_weights(model: keras.Model, options: ModelOptions, output_dir: str,
 _SOURCES = ("init_checkpoint", "bert_hub_module_handle", "adapter_checkpoint")
 
 
+def check_weights_given(options: ModelOptions, output_dir: str) -> None:
+  """Evaluating or predicting without training: some source must give weights.
+
+  Raises:
+    errors.UserError: no weights flag and no checkpoint in output_dir (a typo
+      in the directory is enough): the model would be random.
+  """
+  if any(getattr(options, k) for k in _SOURCES) or run_checkpoints.latest(output_dir):
+    return
+  raise errors.UserError(
+      f"nothing to evaluate: no weights from --init_checkpoint, --adapter_checkpoint, "
+      f"--adapter_bank/--bank_task or --bert_hub_module_handle, and no model.ckpt-N in "
+      f"--output_dir={output_dir}; give one of these (or --do_train)")
+
+
+def untrained_head(model: keras.Model, options: ModelOptions, output_dir: str) -> bool:
+  """Whether the task head keeps its initial values: no checkpoint of this run, no
+  --adapter_checkpoint, and a base (Hub encoder, or a TF1 checkpoint without any
+  of the model's variables outside bert/) that gives the encoder only."""
+  if options.adapter_checkpoint or run_checkpoints.latest(output_dir):
+    return False
+  if not options.init_checkpoint:
+    return True
+  path = checkpoint_io.resolve_checkpoint(options.init_checkpoint)
+  if checkpoint_io.is_object_based(path):  # One of this project's runs: all of a model.
+    return False
+  saved = checkpoint_io.checkpoint_reader(path).get_variable_to_shape_map()
+  return not any(name in saved for name in model.tf1_variable_map()
+                 if not name.startswith("bert/"))
+
+
 def _load_base(model, options, hub_encoder, adapter_metadata) -> int:
   """load_base from these options, with a warning where no base is given."""
   if hub_encoder is None and not options.init_checkpoint:

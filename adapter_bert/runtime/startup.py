@@ -168,8 +168,11 @@ def set_up(options: RunOptions, base: base_model.Base,
       (run_config.check); "train_mode" is added when training.
     **task: the task's settings for run_config.json.
   Raises:
-    errors.UserError: no training step, or output_dir holding another run.
+    errors.UserError: no training step, output_dir holding another run, or (without
+      training) no source of weights (model_setup.check_weights_given).
   """
+  if not options.do_train:
+    model_setup.check_weights_given(options.model, options.output_dir)
   settings = (train_settings(options, num_train_examples) if options.do_train else None)
   config = run_config.build(
       options.model, base, settings, **task, max_seq_length=options.max_seq_length,
@@ -182,6 +185,11 @@ def set_up(options: RunOptions, base: base_model.Base,
   strategy = create_strategy(options)
   model, global_step = model_setup.create_model(strategy, make_model, options.model, base,
                                                 options.output_dir, adapter_metadata)
+  if not options.do_train and model_setup.untrained_head(model, options.model,
+                                                        options.output_dir):
+    logging.warning("WARNING: the task head is untrained (only the base's weights were "
+                    "loaded: no --adapter_checkpoint and no checkpoint in --output_dir=%s); "
+                    "the metrics are chance-level", options.output_dir)
   return Run(options, base, settings, config, strategy, model, global_step)
 
 
