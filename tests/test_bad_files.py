@@ -366,7 +366,7 @@ def test_adapter_model_directory_is_replaced_whole(adapter_file, tmp_path, monke
     return real(path, mode)
 
   monkeypatch.setattr(tf.io.gfile, "GFile", failing)
-  with pytest.raises(tf.errors.ResourceExhaustedError):
+  with pytest.raises(errors.UserError, match="cannot write the adapter weights: disk full"):
     adapter_weights.save_adapter_weights(model, out)
   monkeypatch.undo()
   assert {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)} == before

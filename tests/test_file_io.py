@@ -35,7 +35,7 @@ def test_atomic_directory_replaces_the_whole_directory(tmp_path, root):
     file_io.atomic_write(f"{tmp}/a.txt", "a")
     assert not tf.io.gfile.exists(f"{target}/a.txt")  # Not visible before the end.
   assert sorted(tf.io.gfile.listdir(target)) == ["a.txt"]
-  with pytest.raises(OSError):
+  with pytest.raises(file_io.WriteFailed, match=r"out: cannot write the directory: disk full"):
     with file_io.AtomicDirectory(target) as tmp:
       file_io.atomic_write(f"{tmp}/b.txt", "b")
       raise OSError("disk full")

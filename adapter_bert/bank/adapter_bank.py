@@ -214,9 +214,21 @@ def create_bank(bank_dir: str, base: BankBase) -> BankBase:
     check_base(bank_dir, existing, base.fingerprint, base.bert_config, base.do_lower_case,
                "this base")
     return existing
-  tf.io.gfile.makedirs(posixpath.join(bank_dir, TASKS_DIR))
-  file_io.atomic_write(posixpath.join(bank_dir, BANK_FILE), json.dumps(
-      {"format": FORMAT, "base": base.to_dict()}, indent=2, sort_keys=True) + "\n")
+  index, tasks = posixpath.join(bank_dir, BANK_FILE), posixpath.join(bank_dir, TASKS_DIR)
+  made = [p for p in (bank_dir, tasks) if not tf.io.gfile.exists(p)]
+  what = "the adapter bank's index"
+  try:
+    tf.io.gfile.makedirs(tasks)
+    file_io.atomic_write(index, json.dumps(
+        {"format": FORMAT, "base": base.to_dict()}, indent=2, sort_keys=True) + "\n",
+        what=what)
+  except (tf.errors.OpError, OSError, file_io.WriteFailed) as e:
+    # What this call made goes too: a half-made bank would be refused as "not empty".
+    for path in reversed(made):
+      file_io.remove_quietly(path)
+    if isinstance(e, file_io.WriteFailed) or file_io.is_write_failure(e):
+      raise file_io.write_failure(e, index, what) from e
+    raise
   logging.info("Created adapter bank %s for base %s (fingerprint %s)", bank_dir,
                base.init_checkpoint or base.bert_hub_module_handle or "(random weights)",
                base.fingerprint)
@@ -396,7 +408,7 @@ def add_task(bank_dir: str, task: str, adapter_model: str) -> str:
   else:  # Given the weights file alone: the readable copy as save_adapter_weights writes it.
     config_blob = (json.dumps(header, indent=2, sort_keys=True) + "\n").encode()
   previous = _previous_step(dest)
-  with file_io.AtomicDirectory(dest) as tmp:
+  with file_io.AtomicDirectory(dest, what=f"task {task}'s adapter in the bank") as tmp:
     for name, data in ((adapter_weights.WEIGHTS_FILE, blob),
                        (adapter_weights.CONFIG_FILE, config_blob)):
       with tf.io.gfile.GFile(posixpath.join(tmp, name), "wb") as f:

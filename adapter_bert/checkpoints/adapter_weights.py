@@ -104,7 +104,7 @@ def save_adapter_weights(model: keras.Model, output_dir: str,
   # The weights file carries its own header, so it alone is enough to restore;
   # the JSON beside it is for people.
   blob = safetensors.numpy.save(arrays, metadata={"header": json.dumps(header)})
-  with file_io.AtomicDirectory(output_dir) as tmp:
+  with file_io.AtomicDirectory(output_dir, what="the adapter weights") as tmp:
     with tf.io.gfile.GFile(posixpath.join(tmp, WEIGHTS_FILE), "wb") as f:
       f.write(blob)
     with tf.io.gfile.GFile(posixpath.join(tmp, CONFIG_FILE), "w") as f:

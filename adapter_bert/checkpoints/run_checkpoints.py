@@ -22,6 +22,12 @@ files of `model.ckpt-STEP` first and names it in the `checkpoint` state file
 (written to a temporary and renamed) only once they are complete. `latest`
 still checks the one named, and falls back to the newest complete one with a
 warning if its files are missing or unreadable (a partial copy, a deleted file).
+
+A save the file system refuses (no space, a read-only directory, a failing
+bucket) ends the run with one line (file_io.WriteFailed) after removing what
+it left: TensorFlow's `model.ckpt-STEP_temp` staging directory and the step's
+files unless the state file already names them. The previous checkpoint stays
+the latest, and the same command resumes from it once the fault is fixed.
 """
 
 import json
@@ -36,6 +42,7 @@ from absl import logging
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
+from adapter_bert.storage import file_io
 
 CHECKPOINT_NAME = "model.ckpt"
 _BASE_KEY = "base/.ATTRIBUTES/VARIABLE_VALUE"
@@ -96,9 +103,37 @@ def manager(model: keras.Model, output_dir: str, optimizer=None, max_to_keep: in
       None saves the whole model.
   """
   checkpoint = _checkpoint(model, optimizer, reference, rng=optimizer is not None)
-  return tf.train.CheckpointManager(checkpoint, output_dir,
-                                    max_to_keep=max_to_keep,
-                                    checkpoint_name=CHECKPOINT_NAME)
+  return _Manager(checkpoint, output_dir, max_to_keep=max_to_keep,
+                  checkpoint_name=CHECKPOINT_NAME)
+
+
+class _Manager(tf.train.CheckpointManager):
+  """A CheckpointManager whose failed save leaves nothing and says so in one line."""
+
+  def save(self, checkpoint_number=None, **kwargs):
+    try:
+      return super().save(checkpoint_number=checkpoint_number, **kwargs)
+    except (tf.errors.OpError, OSError) as e:
+      if not file_io.is_write_failure(e) or not isinstance(checkpoint_number, int):
+        raise
+      prefix = posixpath.join(self.directory, f"{CHECKPOINT_NAME}-{checkpoint_number}")
+      remove_failed_save(prefix)
+      raise file_io.write_failure(e, prefix, f"the checkpoint at step {checkpoint_number}") from e
+
+
+def remove_failed_save(prefix: str) -> None:
+  """Removes what a refused save of checkpoint `prefix` left (see the module docstring)."""
+  directory = posixpath.dirname(prefix)
+  leftovers = tf.io.gfile.glob(prefix + "_temp*")  # TF's sharded-save staging.
+  leftovers += tf.io.gfile.glob(posixpath.join(directory, "checkpoint.tmp*"))  # State file's.
+  try:
+    state = tf.train.get_checkpoint_state(directory)
+  except (ValueError, tf.errors.OpError):
+    state = None
+  if state is None or state.model_checkpoint_path.rstrip("/") != prefix:
+    leftovers += tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
+  for path in leftovers:
+    file_io.remove_quietly(path)
 
 
 def latest(output_dir: str) -> Optional[str]:

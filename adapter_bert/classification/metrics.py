@@ -115,7 +115,7 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
   for key in sorted(results.keys()):
     logging.info("  %s = %s", key, str(results[key]))
     lines.append("%s = %s\n" % (key, str(results[key])))
-  file_io.atomic_write(path, "".join(lines))
+  file_io.atomic_write(path, "".join(lines), what="the eval results")
 
 
 def write_test_results(path: str, probabilities, is_real_example: Optional[object] = None) -> int:
@@ -141,5 +141,5 @@ def write_test_results(path: str, probabilities, is_real_example: Optional[objec
       lines.append(str(row) + "\n")
     else:
       lines.append("\t".join(str(class_probability) for class_probability in row) + "\n")
-  file_io.atomic_write(path, "".join(lines))
+  file_io.atomic_write(path, "".join(lines), what="the test results")
   return len(lines)

@@ -351,7 +351,8 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
     module = build_module(base, tasks, vocab_asset, token_ids_only, fusions)
     # saved_model.pb last: on gs:// the directory is copied file by file, and a
     # server polling for versions loads one as soon as it finds that file.
-    with file_io.AtomicDirectory(export_dir, last=[SAVED_MODEL_FILE]) as tmp:
+    with file_io.AtomicDirectory(export_dir, last=[SAVED_MODEL_FILE],
+                                  what="the export") as tmp:
       tf.saved_model.save(module, tmp, signatures=module.signatures())
       tf.io.gfile.makedirs(posixpath.join(tmp, posixpath.dirname(TASKS_FILE)))
       with tf.io.gfile.GFile(posixpath.join(tmp, TASKS_FILE), "w") as f:

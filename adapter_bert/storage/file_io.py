@@ -21,6 +21,11 @@ Temporary names are hidden siblings, `.NAME.tmp-<random>`:
     "exists" (and is a directory), so `NAME.tmp` would make NAME appear.
 A process killed mid-write (SIGKILL, power loss) cannot remove its temporary:
 it stays behind, hidden and never read, and the final name keeps the old file.
+
+A write that the file system refuses (no space left, a directory made
+read-only, a bucket that fails) is the user's environment, not a bug: it
+becomes a `WriteFailed`, a UserError of one line naming the path and what was
+being written, after the temporary is removed (`write_failure`).
 """
 
 import posixpath
@@ -30,8 +35,42 @@ from typing import Sequence
 import tensorflow as tf
 from absl import logging
 
+from adapter_bert import errors
+
 _TEMP_MARK = ".tmp-"
 _BACKUP_MARK = ".old-"  # AtomicDirectory's old directory while it is replaced.
+
+
+# Errors of a write the environment refused. Not InvalidArgument/Unimplemented:
+# those are what the code asked for, i.e. bugs, and keep their traceback.
+_NOT_THE_ENVIRONMENT = (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
+
+
+class WriteFailed(errors.UserError):
+  """A write the file system refused: "cannot write WHAT: REASON" for `path`."""
+
+  def __init__(self, path: str, what: str, reason: str):
+    self.what, self.reason = what, reason
+    super().__init__(f"cannot write {what}: {reason} (nothing was replaced; free space "
+                     f"or fix the permissions and run the same command again)", path)
+
+
+def is_write_failure(e: BaseException) -> bool:
+  """Whether `e` is the file system refusing a write (see the module docstring)."""
+  if isinstance(e, tf.errors.OpError):
+    return not isinstance(e, _NOT_THE_ENVIRONMENT)
+  return isinstance(e, OSError)
+
+
+def write_failure(e: BaseException, path: str, what: str) -> WriteFailed:
+  """`e` (a write failure, or an inner WriteFailed) as one line for `path`."""
+  if isinstance(e, WriteFailed):
+    reason = e.reason
+  elif isinstance(e, tf.errors.OpError):
+    reason = e.message.split(";")[0].strip() or type(e).__name__
+  else:
+    reason = e.strerror or str(e)
+  return WriteFailed(path, what, reason)
 
 
 def _sibling(path: str, mark: str) -> str:
@@ -77,12 +116,25 @@ class AtomicFile:
       with file_io.AtomicFile(record_path) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:
           ...
+
+  A write failure in the block or in the commit becomes a WriteFailed naming
+  `path` and `what` (e.g. "eval results"), the temporary removed.
   """
 
-  def __init__(self, path: str):
+  def __init__(self, path: str, what: str = "the file"):
     self.path = path.rstrip("/")
+    self.what = what
     self.temp = temp_path(self.path)
-    make_parent_dirs(self.path)
+    self._guarded(make_parent_dirs, self.path)
+
+  def _guarded(self, write, *args) -> None:
+    """Runs `write(*args)`; a write failure becomes a WriteFailed."""
+    try:
+      write(*args)
+    except (tf.errors.OpError, OSError) as e:
+      if is_write_failure(e):
+        raise write_failure(e, self.path, self.what) from e
+      raise
 
   def commit(self) -> None:
     tf.io.gfile.rename(self.temp, self.path, overwrite=True)
@@ -96,9 +148,11 @@ class AtomicFile:
   def __exit__(self, exc_type, exc, tb) -> bool:
     if exc_type is not None:
       self.abort()
+      if isinstance(exc, WriteFailed) or is_write_failure(exc):
+        raise write_failure(exc, self.path, self.what) from exc
       return False
     try:
-      self.commit()
+      self._guarded(self.commit)
     except BaseException:
       self.abort()
       raise
@@ -122,13 +176,17 @@ class AtomicDirectory(AtomicFile):
   never finds them beside a missing file.
   """
 
-  def __init__(self, path: str, last: Sequence[str] = ()):
-    super().__init__(path)
+  def __init__(self, path: str, last: Sequence[str] = (), what: str = "the directory"):
+    super().__init__(path, what)
     self.last = tuple(last)
     recover_directory(self.path)
 
   def __enter__(self) -> str:
-    tf.io.gfile.makedirs(self.temp)
+    try:
+      self._guarded(tf.io.gfile.makedirs, self.temp)
+    except BaseException:
+      self.abort()  # A directory made before the failure (e.g. its parent only).
+      raise
     return self.temp
 
   def commit(self) -> None:
@@ -203,8 +261,12 @@ def _move(src: str, dst: str, first: Sequence[str] = (), last: Sequence[str] = (
   remove_quietly(src)  # The subdirectory entries left behind.
 
 
-def atomic_write(path: str, data, binary: bool = False) -> None:
-  """Writes `data` (str, or bytes with `binary`) to `path` atomically; makes its parent."""
-  with AtomicFile(path) as tmp:
+def atomic_write(path: str, data, binary: bool = False, what: str = "the file") -> None:
+  """Writes `data` (str, or bytes with `binary`) to `path` atomically; makes its parent.
+
+  Raises:
+    WriteFailed: the file system refused the write; `path` keeps its old file.
+  """
+  with AtomicFile(path, what) as tmp:
     with tf.io.gfile.GFile(tmp, "wb" if binary else "w") as f:
       f.write(data)
