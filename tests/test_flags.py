@@ -249,8 +249,14 @@ def _run_main(module, argv, fv=None):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-  config, vocab, _, _ = tiny_bert.write_google_dir(str(tmp_path_factory.mktemp("tiny")))
+def tiny_files(tmp_path_factory):
+  """bert_config_file, vocab_file, init_checkpoint and weights of the tiny BERT."""
+  return tiny_bert.write_google_dir(str(tmp_path_factory.mktemp("tiny")))
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_files):
+  config, vocab, _, _ = tiny_files
   return ["--bert_config_file=" + config, "--vocab_file=" + vocab, "--max_seq_length=32",
           "--eval_batch_size=4", "--predict_batch_size=4", "--train_batch_size=4"]
 
@@ -312,14 +318,15 @@ def test_head_mode_without_adapter_size_builds_no_adapters(tmp_path, tiny):
   assert not (tmp_path / "out").exists()
 
 
-def test_prediction_count_mismatch_is_a_bug_not_an_assert(tmp_path, tiny, monkeypatch):
+def test_prediction_count_mismatch_is_a_bug_not_an_assert(tmp_path, tiny, tiny_files,
+                                                          monkeypatch):
   # `assert` vanishes under python -O; this check must not.
   written = classifier_metrics.write_test_results
   monkeypatch.setattr(classifier_metrics, "write_test_results",
                       lambda *a, **k: written(*a, **k) - 1)
   fv = _fresh_flags(run_classifier)
   fv(["run_classifier.py", "--task_name=mrpc", "--data_dir=" + MRPC, "--do_predict",
-      "--output_dir=" + str(tmp_path / "out")] + tiny)
+      "--output_dir=" + str(tmp_path / "out"), "--init_checkpoint=" + tiny_files[2]] + tiny)
   with pytest.raises(RuntimeError, match=r"^wrote 5 predictions for 6 test examples$"):
     run_classifier.main([], fv)
 
@@ -330,7 +337,8 @@ def _closed_address():
     return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-def test_wrong_tpu_name_fails_fast_naming_the_flag(tmp_path, capsys, tiny, monkeypatch):
+def test_wrong_tpu_name_fails_fast_naming_the_flag(tmp_path, capsys, tiny, tiny_files,
+                                                   monkeypatch):
   # A TPU name is looked up through the GCE metadata server: here one that
   # does not answer, the same on and off Google Cloud. Failing fast means the
   # resolver, which would wait on that server without a limit, is never made.
@@ -347,7 +355,7 @@ def test_wrong_tpu_name_fails_fast_naming_the_flag(tmp_path, capsys, tiny, monke
   out = tmp_path / "out"
   _exits_with(capsys, lambda: _run_main(run_classifier, tiny + [
       "--task_name=mrpc", "--data_dir=" + MRPC, "--output_dir=" + str(out), "--do_eval",
-      "--use_tpu", "--tpu_name=no-such-tpu"]),
+      "--use_tpu", "--tpu_name=no-such-tpu", "--init_checkpoint=" + tiny_files[2]]),
       "--tpu_name=no-such-tpu: could not reach the TPU (--tpu_zone=None, "
       "--gcp_project=None): TPU name 'no-such-tpu' is looked up through the GCE metadata "
       f"server {closed}, which does not answer (not on Google Cloud?); give the TPU's "
