@@ -35,11 +35,15 @@ class UserError(Exception):
     super().__init__(where + message)
 
 
-def exit_with_message(message: str) -> None:
-  """Ends the process as for a UserError: `ERROR: message` on stderr, status 2."""
+def exit_with_message(message: str, exit_fn: Callable[[int], None] = sys.exit) -> None:
+  """Ends the process as for a UserError: `ERROR: message` on stderr, status 2.
+
+  exit_fn: os._exit from a thread other than the main one (sys.exit there
+  would end only that thread).
+  """
   sys.stderr.write(f"ERROR: {message}\n")
   sys.stderr.flush()
-  sys.exit(USER_ERROR_EXIT_STATUS)
+  exit_fn(USER_ERROR_EXIT_STATUS)
 
 
 def exit_on_user_error(main: Callable) -> Callable:

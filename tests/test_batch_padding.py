@@ -27,19 +27,28 @@ MAX_LEN = 40
 NUM_RECORDS = 50
 
 
-@pytest.fixture(scope="module")
-def record(tmp_path_factory):
-  """NUM_RECORDS records of random lengths 1..MAX_LEN (input_ids = uid + 1 on the tokens)."""
-  path = str(tmp_path_factory.mktemp("records") / "features.tf_record")
-  lengths = np.random.default_rng(0).integers(1, MAX_LEN + 1, size=NUM_RECORDS)
+def _write_records(path, seed, features):
+  """NUM_RECORDS records of random lengths 1..MAX_LEN: input_ids = uid + 1 on the
+  tokens, input_mask, and features(uid, n); returns the lengths."""
+  lengths = np.random.default_rng(seed).integers(1, MAX_LEN + 1, size=NUM_RECORDS)
   with tf.io.TFRecordWriter(path) as writer:
     for uid, n in enumerate(lengths):
       pad = [0] * (MAX_LEN - n)
       values = {"input_ids": [uid + 1] * n + pad, "input_mask": [1] * n + pad,
-                "segment_ids": [0] * (n // 2) + [1] * (n - n // 2) + pad, "uid": [uid]}
+                **features(uid, n)}
       writer.write(tf.train.Example(features=tf.train.Features(feature={
           k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
           for k, v in values.items()})).SerializeToString())
+  return lengths
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+  """NUM_RECORDS records of random lengths 1..MAX_LEN (input_ids = uid + 1 on the tokens)."""
+  path = str(tmp_path_factory.mktemp("records") / "features.tf_record")
+  lengths = _write_records(path, 0, lambda uid, n: {
+      "segment_ids": [0] * (n // 2) + [1] * (n - n // 2) + [0] * (MAX_LEN - n),
+      "uid": [uid]})
   return path, lengths
 
 
@@ -167,17 +176,9 @@ def test_predict_traces_once_a_run_and_runs_iterations_per_loop_batches_a_call(
 def task_records(tmp_path_factory):
   """NUM_RECORDS records holding every feature the classifier and SQuAD read."""
   path = str(tmp_path_factory.mktemp("task_records") / "features.tf_record")
-  lengths = np.random.default_rng(1).integers(1, MAX_LEN + 1, size=NUM_RECORDS)
-  with tf.io.TFRecordWriter(path) as writer:
-    for uid, n in enumerate(lengths):
-      pad = [0] * (MAX_LEN - n)
-      values = {"input_ids": [uid + 1] * n + pad, "input_mask": [1] * n + pad,
-                "segment_ids": [0] * MAX_LEN, "label_ids": [uid % 2],
-                "is_real_example": [1], "unique_ids": [1000 + uid],
-                "start_positions": [0], "end_positions": [n - 1]}
-      writer.write(tf.train.Example(features=tf.train.Features(feature={
-          k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-          for k, v in values.items()})).SerializeToString())
+  _write_records(path, 1, lambda uid, n: {
+      "segment_ids": [0] * MAX_LEN, "label_ids": [uid % 2], "is_real_example": [1],
+      "unique_ids": [1000 + uid], "start_positions": [0], "end_positions": [n - 1]})
   return path
 
 

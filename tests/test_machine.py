@@ -43,8 +43,9 @@ def test_benchmarks_print_and_record_the_projects_cpu_line(tmp_path, capsys, mon
   adapterhub_side_by_side.py's coordinator), so the CPU line comes from the
   project's venv, and its machine line and JSON carry the line it is given."""
   # No site-packages (-S), nor this repository's editable install: it still imports.
-  subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {BENCHMARKS!r}); "
-                  "import bench_harness"], check=True, cwd=tmp_path)
+  # (`-c` puts the working directory first on sys.path, as a script its own.)
+  subprocess.run([sys.executable, "-S", "-c", "import bench_harness"], check=True,
+                 cwd=BENCHMARKS)
   monkeypatch.syspath_prepend(BENCHMARKS)
   import adapterhub_side_by_side
   import bench_harness

@@ -18,7 +18,7 @@ from adapter_bert import errors
 import numpy_bert
 import run_squad
 from adapter_bert.squad import data as squad_data
-from adapter_bert.squad import evaluate as squad_metrics
+from adapter_bert.squad import evaluate as squad_evaluate
 from adapter_bert.squad import postprocess
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import tf2_encoder
@@ -121,7 +121,7 @@ def test_v1_trains_predicts_and_writes_files_in_original_format(trained_v1):
     assert scores == sorted(scores, reverse=True)
   assert not os.path.exists(os.path.join(out, "null_odds.json"))
   # Scored with the official v1.1 metrics and written beside the predictions.
-  expected = squad_metrics.evaluate_predictions(dev, predictions, False)
+  expected = squad_evaluate.evaluate_predictions(dev, predictions, False)
   assert results == expected and list(results) == ["exact_match", "f1"]
   # 8 training questions / batch 4 * 1 epoch = 2 steps.
   assert tf.train.latest_checkpoint(out).endswith("model.ckpt-2")
@@ -279,7 +279,7 @@ def test_v2_writes_null_odds_and_v2_metrics(squad_base, tmp_path):
   assert list(results)[:9] == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1",
                                "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total"]
   assert {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} <= set(results)
-  assert results == squad_metrics.evaluate_predictions(dev, predictions, True, null_odds)
+  assert results == squad_evaluate.evaluate_predictions(dev, predictions, True, null_odds)
   # Full fine-tuning (adapter_size 0): the checkpoint is the model.
   assert not os.path.exists(os.path.join(out, "adapter_model"))
 

@@ -1,4 +1,4 @@
-"""adapter_bert.squad.evaluate / squad.evaluate: official SQuAD scores on hand-computed cases."""
+"""adapter_bert.squad.evaluate: official SQuAD scores on hand-computed cases, and its command."""
 
 import json
 import os
@@ -11,7 +11,6 @@ import tensorflow as tf
 
 from adapter_bert import errors
 from adapter_bert.squad import evaluate as squad_evaluate
-from adapter_bert.squad import evaluate as squad_metrics
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DATA = os.path.join(_ROOT, "data", "squad")
@@ -27,7 +26,7 @@ def _q(qid, *golds):
 
 
 def test_normalize_answer():
-  norm = squad_metrics.normalize_answer
+  norm = squad_evaluate.normalize_answer
   assert norm("The  Cat!") == "cat"
   assert norm("An apple, a day.") == "apple day"
   assert norm("theater\tAnd\nTHE end") == "theater and end"  # words only
@@ -36,15 +35,15 @@ def test_normalize_answer():
 
 
 def test_exact_and_f1_per_question():
-  assert squad_metrics.exact_match_score("the Cat", "cat!")
+  assert squad_evaluate.exact_match_score("the Cat", "cat!")
   # [big, red, dog] vs [red, dog, barked]: 2 common, P = R = 2/3.
-  assert squad_metrics.f1_score("the big red dog",
+  assert squad_evaluate.f1_score("the big red dog",
                                 "a red dog barked") == pytest.approx(2 / 3)
-  assert squad_metrics.f1_score("", "dog") == 0
+  assert squad_evaluate.f1_score("", "dog") == 0
   # v2.0: empty vs empty is a match; empty vs words is not.
-  assert squad_metrics.compute_f1("", "") == 1
-  assert squad_metrics.compute_f1("dog", "") == 0
-  assert squad_metrics.compute_exact("", "the") == 1  # "the" normalises to ""
+  assert squad_evaluate.compute_f1("", "") == 1
+  assert squad_evaluate.compute_f1("dog", "") == 0
+  assert squad_evaluate.compute_exact("", "the") == 1  # "the" normalises to ""
 
 
 _V1 = _dataset([_q("q1", "Steve Smith", "Smith"), _q("q2", "red dog barked"),
@@ -56,7 +55,7 @@ def test_v11_hand_computed():
   # q1: matches gold "Smith" (EM 1, F1 1). q2: EM 0, F1 2/3.
   # q3: [in, year, 1874] vs "1874": P 1/3 R 1 -> 0.5; vs "in 1874": P 2/3
   # R 1 -> 0.8; max 0.8. q4: no prediction -> 0 but counted.
-  result = squad_metrics.evaluate_v1_1(_V1, preds)
+  result = squad_evaluate.evaluate_v1_1(_V1, preds)
   assert list(result) == ["exact_match", "f1"]
   assert result["exact_match"] == 25.0
   assert result["f1"] == pytest.approx(100.0 * (1 + 2 / 3 + 0.8) / 4)
@@ -64,7 +63,7 @@ def test_v11_hand_computed():
 
 def test_v11_rejects_question_without_answers():
   with pytest.raises(ValueError, match="'n1' has no gold answers"):
-    squad_metrics.evaluate_v1_1(_dataset([_q("n1")]), {"n1": ""})
+    squad_evaluate.evaluate_v1_1(_dataset([_q("n1")]), {"n1": ""})
 
 
 _V2 = _dataset([_q("h1", "Steve Smith", "Smith"),
@@ -77,7 +76,7 @@ _V2_KEYS = ["exact", "f1", "total", "HasAns_exact", "HasAns_f1",
 
 def test_v20_without_null_odds():
   # exact: h1 1, h2 0, n1 1 ("" == ""), n2 0; f1: 1, 2/3, 1, 0.
-  result = squad_metrics.evaluate_v2_0(_V2, _V2_PREDS)
+  result = squad_evaluate.evaluate_v2_0(_V2, _V2_PREDS)
   assert list(result) == _V2_KEYS
   assert result == pytest.approx({
       "exact": 50.0, "f1": 100.0 * (1 + 2 / 3 + 1) / 4, "total": 4,
@@ -88,7 +87,7 @@ def test_v20_without_null_odds():
 
 def test_v20_with_null_odds_and_best_thresholds():
   na = {"h1": -5.0, "h2": 2.0, "n2": 2.5, "n1": 3.0}
-  result = squad_metrics.evaluate_v2_0(_V2, _V2_PREDS, na)
+  result = squad_evaluate.evaluate_v2_0(_V2, _V2_PREDS, na)
   assert list(result) == _V2_KEYS + ["best_exact", "best_exact_thresh",
                                      "best_f1", "best_f1_thresh"]
   # Above 1.0 -> answered "": h2 (wrong, 0), n2 and n1 (right, 1).
@@ -105,10 +104,10 @@ def test_v20_with_null_odds_and_best_thresholds():
 def test_v20_missing_prediction_or_odds_is_an_error():
   with pytest.raises(ValueError, match=r"1 of 4 questions have no prediction "
                      r"\(first: 'n2'\)"):
-    squad_metrics.evaluate_v2_0(_V2, {k: v for k, v in _V2_PREDS.items()
+    squad_evaluate.evaluate_v2_0(_V2, {k: v for k, v in _V2_PREDS.items()
                                       if k != "n2"})
   with pytest.raises(ValueError, match="no null odds"):
-    squad_metrics.evaluate_v2_0(_V2, _V2_PREDS, {"h1": 0.0})
+    squad_evaluate.evaluate_v2_0(_V2, _V2_PREDS, {"h1": 0.0})
 
 
 def _gold_predictions(path):
@@ -123,12 +122,12 @@ def _gold_predictions(path):
 
 def test_evaluate_predictions_on_sample_dev_files():
   v1 = os.path.join(_DATA, "dev-v1.1.json")
-  assert squad_metrics.evaluate_predictions(
+  assert squad_evaluate.evaluate_predictions(
       v1, _gold_predictions(v1), False) == {"exact_match": 100.0, "f1": 100.0}
   v2 = os.path.join(_DATA, "dev-v2.0.json")
   preds = _gold_predictions(v2)
   odds = {q: (5.0 if not t else -5.0) for q, t in preds.items()}
-  result = squad_metrics.evaluate_predictions(v2, preds, True, odds)
+  result = squad_evaluate.evaluate_predictions(v2, preds, True, odds)
   assert result["exact"] == 100.0 and result["NoAns_total"] == 2
   assert result["best_f1"] == 100.0
 

@@ -215,9 +215,7 @@ class _Watchdog:
       return
     logging.flush()
     sys.stdout.flush()
-    sys.stderr.write(f"ERROR: {self._message}\n")
-    sys.stderr.flush()
-    self._exit_fn(errors.USER_ERROR_EXIT_STATUS)
+    errors.exit_with_message(self._message, self._exit_fn)
 
   def __enter__(self) -> "_Watchdog":
     self._timer.start()

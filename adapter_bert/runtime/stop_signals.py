@@ -14,13 +14,13 @@ from typing import Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-# What a shell reports for a process that SIGTERM ended.
-TERMINATED_EXIT_STATUS = 128 + signal.SIGTERM
-
-
 def exit_status(signum: int) -> int:
   """What a shell reports for a process that `signum` ended (130 for SIGINT)."""
   return 128 + int(signum)
+
+
+# What a shell reports for a process that SIGTERM ended (143).
+TERMINATED_EXIT_STATUS = exit_status(signal.SIGTERM)
 
 
 def name(signum: int) -> str:
