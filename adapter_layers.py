@@ -36,9 +36,16 @@ def gelu(x):
 
 
 # The names google-research/bert modeling.py `get_activation` accepts for
-# `hidden_act`; adapters choose from the same list.
+# `hidden_act`; adapters choose from the same list, and from the non-linearities
+# AdapterHub's adapters use (adapter_bert/checkpoints/adapterhub.py): swish
+# (x sigmoid(x), its Houlsby default), gelu_erf (the exact erf GELU, PyTorch's
+# and AdapterHub's "gelu") and leaky_relu (PyTorch's slope 0.01). Each maps 0
+# to 0, which a SavedModel's zero-padded bottlenecks rely on (Design.stack).
 _ACTIVATIONS = {"gelu": gelu, "relu": keras.activations.relu,
-                "tanh": keras.activations.tanh, "linear": keras.activations.linear}
+                "tanh": keras.activations.tanh, "linear": keras.activations.linear,
+                "swish": tf.nn.silu,
+                "gelu_erf": lambda x: tf.nn.gelu(x, approximate=False),
+                "leaky_relu": lambda x: tf.nn.leaky_relu(x, alpha=0.01)}
 ACTIVATION_NAMES = tuple(_ACTIVATIONS)
 
 # Where a Transformer layer's adapters go: after both sub-layers (the paper's
@@ -47,7 +54,7 @@ ACTIVATION_NAMES = tuple(_ACTIVATIONS)
 PLACEMENTS = ("both", "attention", "feed_forward")
 
 def get_activation(name: str):
-  """Maps an activation name ("gelu", "relu", "tanh", "linear") to a function.
+  """Maps an activation name (ACTIVATION_NAMES: "gelu", "relu", ...) to a function.
 
   Raises:
     ValueError: `name` is none of those.

@@ -73,8 +73,13 @@ def torch_inputs(inputs):
 
 
 def load_base(model_class=transformers.BertModel):
-  """The saved base as `model_class` (e.g. adapters.BertAdapterModel), in eval mode."""
-  model = model_class.from_pretrained(BASE_DIR)
+  """The saved base as `model_class` (e.g. adapters.BertAdapterModel), in eval mode.
+
+  Loaded by its path from the repository's root (the libraries write the path
+  they loaded from into adapter_config.json as model_name: no machine's path).
+  """
+  os.chdir(REPO)
+  model = model_class.from_pretrained(os.path.relpath(BASE_DIR, REPO))
   model.eval()
   return model
 

@@ -1,0 +1,476 @@
+"""AdapterHub (the PyTorch `adapters` library) bottleneck adapters <-> this project's.
+
+An AdapterHub adapter directory, as `model.save_adapter(dir, name,
+with_head=True)` writes it:
+
+  adapter_config.json   {"config": the BnConfig's options, "model_type", "hidden_size", ...}
+  pytorch_adapter.bin   the adapter's weights (torch.save), or adapter.safetensors
+  head_config.json      the prediction head, if saved with it
+  pytorch_model_head.bin / model_head.safetensors
+
+Read without PyTorch: safetensors with NumPy, a torch.save file by a small
+reader of its zip and pickle that builds NumPy arrays and nothing else
+(`read_torch_file`). Their names map to this project's TF1 ones
+(docs/adapters_interop.md has the table):
+
+  bert.encoder.layer.N.attention.output.adapters.NAME.adapter_down.0.{weight,bias}
+      -> bert/encoder/layer_N/attention/output/adapters/{weights1 (transposed), biases1}
+  ...adapter_up.{weight,bias}          -> .../adapters/{weights2 (transposed), biases2}
+  ...adapter_norm_after.{weight,bias}  -> .../adapters/LayerNorm/{gamma,beta}
+  (output.adapters.NAME: the feed-forward sub-layer's, under output/adapters)
+  heads.NAME.1 (layers=1 on the pooler)  -> output_weights, output_bias
+  heads.NAME.1, .4 (layers=2, tanh, on [CLS]) -> bert/pooler/dense, output_*
+
+Their configurations are these designs: double_seq_bn (residual around the
+adapter before the sub-layer's LayerNorm) is houlsby, seq_bn (original_ln_before:
+the adapter reads LN(h + r)) is pfeiffer, par_bn (is_parallel) is parallel;
+mh_adapter/output_adapter give the placement, reduction_factor the size
+(hidden // it), scaling and non_linearity theirs, ln_after (Houlsby, scaling 1)
+the adapter's own LayerNorm, leave_out layers get zero adapters (the identity).
+Anything else that would change what the adapter computes is refused with one
+line naming the option (`UNSUPPORTED` says why), never approximated.
+"""
+
+import collections
+import io
+import json
+import pickle
+import posixpath
+import zipfile
+from typing import Dict, Mapping, NamedTuple, Optional, Tuple
+
+from absl import logging
+import numpy as np
+from safetensors import numpy as st_numpy
+import tensorflow as tf
+
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert import errors
+from adapter_bert.storage import input_files
+from adapter_layers import AdapterConfig
+import modeling
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILES = ("adapter.safetensors", "pytorch_adapter.bin")
+HEAD_CONFIG_FILE = "head_config.json"
+HEAD_WEIGHTS_FILES = ("model_head.safetensors", "pytorch_model_head.bin")
+
+# AdapterHub's non_linearity (transformers' ACT2FN names, lower-cased) -> ours.
+# Only exact equivalents: "gelu" is the erf GELU, "gelu_new" the tanh one.
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "tanh": "tanh",
+               "linear": "linear", "gelu": "gelu_erf", "gelu_new": "gelu",
+               "gelu_pytorch_tanh": "gelu", "leakyrelu": "leaky_relu",
+               "leaky_relu": "leaky_relu"}
+# Ours -> the name written on export (the first AdapterHub name of each).
+EXPORT_ACTIVATIONS = {ours: theirs for theirs, ours in reversed(list(ACTIVATIONS.items()))}
+
+# BnConfig options and the only values this project computes exactly, or None
+# for options read below; an option not listed here at all is refused as unknown.
+_FIXED = {
+    "adapter_residual_before_ln": False, "ln_before": False, "use_gating": False,
+    "phm_layer": False, "inv_adapter": None, "inv_adapter_reduction_factor": None,
+    "cross_adapter": False, "stochastic_depth": 0.0, "original_ln_after": True,
+}
+# Options with no effect on a trained adapter's outputs: initialization, and
+# dropout (training only; this project's adapters have none) and the
+# hypercomplex layer's settings, unused without phm_layer.
+_IGNORED = ("init_weights", "init_weights_seed", "dropout", "architecture", "factorized_phm_W",
+            "shared_W_phm", "shared_phm_rule", "factorized_phm_rule", "phm_c_init",
+            "phm_init_range", "learn_phm", "hypercomplex_nonlinearity", "phm_rank",
+            "phm_bias", "phm_dim")
+_READ = ("mh_adapter", "output_adapter", "reduction_factor", "non_linearity",
+         "original_ln_before", "residual_before_ln", "is_parallel", "scaling", "ln_after",
+         "leave_out")
+# Why a value other than _FIXED's is refused (the one line names the option).
+UNSUPPORTED = {
+    "adapter_residual_before_ln": "the residual inside the adapter's own LayerNorm",
+    "ln_before": "a LayerNorm before the bottleneck",
+    "use_gating": "gating",
+    "phm_layer": "hypercomplex (Compacter) layers",
+    "inv_adapter": "invertible adapters on the embeddings",
+    "inv_adapter_reduction_factor": "invertible adapters on the embeddings",
+    "cross_adapter": "cross-attention adapters (BERT has no decoder)",
+    "stochastic_depth": "stochastic depth",
+    "original_ln_after": "adapters without the sub-layer's residual and LayerNorm after them",
+}
+
+# Where each sub-layer's adapter is: their module path, our TF1 scope (modeling's).
+_SUBLAYERS = {"attention": "attention.output", "feed_forward": "output"}
+_SCOPES = {"attention": "attention/output/adapters", "feed_forward": "output/adapters"}
+
+
+class Imported(NamedTuple):
+  """An AdapterHub adapter in this project's terms."""
+  adapter_config: AdapterConfig
+  arrays: Dict[str, np.ndarray]  # TF1 name -> float32 array (adapters, head, maybe pooler).
+  num_labels: int
+  labels: Tuple[str, ...]  # The head's label names in output order (label2id).
+  name: str  # The adapter's name in AdapterHub.
+
+
+# --- Reading files: safetensors, or torch.save without torch -----------------
+
+_TORCH_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64,
+                 "HalfStorage": np.float16, "LongStorage": np.int64,
+                 "IntStorage": np.int32, "ShortStorage": np.int16, "CharStorage": np.int8,
+                 "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+
+
+def _rebuild_tensor(storage, offset, size, stride, *unused):
+  itemsize = storage.dtype.itemsize
+  view = np.lib.stride_tricks.as_strided(storage[offset:], shape=tuple(size),
+                                         strides=tuple(s * itemsize for s in stride))
+  return np.array(view)
+
+
+class _TorchUnpickler(pickle.Unpickler):
+  """The pickle of a torch.save state dict, its tensors as NumPy arrays. Any
+  other object is refused: loading never runs code named by the file."""
+
+  def __init__(self, archive: zipfile.ZipFile, prefix: str, data: bytes):
+    super().__init__(io.BytesIO(data))
+    self._archive, self._prefix = archive, prefix
+
+  def find_class(self, module, name):
+    if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+      return _rebuild_tensor
+    if (module, name) == ("torch._utils", "_rebuild_parameter"):
+      return lambda data, *unused: data
+    if (module, name) == ("collections", "OrderedDict"):
+      return collections.OrderedDict
+    if module == "torch" and name in _TORCH_DTYPES:
+      return np.dtype(_TORCH_DTYPES[name])
+    raise pickle.UnpicklingError(f"holds a {module}.{name}, not only tensors")
+
+  def persistent_load(self, pid):
+    if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):
+      raise pickle.UnpicklingError(f"unknown storage {pid!r}")
+    dtype, key = pid[1], pid[2]
+    if not isinstance(dtype, np.dtype):
+      raise pickle.UnpicklingError(f"tensor type {dtype!r} has no NumPy equivalent")
+    return np.frombuffer(self._archive.read(f"{self._prefix}/data/{key}"), dtype.newbyteorder("<"))
+
+
+def read_torch_file(blob: bytes, path: str) -> Dict[str, np.ndarray]:
+  """A state dict written by torch.save (its zip format), as NumPy arrays."""
+  try:
+    archive = zipfile.ZipFile(io.BytesIO(blob))
+    pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+    if len(pickles) != 1:
+      raise ValueError("no data.pkl: not a torch.save zip file")
+    prefix = pickles[0][:-len("/data.pkl")]
+    byteorder = f"{prefix}/byteorder"
+    if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
+      raise ValueError("big-endian tensors")
+    state = _TorchUnpickler(archive, prefix, archive.read(pickles[0])).load()
+  except Exception as e:  # zipfile, pickle and NumPy each raise their own.
+    raise errors.UserError(f"not a PyTorch state dict this reader takes (torch.save's zip "
+                           f"format, tensors only): {e}", path) from e
+  if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
+    raise errors.UserError("not a state dict of tensors", path)
+  return dict(state)
+
+
+def _read_weights(directory: str, names: Tuple[str, ...],
+                  required: bool = True) -> Optional[Dict[str, np.ndarray]]:
+  """The first of `names` in `directory` (safetensors or torch.save), as arrays."""
+  for name in names:
+    path = posixpath.join(directory, name)
+    if not tf.io.gfile.exists(path):
+      continue
+    with tf.io.gfile.GFile(path, "rb") as f:
+      blob = f.read()
+    if not name.endswith(".safetensors"):
+      return read_torch_file(blob, path)
+    try:
+      return st_numpy.load(blob)
+    except Exception as e:  # safetensors raises its own error types.
+      raise errors.UserError(f"not a safetensors file (empty, truncated or corrupt?): {e!r}",
+                             path) from e
+  if required:
+    raise errors.UserError(f"no adapter weights here (AdapterHub's save_adapter writes "
+                           f"{' or '.join(names)})", directory)
+  return None
+
+
+# --- Their config -> AdapterConfig --------------------------------------------
+
+
+def _refuse(path: str, option: str, value, why: str):
+  raise errors.UserError(f"AdapterHub option {option}={json.dumps(value)} is not supported: "
+                         f"{why}", path)
+
+
+def _size(reduction_factor, hidden_size: int, path: str) -> int:
+  """The bottleneck width, as AdapterHub computes it (int(hidden // factor), at least 1)."""
+  factor = reduction_factor
+  if isinstance(factor, dict):
+    if set(factor) != {"default"}:
+      _refuse(path, "reduction_factor", factor, "per-layer bottleneck widths (this project's "
+              "adapters have one width)")
+    factor = factor["default"]
+  if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+    _refuse(path, "reduction_factor", factor, "not a number > 0")
+  return max(1, int(hidden_size // factor))
+
+
+def adapter_config_from_adapterhub(config: Mapping[str, object], hidden_size: int,
+                                   num_layers: int,
+                                   path: str = CONFIG_FILE) -> Tuple[AdapterConfig, Tuple[int, ...]]:
+  """Maps a BnConfig's options to (AdapterConfig, leave_out layers).
+
+  Raises:
+    errors.UserError: one line naming the first option (in `path`) whose value
+      this project does not compute exactly, or an option it does not know.
+  """
+  if not isinstance(config, dict) or config.get("architecture", "bottleneck") != "bottleneck":
+    arch = config.get("architecture") if isinstance(config, dict) else config
+    _refuse(path, "architecture", arch, "only bottleneck adapters (double_seq_bn, seq_bn, "
+            "par_bn) map onto this project's designs")
+  for option in sorted(config):
+    if option not in _FIXED and option not in _IGNORED and option not in _READ:
+      _refuse(path, option, config[option], "an option this converter does not know")
+  for option, value in _FIXED.items():
+    if config.get(option, value) != value:
+      _refuse(path, option, config[option], UNSUPPORTED[option])
+  get = lambda option, default=None: config.get(option, default)
+  act = str(get("non_linearity", "")).lower()
+  if act not in ACTIVATIONS:
+    _refuse(path, "non_linearity", get("non_linearity"), "this project computes "
+            f"{', '.join(sorted(ACTIVATIONS))}")
+  placement = {(True, True): "both", (True, False): "attention",
+               (False, True): "feed_forward"}.get((bool(get("mh_adapter")),
+                                                   bool(get("output_adapter"))))
+  if placement is None:
+    _refuse(path, "mh_adapter", get("mh_adapter"), "no adapters: neither mh_adapter nor "
+            "output_adapter")
+  scaling = get("scaling", 1.0)
+  if isinstance(scaling, bool) or not isinstance(scaling, (int, float)) or scaling <= 0:
+    _refuse(path, "scaling", scaling, "only a constant factor > 0 (not learned or channel)")
+  if get("is_parallel", False):
+    design = "parallel"  # original_ln_before and residual_before_ln do not apply.
+  elif get("original_ln_before", False):
+    if get("residual_before_ln", True) is not True:
+      _refuse(path, "residual_before_ln", get("residual_before_ln"), "with original_ln_before "
+              "only true (the residual is the sub-layer's output: seq_bn, pfeiffer)")
+    design = "pfeiffer"
+  else:
+    # Without original_ln_before, residual_before_ln false and true give the same residual.
+    design = "houlsby"
+  layer_norm = bool(get("ln_after", False))
+  if layer_norm and (design != "houlsby" or float(scaling) != 1.0):
+    _refuse(path, "ln_after", True, "an adapter's own LayerNorm only on Houlsby adapters "
+            "(double_seq_bn) with scaling 1.0")
+  leave_out = get("leave_out") or []
+  if not (isinstance(leave_out, list) and all(type(n) is int and 0 <= n < num_layers
+                                              for n in leave_out)):
+    _refuse(path, "leave_out", leave_out, f"not a list of layers 0..{num_layers - 1}")
+  try:
+    adapter_config = AdapterConfig(
+        size=_size(get("reduction_factor"), hidden_size, path), activation=ACTIVATIONS[act],
+        placement=placement, layer_norm=layer_norm, design=design, scaling=float(scaling))
+  except ValueError as e:
+    raise errors.UserError(f"AdapterHub config does not map onto an adapter here: {e}",
+                           path) from e
+  return adapter_config, tuple(sorted(set(leave_out)))
+
+
+# --- Weights ------------------------------------------------------------------
+
+
+def _adapter_arrays(tensors: Mapping[str, np.ndarray], name: str, adapter_config: AdapterConfig,
+                    hidden_size: int, num_layers: int, leave_out, path: str
+                    ) -> Dict[str, np.ndarray]:
+  """Their adapter tensors by our TF1 names; zero adapters in `leave_out` layers."""
+  theirs = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in tensors.items()}
+  m = adapter_config.size
+  params = {"weights1": ("adapter_down.0.weight", (m, hidden_size), True),
+            "biases1": ("adapter_down.0.bias", (m,), False),
+            "weights2": ("adapter_up.weight", (hidden_size, m), True),
+            "biases2": ("adapter_up.bias", (hidden_size,), False)}
+  if adapter_config.layer_norm:
+    params.update({"LayerNorm/gamma": ("adapter_norm_after.weight", (hidden_size,), False),
+                   "LayerNorm/beta": ("adapter_norm_after.bias", (hidden_size,), False)})
+  out, used = {}, set()
+  for layer in range(num_layers):
+    for sublayer in adapter_config.sublayers:
+      prefix = f"encoder.layer.{layer}.{_SUBLAYERS[sublayer]}.adapters.{name}."
+      scope = f"bert/encoder/layer_{layer}/{_SCOPES[sublayer]}/"
+      for ours, (key, shape, transpose) in params.items():
+        if layer in leave_out:  # No adapter there: zero weights add exactly 0.
+          value = np.zeros(shape[::-1] if transpose else shape, np.float32)
+        else:
+          if prefix + key not in theirs:
+            raise errors.UserError(f"lacks {prefix + key} (the config says a {sublayer} "
+                                   f"adapter of width {m} in every layer)", path)
+          value = theirs[prefix + key]
+          used.add(prefix + key)
+          if value.dtype != np.float32 or value.shape != shape:
+            raise errors.UserError(f"{prefix + key} is {value.dtype} {value.shape}, expected "
+                                   f"float32 {shape}", path)
+          value = value.T if transpose else value
+        if ours in ("biases1", "biases2"):
+          value = value.reshape(1, -1)  # The Adapter layer's biases are [1, n].
+        out[scope + ours] = np.ascontiguousarray(value, np.float32)
+  unknown = sorted(set(theirs) - used)
+  if unknown:
+    raise errors.UserError(f"{len(unknown)} tensors this converter does not map (no "
+                           f"counterpart here): {', '.join(unknown[:4])}", path)
+  return out
+
+
+def _head_arrays(head: Mapping[str, object], tensors: Mapping[str, np.ndarray], name: str,
+                 hidden_size: int, path: str) -> Tuple[Dict[str, np.ndarray], int]:
+  """Their classification head as ClassifierHead's weights (and the pooler's)."""
+  config = head.get("config") if isinstance(head, dict) else None
+  if not isinstance(config, dict):
+    raise errors.UserError("not a head config: no \"config\" object", path)
+  get = config.get
+  if get("head_type") != "classification":
+    _refuse(path, "head_type", get("head_type"), "only a classification head maps onto "
+            "run_classifier.py's")
+  layers, use_pooler = get("layers"), bool(get("use_pooler", False))
+  if (layers, use_pooler) == (2, False):
+    if str(get("activation_function")).lower() != "tanh":
+      _refuse(path, "activation_function", get("activation_function"), "a 2-layer head "
+              "on [CLS] maps onto BERT's pooler, whose activation is tanh")
+    hidden, output = "1", "4"
+  elif (layers, use_pooler) == (1, True):
+    hidden, output = None, "1"
+  else:
+    _refuse(path, "layers", layers, f"with use_pooler={json.dumps(use_pooler)}: this project's "
+            "head is one linear layer on BERT's pooled output (layers=1, use_pooler=true), or "
+            "a 2-layer tanh head on [CLS] (layers=2, use_pooler=false: its first layer becomes "
+            "the pooler)")
+  theirs = {k[len(f"heads.{name}."):]: v for k, v in tensors.items()
+            if k.startswith(f"heads.{name}.")}
+  unknown = sorted(set(tensors) - {f"heads.{name}.{k}" for k in theirs})
+  num_labels = get("num_labels")
+  if type(num_labels) is not int or num_labels < 1:
+    _refuse(path, "num_labels", num_labels, "not an integer >= 1")
+
+  def take(key, shape):
+    if key not in theirs:
+      if key.endswith(".bias") and get("bias", True) is False:
+        return np.zeros(shape, np.float32)
+      raise errors.UserError(f"lacks heads.{name}.{key}", path)
+    value = theirs.pop(key)
+    if value.dtype != np.float32 or value.shape != shape:
+      raise errors.UserError(f"heads.{name}.{key} is {value.dtype} {value.shape}, expected "
+                             f"float32 {shape}", path)
+    return np.ascontiguousarray(value)
+
+  out = {"output_weights": take(f"{output}.weight", (num_labels, hidden_size)),
+         "output_bias": take(f"{output}.bias", (num_labels,))}
+  if hidden is not None:
+    out["bert/pooler/dense/kernel"] = np.ascontiguousarray(
+        take(f"{hidden}.weight", (hidden_size, hidden_size)).T)
+    out["bert/pooler/dense/bias"] = take(f"{hidden}.bias", (hidden_size,))
+  unknown += [f"heads.{name}.{k}" for k in theirs]
+  if unknown:
+    raise errors.UserError(f"head tensors this converter does not map: {', '.join(unknown)}",
+                           path)
+  return out, num_labels
+
+
+def _labels(head: Mapping[str, object], num_labels: int) -> Tuple[str, ...]:
+  label2id = (head.get("config") or {}).get("label2id") or {}
+  by_id = {i: str(label) for label, i in label2id.items()} if isinstance(label2id, dict) else {}
+  if sorted(by_id) != list(range(num_labels)):
+    return tuple(str(i) for i in range(num_labels))
+  return tuple(by_id[i] for i in range(num_labels))
+
+
+def read_adapterhub(adapterhub_dir: str, bert_config) -> Imported:
+  """Reads an AdapterHub adapter directory for a base of `bert_config` (modeling.BertConfig).
+
+  Raises:
+    errors.UserError: one line naming the file and the option or tensor that
+      does not map exactly onto this project's model.
+  """
+  if not tf.io.gfile.isdir(adapterhub_dir):
+    raise errors.UserError("no such directory (an AdapterHub adapter directory, as "
+                           "save_adapter writes it: adapter_config.json and its weights)",
+                           adapterhub_dir)
+  config_path = posixpath.join(adapterhub_dir, CONFIG_FILE)
+  saved = input_files.read_json(config_path)
+  if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+    raise errors.UserError("not an AdapterHub adapter config: no \"config\" object",
+                           config_path)
+  if saved.get("model_type", "bert") != "bert":
+    _refuse(config_path, "model_type", saved["model_type"], "this project's base is BERT")
+  hidden, layers = bert_config.hidden_size, bert_config.num_hidden_layers
+  if saved.get("hidden_size", hidden) != hidden:
+    raise errors.UserError(f"the adapter is for hidden_size {saved['hidden_size']}, the base "
+                           f"has {hidden}", config_path)
+  name = saved.get("name")
+  if not isinstance(name, str) or not name:
+    raise errors.UserError("no adapter \"name\"", config_path)
+  adapter_config, leave_out = adapter_config_from_adapterhub(
+      saved["config"], hidden, layers, config_path)
+  if leave_out:
+    logging.info("AdapterHub leave_out=%s: zero adapters (the identity) in those layers.",
+                 list(leave_out))
+  if saved["config"].get("dropout"):
+    logging.info("AdapterHub dropout=%s inside the adapter is not computed here (it acts in "
+                 "training only).", saved["config"]["dropout"])
+  tensors = _read_weights(adapterhub_dir, WEIGHTS_FILES)
+  arrays = _adapter_arrays(tensors, name, adapter_config, hidden, layers, leave_out,
+                           posixpath.join(adapterhub_dir, WEIGHTS_FILES[0]))
+  head_path = posixpath.join(adapterhub_dir, HEAD_CONFIG_FILE)
+  if not tf.io.gfile.exists(head_path):
+    raise errors.UserError("no head_config.json: save the adapter with its head "
+                           "(save_adapter(..., with_head=True)); run_classifier.py needs one",
+                           adapterhub_dir)
+  head = input_files.read_json(head_path)
+  head_arrays, num_labels = _head_arrays(
+      head, _read_weights(adapterhub_dir, HEAD_WEIGHTS_FILES), name, hidden, head_path)
+  arrays.update(head_arrays)
+  return Imported(adapter_config, arrays, num_labels, _labels(head, num_labels), name)
+
+
+
+def write_adapter_model(adapterhub_dir: str, init_checkpoint: str, bert_config_file: str,
+                        output_dir: str, metadata: Mapping[str, object]) -> str:
+  """Converts an AdapterHub adapter directory to this project's adapter-only file.
+
+  The adapter goes onto a BertClassifier of the converted base (`init_checkpoint`,
+  `bert_config_file`: convert_checkpoint.py --hf_dir of the Hugging Face model
+  it was trained on), whose trained set is then what --train_mode=adapters
+  trains here (the adapters, every LayerNorm, the head; their LayerNorms are
+  the base's, which AdapterHub's adapters leave frozen) and, for a 2-layer head
+  on [CLS], the pooler: the file holds those, with the base's fingerprint.
+
+  Args:
+    metadata: what a run_classifier.py task records (task, max_seq_length,
+      do_lower_case; labels: the head's output names, default the head's
+      label2id).
+  Returns:
+    The path of the adapter weights file.
+  """
+  config = modeling.BertConfig.from_json_file(bert_config_file)
+  imported = read_adapterhub(adapterhub_dir, config)
+  regression = imported.num_labels == 1
+  labels = list(metadata.get("labels") or ([] if regression else imported.labels))
+  if len(labels) != (0 if regression else imported.num_labels):
+    raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's head has "
+                           f"{imported.num_labels} outputs (one: a regression, no --labels)",
+                           adapterhub_dir)
+  model = modeling.BertClassifier(config, imported.num_labels, imported.adapter_config)
+  model.ensure_built()
+  checkpoint_io.load_checkpoint(model, init_checkpoint)
+  names = model.tf1_variable_map()
+  for name, value in imported.arrays.items():
+    names[name].assign(value)
+  for name, variable in names.items():
+    variable.trainable = (name in imported.arrays
+                          or modeling.variable_role(name) == "layer_norm")
+  if "bert/pooler/dense/kernel" in imported.arrays:
+    logging.warning("The head's hidden layer (AdapterHub layers=2 on [CLS]) is this file's "
+                    "pooler: run_classifier.py --adapter_checkpoint computes it; an adapter "
+                    "bank (one frozen pooler for every task) does not take it.")
+  return adapter_weights.save_adapter_weights(model, output_dir, dict(
+      metadata, labels=labels, is_regression=regression, train_mode="adapters",
+      global_step=0, adapterhub={"name": imported.name, "dir": posixpath.basename(
+          adapterhub_dir.rstrip("/"))}))
