@@ -204,6 +204,12 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
                     "et al. 2022).", **fv)
   flags.DEFINE_float("adapter_scaling", None, "Factor of the adapters' output (LoRA: "
                      "alpha / rank). Default: the design's (4 for parallel, else 1).", **fv)
+  flags.DEFINE_enum("adapter_activation", "gelu", list(adapter_layers.ACTIVATION_NAMES),
+                    "The adapters' non-linearity: gelu (BERT's tanh GELU, the original's), "
+                    "or e.g. swish, gelu_erf, relu (AdapterHub's adapters: "
+                    "docs/adapters_interop.md).", **fv)
+  flags.DEFINE_bool("adapter_layer_norm", False, "Houlsby adapters with a LayerNorm of "
+                    "their own on the up-projection (AdapterHub's ln_after).", **fv)
   flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
                      "variables (other weights: 0.01, as the original).", **fv)
   flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "

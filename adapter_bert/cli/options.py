@@ -17,7 +17,8 @@ from adapter_bert.runtime import startup
 # AdapterConfig's keys that a flag sets, and the flag.
 ADAPTER_CONFIG_FLAGS = {"size": "adapter_size", "init_scale": "adapter_init_scale",
                         "placement": "adapter_placement", "design": "adapter_design",
-                        "scaling": "adapter_scaling"}
+                        "scaling": "adapter_scaling", "activation": "adapter_activation",
+                        "layer_norm": "adapter_layer_norm"}
 
 
 def _flag_values(flag_values) -> Tuple[Dict[str, object], set]:

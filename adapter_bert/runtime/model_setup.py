@@ -52,6 +52,8 @@ class ModelOptions:
   adapter_placement: Optional[str] = None
   adapter_design: str = "houlsby"
   adapter_scaling: Optional[float] = None
+  adapter_activation: str = "gelu"
+  adapter_layer_norm: bool = False
   train_mode: Optional[str] = None
   init_checkpoint: Optional[str] = None
   bert_hub_module_handle: Optional[str] = None
@@ -67,7 +69,8 @@ class ModelOptions:
       return AdapterConfig(size=0, init_scale=self.adapter_init_scale)
     return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale,
                          placement=self.adapter_placement, design=self.adapter_design,
-                         scaling=self.adapter_scaling)
+                         scaling=self.adapter_scaling, activation=self.adapter_activation,
+                         layer_norm=self.adapter_layer_norm)
 
   def validate(self, do_lower_case: bool) -> None:
     """Fails on inconsistent flags before a script does any work.
@@ -90,7 +93,10 @@ class ModelOptions:
         (named(adapter_design=self.adapter_design),
          None if self.adapter_design in DESIGNS else "must be " + DESIGNS_ALLOWED),
         (named(adapter_scaling=self.adapter_scaling),
-         None if self.adapter_scaling is None or self.adapter_scaling > 0 else "must be > 0"))
+         None if self.adapter_scaling is None or self.adapter_scaling > 0 else "must be > 0"),
+        (named(adapter_layer_norm=self.adapter_layer_norm),
+         None if not self.adapter_layer_norm or self.adapter_design == "houlsby"
+         else "only with --adapter_design=houlsby"))
     for flags_and_values, message in problems:
       if message:
         raise errors.UserError(f"{flags_and_values}: {message}")
