@@ -23,6 +23,16 @@ Usage, e.g. for the sentence-transformers MiniLM encoder that the project instal
   python convert_checkpoint.py --tf2_checkpoint=/path/ckpt-1 \
       --bert_config_file=bert_config.json --vocab_file=vocab.txt --output_dir=...
 
+Adapters (docs/adapters_interop.md): a PEFT LoRA adapter directory to an
+adapter-only file (for --adapter_checkpoint, bank.manage add, serving.export)
+on the converted base, and a LoRA task's adapter file to a PEFT directory:
+
+  python convert_checkpoint.py --peft_dir=/path/peft_adapter \
+      --init_checkpoint=base/bert_model.ckpt --bert_config_file=base/bert_config.json \
+      --task_name=sst2 --labels=0,1 --output_dir=/tmp/sst2/adapter_model
+  python convert_checkpoint.py --export_peft=/tmp/run/adapter_model \
+      --output_dir=/tmp/peft_adapter
+
 Every source tensor is accounted for: one neither mapped nor on an explicit skip
 list (buffers such as `position_ids`, pre-training heads) is an error, and so is
 a missing or mis-shaped BERT tensor.
@@ -39,12 +49,17 @@ from typing import Dict, Optional
 from absl import app
 from absl import flags
 
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import google_release
 from adapter_bert.checkpoints import huggingface
+from adapter_bert.checkpoints import peft_lora
 from adapter_bert.checkpoints import tf2_encoder
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
+from adapter_bert.runtime import trainable
 from adapter_bert.storage import path_checks
+import modeling
 
 
 def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "random",
@@ -103,6 +118,39 @@ def tf2_bert_encoder_to_google(
   return encoder.config
 
 
+def peft_lora_to_adapter_model(peft_dir: str, init_checkpoint: str, bert_config_file: str,
+                               output_dir: str, metadata: Dict[str, object]) -> str:
+  """Converts a PEFT LoRA adapter directory to this project's adapter-only file.
+
+  The adapter goes onto a BertClassifier of the converted base (`init_checkpoint`,
+  `bert_config_file`), which then trains what a LoRA run here trains (LoRA, the
+  LayerNorms, the head): the file holds those, with the base's fingerprint.
+
+  Args:
+    metadata: what a run_classifier.py task records (task, labels, ...).
+  Returns:
+    The path of the adapter weights file.
+  """
+  adapter = peft_lora.read_peft_lora(peft_dir)
+  labels = metadata.get("labels") or []
+  if len(labels) != (adapter.num_labels if adapter.num_labels > 1 else 0):
+    raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's classifier has "
+                           f"{adapter.num_labels} outputs (one: a regression, no --labels)",
+                           adapter.path)
+  config = modeling.BertConfig.from_json_file(bert_config_file)
+  if not 3 <= metadata.get("max_seq_length", 3) <= config.max_position_embeddings:
+    raise errors.UserError(f"--max_seq_length={metadata['max_seq_length']}: not in [3, "
+                           f"{config.max_position_embeddings}] (max_position_embeddings of "
+                           f"{bert_config_file})")
+  model = modeling.BertClassifier(config, adapter.num_labels, adapter.adapter_config)
+  model.ensure_built()
+  checkpoint_io.load_checkpoint(model, init_checkpoint)
+  trainable.set_trainable(model, trainable.TrainMode("adapters"))
+  peft_lora.fill_model(model, adapter)
+  return adapter_weights.save_adapter_weights(model, output_dir, dict(
+      metadata, is_regression=adapter.num_labels == 1, train_mode="adapters", global_step=0))
+
+
 # Command line.
 
 FLAGS = flags.FLAGS
@@ -128,20 +176,54 @@ def define_flags(flag_values=flags.FLAGS):
                     "If an HF checkpoint has no pooler: random (truncated normal, "
                     "fixed seed), identity, or error.", **fv)
   flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.", **fv)
+  flags.DEFINE_string("peft_dir", None, "PEFT LoRA adapter dir (adapter_config.json, "
+                      "adapter_model.safetensors) to convert to an adapter-only file "
+                      "(--output_dir) on --init_checkpoint's base.", **fv)
+  flags.DEFINE_string("export_peft", None, "An adapter-only file (a LoRA task's "
+                      "adapter_model) to write as a PEFT adapter dir (--output_dir).", **fv)
+  flags.DEFINE_string("base_model_name_or_path", None, "With --export_peft: the Hugging "
+                      "Face base the PEFT adapter names.", **fv)
+  flags.DEFINE_string("init_checkpoint", None, "With --peft_dir: the converted base "
+                      "(bert_model.ckpt prefix); needs --bert_config_file.", **fv)
+  flags.DEFINE_string("task_name", None, "With --peft_dir: the task's name, recorded.", **fv)
+  flags.DEFINE_list("labels", [], "With --peft_dir: the labels of the classifier's outputs, "
+                    "in order (none for a regression).", **fv)
+  flags.DEFINE_integer("max_seq_length", 128, "With --peft_dir: the sequence length "
+                       "recorded for serving.", **fv)
+  flags.DEFINE_bool("do_lower_case", True, "With --peft_dir: the tokenizer's casing, "
+                    "recorded.", **fv)
 
 
 def main(argv, flag_values=None):
   F = flag_values or FLAGS
   if len(argv) > 1:
     raise app.UsageError("Too many command-line arguments.")
-  sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint") if F[s].value]
+  sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint", "peft_dir", "export_peft")
+             if F[s].value]
   if len(sources) != 1 or not F.output_dir:
-    raise app.UsageError("give --output_dir and one of --hf_dir, --hub_dir, --tf2_checkpoint")
+    raise app.UsageError("give --output_dir and one of --hf_dir, --hub_dir, --tf2_checkpoint, "
+                         "--peft_dir, --export_peft")
   path_flags.check_path_flags(F, dict(
       hf_dir=path_checks.INPUT_DIR, hub_dir=path_checks.INPUT_DIR,
       tf2_checkpoint=path_checks.CHECKPOINT, bert_config_file=path_checks.INPUT_FILE,
-      vocab_file=path_checks.INPUT_FILE, output_dir=path_checks.OUTPUT_DIR))
-  if F.hf_dir:
+      vocab_file=path_checks.INPUT_FILE, output_dir=path_checks.OUTPUT_DIR,
+      peft_dir=path_checks.INPUT_DIR, export_peft=path_checks.INPUT_FILE_OR_DIR,
+      init_checkpoint=path_checks.CHECKPOINT))
+  if F.peft_dir or F.export_peft:
+    google_release.check_output_dir(F.output_dir, F.overwrite)
+  if F.peft_dir:
+    if not (F.init_checkpoint and F.bert_config_file):
+      raise errors.UserError("--peft_dir needs the converted base: --init_checkpoint and "
+                             "--bert_config_file")
+    peft_lora_to_adapter_model(F.peft_dir, F.init_checkpoint, F.bert_config_file,
+                               F.output_dir, dict(
+                                   task=F.task_name or posixpath.basename(
+                                       F.peft_dir.rstrip("/")),
+                                   labels=F.labels, max_seq_length=F.max_seq_length,
+                                   do_lower_case=F.do_lower_case))
+  elif F.export_peft:
+    peft_lora.write_peft_lora(F.export_peft, F.output_dir, F.base_model_name_or_path)
+  elif F.hf_dir:
     hf_bert_to_google(F.hf_dir, F.output_dir,
                       missing_pooler=F.missing_pooler, overwrite=F.overwrite)
   else:

@@ -62,7 +62,7 @@ _HF_ACTIVATIONS = {
 }
 
 
-def _hf_to_google_name(key: str) -> Optional[Tuple[str, bool]]:
+def hf_to_google_name(key: str) -> Optional[Tuple[str, bool]]:
   """Returns (Google name, transpose) for an HF tensor key, or None if unknown."""
   for pattern, scope, kind in _HF_MODULES:
     match = re.fullmatch(pattern + r"\.(\w+)", key)
@@ -115,7 +115,7 @@ def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str,
   out, unknown, skipped = {}, [], []
   for key in sorted(tensors):
     short = key[len("bert."):] if key.startswith("bert.") else key
-    mapped = _hf_to_google_name(short)
+    mapped = hf_to_google_name(short)
     if mapped is None:
       (skipped if _HF_SKIP.fullmatch(short) else unknown).append(key)
       continue
