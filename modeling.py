@@ -248,6 +248,9 @@ class BertEmbeddings(_Serializable, keras.layers.Layer):
     segment_ids: int32 Tensor of shape [batch_size, seq_length].
     layer_norm: () or (gamma, beta) to use instead of the LayerNorm's own
       ([hidden_size], or [batch_size, hidden_size] per example).
+    position_ids: None for positions 0, 1, ... of every row; or int32
+      [batch_size, seq_length], each token's own (a packed row's examples
+      restart at 0: runtime/packing.py).
   Returns:
     float32 Tensor of shape [batch_size, seq_length, hidden_size].
   """
@@ -277,11 +280,14 @@ class BertEmbeddings(_Serializable, keras.layers.Layer):
         initializer=init)
     self.layer_norm.build((None, None, c.hidden_size))
 
-  def call(self, input_ids, segment_ids, training=None, layer_norm=()):
-    seq_length = tf.shape(input_ids)[1]
+  def call(self, input_ids, segment_ids, training=None, layer_norm=(), position_ids=None):
     x = tf.gather(self.word_embeddings, input_ids)
     x += tf.gather(self.token_type_embeddings, segment_ids)
-    x += self.position_embeddings[tf.newaxis, :seq_length, :]
+    if position_ids is None:
+      seq_length = tf.shape(input_ids)[1]
+      x += self.position_embeddings[tf.newaxis, :seq_length, :]
+    else:
+      x += tf.gather(self.position_embeddings, position_ids)
     x = tf.cast(_normalize(self.layer_norm, x, layer_norm), self.compute_dtype)
     return self.dropout(x, training=training)
 
@@ -468,6 +474,29 @@ def merge_lora(model):
   return merged
 
 
+# A packed batch's features beside a plain batch's (runtime/packing.py packs
+# them; their presence switches the models to the packed path).
+EXAMPLE_IDS = "example_ids"  # [B, L]: 1..K, the row's example of each token; 0 padding.
+POSITION_IDS = "position_ids"  # [B, L]: each token's position in its own example.
+EXAMPLE_STARTS = "example_starts"  # [B, K]: the row index of each example's [CLS].
+EXAMPLE_LENGTHS = "example_lengths"  # [B, K]: each example's tokens; 0 an empty slot.
+
+
+def packed_attention_bias(example_ids: tf.Tensor) -> tf.Tensor:
+  """The attention bias of packed rows: 0 where query and key belong to the same
+  example, -10000 elsewhere (the value unpacked padding gets), so that an
+  example's scores are exactly those it has alone: exp(-10000) is 0 in float32.
+
+  Args:
+    example_ids: int32 [batch_size, seq_length], 0 on padding.
+  Returns:
+    float32 [batch_size, 1, seq_length, seq_length].
+  """
+  same = tf.equal(example_ids[:, :, tf.newaxis], example_ids[:, tf.newaxis, :])
+  attend = tf.logical_and(same, example_ids[:, tf.newaxis, :] > 0)
+  return tf.where(attend, 0.0, -10000.0)[:, tf.newaxis, :, :]
+
+
 def dummy_inputs(batch_size: int = 1, seq_length: int = 2) -> Dict[str, tf.Tensor]:
   """Inputs that build a model's weights on first call."""
   ones = tf.ones([batch_size, seq_length], tf.int32)
@@ -495,11 +524,16 @@ class BertEncoder(_Serializable, _BuiltByCalling, keras.Model):
 
   Call arguments:
     inputs: dict of int32 Tensors of shape [batch_size, seq_length]:
-      "input_ids", "input_mask" (1 real, 0 padding), "segment_ids".
+      "input_ids", "input_mask" (1 real, 0 padding), "segment_ids". A packed
+      batch (runtime/packing.py) also holds EXAMPLE_IDS and POSITION_IDS
+      [batch_size, seq_length] and EXAMPLE_STARTS [batch_size, max_examples]:
+      each token then attends only to its own example's tokens, takes its
+      example's positions, and each example is pooled from its own [CLS].
     task_weights: optional EncoderTaskWeights (the module docstring).
   Returns:
     dict with "sequence_output" float32 [batch_size, seq_length, hidden_size],
-    "pooled_output" float32 [batch_size, hidden_size] and "encoder_outputs",
+    "pooled_output" float32 [batch_size, hidden_size] ([batch_size,
+    max_examples, hidden_size] for a packed batch) and "encoder_outputs",
     a list of every layer's [batch_size, seq_length, hidden_size] output.
   """
 
@@ -518,16 +552,27 @@ class BertEncoder(_Serializable, _BuiltByCalling, keras.Model):
         name="pooler")
 
   def call(self, inputs, training=None, task_weights=None):
-    input_mask = tf.cast(inputs["input_mask"], tf.float32)
-    attention_bias = (1.0 - input_mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
+    packed = EXAMPLE_IDS in inputs
+    if packed:  # One bias for every layer: [batch_size, 1, seq_length, seq_length].
+      attention_bias = packed_attention_bias(inputs[EXAMPLE_IDS])
+    else:
+      input_mask = tf.cast(inputs["input_mask"], tf.float32)
+      attention_bias = (1.0 - input_mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training,
-                        layer_norm=task_weights.embeddings_layer_norm if task_weights else ())
+                        layer_norm=task_weights.embeddings_layer_norm if task_weights else (),
+                        position_ids=inputs[POSITION_IDS] if packed else None)
     encoder_outputs = []
     for i, layer in enumerate(self.transformer_layers):
       x = layer(x, attention_bias, training=training,
                 task_weights=task_weights.layers[i] if task_weights else None)
       encoder_outputs.append(x)
-    return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]),
+    if packed:  # Each example's own [CLS], pooled as one [examples, hidden] product.
+      first = tf.gather(x, inputs[EXAMPLE_STARTS], batch_dims=1)  # [B, K, hidden]
+      pooled = tf.reshape(self.pooler(tf.reshape(first, [-1, self.config.hidden_size])),
+                          tf.shape(first))
+    else:
+      pooled = self.pooler(x[:, 0, :])
+    return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": encoder_outputs}
 
   def tf1_variable_map(self) -> Dict[str, keras.Variable]:
@@ -583,9 +628,12 @@ class BertClassifier(HeadWeightsFirst, _TaskModel):
   """Sequence classifier of run_classifier.py: the encoder and a ClassifierHead.
 
   Call arguments:
-    inputs: dict of int32 Tensors [batch_size, seq_length] as for BertEncoder.
+    inputs: dict of int32 Tensors [batch_size, seq_length] as for BertEncoder
+      (a packed batch too).
   Returns:
-    float32 logits of shape [batch_size, num_labels] (num_labels 1: regression).
+    float32 logits of shape [batch_size, num_labels] (num_labels 1: regression);
+    [batch_size, max_examples, num_labels] for a packed batch, each example's
+    from its own [CLS] (an empty slot's are the padding's: ignore them).
   """
 
   _init_args = ("config", "num_labels", "adapter_config")
@@ -602,7 +650,12 @@ class BertClassifier(HeadWeightsFirst, _TaskModel):
 
   def call(self, inputs, training=None):
     pooled = self.bert(inputs, training=training)["pooled_output"]
-    logits = self.head(pooled, training=training)
+    if EXAMPLE_IDS in inputs:  # [B, K, hidden]: the head's one 2-D product, reshaped.
+      logits = self.head(tf.reshape(pooled, [-1, self.config.hidden_size]),
+                         training=training)
+      logits = tf.reshape(logits, tf.concat([tf.shape(pooled)[:2], [self.num_labels]], 0))
+    else:
+      logits = self.head(pooled, training=training)
     return tf.cast(logits, tf.float32)  # The loss and metrics in float32 always.
 
   def head_variable_map(self):

@@ -41,6 +41,7 @@ from absl import logging
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import optimization
+from adapter_bert.runtime import packing
 from adapter_bert.runtime import records
 from adapter_bert.runtime import stop_signals
 from adapter_bert.runtime.progress import Progress
@@ -351,7 +352,10 @@ def make_train_step(model: keras.Model, loss_fn: LossFn,
     with tf.GradientTape() as tape:
       outputs = model(features, training=True)
       per_example = loss_fn(labels, outputs)
-      loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+      if packing.EXAMPLE_LENGTHS in features:  # [rows, K]: its real examples' mean.
+        loss = packing.mean_over_examples(per_example, features[packing.EXAMPLE_LENGTHS])
+      else:
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
       if regularization is not None:  # Once per global batch: split between replicas.
         loss += tf.nn.scale_regularization_loss(regularization())
       scaled_loss = optimizer.scale_loss(loss)  # The loss itself without loss scaling.
@@ -410,6 +414,8 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     carries `records.INPUT_INDEX` (batches grouped by length), in that index's
     order: the order of the records. Batches padded to their own length give
     sequence outputs of different widths: each is zero-padded to the widest.
+    Packed batches (runtime/packing.py) give one entry per example, their
+    per-example outputs unpacked (packing.unpack), in record order.
   Raises:
     stop_signals.Stopped: on a Ctrl-C or SIGTERM, after the host call in progress: the caller has
       written nothing yet, and a re-run does the whole prediction again.
@@ -443,6 +449,8 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   # the strategy's), then in record order where batches were grouped by length.
   order = np.argsort(outputs.pop(_POSITION), kind="stable")
   outputs = {k: v[order] for k, v in outputs.items()}
+  if packing.EXAMPLE_LENGTHS in outputs:
+    outputs = packing.unpack(outputs)
   if records.INPUT_INDEX in outputs:
     order = np.argsort(outputs[records.INPUT_INDEX], kind="stable")
     outputs = {k: v[order] for k, v in outputs.items()}

@@ -23,11 +23,18 @@ With per-batch padding, batches of similar length pad least:
     sorted by length (stable) before batching, and every example carries its
     `input_index`, by which runtime/loop.predict puts the results back in
     record order.
+Packed (`pack_sequences`, runtime/packing.py): several examples per row of
+max_seq_length tokens, each batch `batch_size` such rows (one static shape, the
+last batch filled with empty rows); training packs windows of the shuffled
+stream, evaluation and prediction windows in record order, their examples
+carrying `input_index` as above.
 """
 
 from typing import Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
+
+from adapter_bert.runtime import packing
 
 # The sequence length a batch is rounded up to where XLA compiles a program per
 # shape (TPU, --use_xla): at most max_seq_length / 16 programs.
@@ -44,6 +51,11 @@ _MIN_BUCKET_WIDTH = 8
 _BATCH_SHUFFLE_BUFFER = 64
 # The feature runtime/loop.predict restores record order by.
 INPUT_INDEX = "input_index"
+# Packing: examples packed together (first-fit decreasing within a window),
+# and training's packed rows shuffled together (seeded) after, so that a batch
+# mixes rows of long and short examples.
+_PACK_WINDOW = 1024
+_ROW_SHUFFLE_BUFFER = 256
 
 
 def sequence_features(max_seq_length: int, names: Sequence[str] = (
@@ -58,7 +70,8 @@ def read_batches(record_files: Union[str, Sequence[str]],
                  batch_size: int, is_training: bool, drop_remainder: bool,
                  seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
                  group_by_length: bool = False,
-                 fill_last_batch: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
+                 fill_last_batch: Optional[Mapping[str, int]] = None,
+                 pack_sequences: bool = False) -> tf.data.Dataset:
   """Batches of parsed records: dicts of int32 (int64 features) or float32 Tensors.
 
   Args:
@@ -77,6 +90,10 @@ def read_batches(record_files: Union[str, Sequence[str]],
       per batch, and then add `INPUT_INDEX`, each example's place in the records.
     fill_last_batch: evaluation / prediction: append examples (all features 0
       but these values) until the last batch is full, for static shapes.
+    pack_sequences: batches of `batch_size` packed rows (runtime/packing.py;
+      the module docstring), always of one static shape; padding and grouping
+      arguments do not apply, and examples of length 0 (fill_last_batch's,
+      TPU padding) are left out.
   """
   files = [record_files] if isinstance(record_files, str) else list(record_files)
   for path in files:
@@ -98,6 +115,10 @@ def read_batches(record_files: Union[str, Sequence[str]],
   if is_training:
     d = d.repeat()
     d = d.shuffle(buffer_size=100, seed=seed)
+  if pack_sequences:
+    if group_by_length or pad_to_multiple_of is not None:
+      raise ValueError("packed rows are max_seq_length long: no per-batch padding")
+    return _packed_batches(d, decode, batch_size, max_seq_length, is_training, seed)
   sort_windows = not is_training and pad_to_multiple_of is not None
   if not (group_by_length or sort_windows or fill_last_batch is not None):
     # Batch the serialized records, then parse each batch in one op: the same
@@ -129,6 +150,34 @@ def read_batches(record_files: Union[str, Sequence[str]],
     d = d.map(lambda batch: _trimmed(batch, sequences, pad_to_multiple_of, max_seq_length),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return d.prefetch(tf.data.AUTOTUNE)
+
+
+def packing_stats(record_files: Union[str, Sequence[str]],
+                  max_seq_length: int) -> packing.PackingStats:
+  """What packing the records' examples in record order gives (rows, real
+  tokens): as training packs them, but unshuffled. Reads only input_mask."""
+  features = sequence_features(max_seq_length, ("input_mask",))
+  windows = tf.data.TFRecordDataset(record_files).batch(_PACK_WINDOW).map(
+      lambda records: tf.io.parse_example(records, features))
+  return packing.measure(windows, max_seq_length)
+
+
+def _packed_batches(serialized, decode, rows_per_batch: int, max_seq_length: int,
+                    is_training: bool, seed: Optional[int]) -> tf.data.Dataset:
+  """Batches of `rows_per_batch` packed rows of the (shuffled) serialized records."""
+  if is_training:
+    windows = serialized.batch(_PACK_WINDOW).map(decode)
+  else:  # Each example's place in the records, restored by loop.predict.
+    windows = serialized.batch(_PACK_WINDOW).map(decode).enumerate().map(
+        lambda index, window: dict(window, **{INPUT_INDEX: tf.cast(
+            index * _PACK_WINDOW + tf.range(tf.shape(window["input_mask"],
+                                                     out_type=tf.int64)[0]), tf.int32)}))
+  rows = packing.pack(windows, max_seq_length)
+  if is_training:
+    rows = rows.shuffle(_ROW_SHUFFLE_BUFFER, seed=seed)
+  else:
+    rows = rows.concatenate(packing.empty_rows(rows, rows_per_batch - 1))
+  return rows.batch(rows_per_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def _lengths(examples) -> tf.Tensor:

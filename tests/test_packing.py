@@ -1,0 +1,212 @@
+"""Packed sequences (runtime/packing.py, modeling.py's packed path): rows checked
+by hand, the packed model against the unpacked one on the same examples
+(logits, loss, gradients), the packed input pipeline's order and resumption."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from adapter_layers import AdapterConfig
+import modeling
+from adapter_bert.classification import task as classifier_task
+from adapter_bert.runtime import loop
+from adapter_bert.runtime import packing
+from adapter_bert.runtime import records
+import tiny_bert
+
+
+def _window(lengths, max_seq_length):
+  """Examples of the given lengths: input_ids 10 * (i + 1) + position, one label each."""
+  ids = np.zeros([len(lengths), max_seq_length], np.int32)
+  for i, n in enumerate(lengths):
+    ids[i, :n] = 10 * (i + 1) + np.arange(n)
+  mask = (ids > 0).astype(np.int32)
+  return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+          "segment_ids": tf.constant(mask * 0), "label_ids": tf.range(len(lengths))}
+
+
+def test_rows_by_hand():
+  # max_seq_length 8: K = 2 examples a row. Longest first, each to the first row
+  # with room: 8 -> row 0; 5 -> row 1; 4 -> row 2; 3 -> row 1 (5 + 3);
+  # 2 -> row 2 (4 + 2); 1 -> row 2 is full of examples (K), row 3; 0 is left out.
+  rows = packing.pack_window(_window([3, 5, 2, 0, 4, 8, 1], 8), 8)
+  rows = {k: v.numpy().tolist() for k, v in rows.items()}
+  assert rows["input_ids"] == [[60, 61, 62, 63, 64, 65, 66, 67],
+                               [20, 21, 22, 23, 24, 10, 11, 12],
+                               [50, 51, 52, 53, 30, 31, 0, 0],
+                               [70, 0, 0, 0, 0, 0, 0, 0]]
+  assert rows["input_mask"] == [[1] * 8, [1] * 8, [1] * 6 + [0] * 2, [1] + [0] * 7]
+  assert rows["example_ids"] == [[1] * 8, [1] * 5 + [2] * 3, [1] * 4 + [2] * 2 + [0] * 2,
+                                 [1] + [0] * 7]
+  assert rows["position_ids"] == [list(range(8)), [0, 1, 2, 3, 4, 0, 1, 2],
+                                  [0, 1, 2, 3, 0, 1, 0, 0], [0] * 8]
+  assert rows["example_starts"] == [[0, 0], [0, 5], [0, 4], [0, 0]]
+  assert rows["example_lengths"] == [[8, 0], [5, 3], [4, 2], [1, 0]]
+  assert rows["label_ids"] == [[5, 0], [1, 0], [4, 2], [6, 0]]
+  assert rows["segment_ids"] == [[0] * 8] * 4
+
+
+def test_attention_bias_is_block_diagonal():
+  bias = modeling.packed_attention_bias(tf.constant([[1, 1, 2, 0]])).numpy()[0, 0]
+  m = -10000.0
+  np.testing.assert_array_equal(bias, [[0, 0, m, m], [0, 0, m, m], [m, m, 0, m],
+                                       [m, m, m, m]])
+
+
+def test_mean_over_examples_ignores_empty_slots():
+  per_example = tf.constant([[1.0, 7.0], [2.0, 3.0]])
+  lengths = tf.constant([[5, 0], [2, 4]])
+  assert float(packing.mean_over_examples(per_example, lengths)) == pytest.approx(2.0)
+
+
+MAX_LEN = 16
+LENGTHS = [5, 16, 3, 9, 7, 4, 12, 2, 6]
+
+
+@pytest.fixture(scope="module")
+def model_and_examples():
+  """A tiny classifier (Houlsby adapters, no dropout), examples of LENGTHS
+  (random tokens and segments), and the same examples packed."""
+  config = modeling.BertConfig.from_dict(dict(
+      tiny_bert.TINY_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  keras.utils.set_random_seed(1)
+  model = modeling.BertClassifier(config, 3, AdapterConfig(size=4))
+  model.ensure_built()
+  rng = np.random.default_rng(0)
+  n = len(LENGTHS)
+  mask = (np.arange(MAX_LEN)[None, :] < np.array(LENGTHS)[:, None]).astype(np.int32)
+  ids = rng.integers(5, 99, size=[n, MAX_LEN]).astype(np.int32) * mask
+  segments = (rng.integers(0, 2, size=[n, MAX_LEN]) * mask).astype(np.int32)
+  ids[:, 0] = 2  # [CLS]
+  unpacked = {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+  labels = rng.integers(0, 3, size=[n]).astype(np.int32)
+  window = dict({k: tf.constant(v) for k, v in unpacked.items()},
+                label_ids=tf.constant(labels), index=tf.range(n))
+  packed = packing.pack_window(window, MAX_LEN)
+  assert packed["input_ids"].shape[0] < n  # Really packed: fewer rows than examples.
+  return model, {k: tf.constant(v) for k, v in unpacked.items()}, tf.constant(labels), packed
+
+
+def _packed_inputs(packed):
+  return {k: v for k, v in packed.items() if k not in ("label_ids", "index")}
+
+
+def test_packed_model_gives_each_example_its_own_logits(model_and_examples):
+  model, unpacked, _, packed = model_and_examples
+  want = model(unpacked, training=False).numpy()
+  got = model(_packed_inputs(packed), training=False).numpy()  # [rows, K, 3]
+  outputs = packing.unpack({"logits": got, "index": packed["index"].numpy(),
+                            "example_lengths": packed["example_lengths"].numpy()})
+  assert sorted(outputs["index"]) == list(range(len(LENGTHS)))
+  np.testing.assert_allclose(outputs["logits"], want[outputs["index"]], atol=1e-5)
+  # Not the same numbers by construction: examples differ.
+  assert np.abs(want[0] - want[1]).max() > 1e-3
+
+
+def test_packed_loss_and_gradients_equal_the_unpacked(model_and_examples):
+  model, unpacked, labels, packed = model_and_examples
+  loss_fn = classifier_task.loss_fn(is_regression=False)
+  variables = model.trainable_variables
+
+  def loss_and_grads(compute):
+    with tf.GradientTape() as tape:
+      loss = compute()
+    return float(loss), tape.gradient(loss, variables)
+
+  # training=False: the head's dropout (0.1 whatever the config) off too.
+  want_loss, want = loss_and_grads(lambda: tf.reduce_mean(
+      loss_fn(labels, model(unpacked, training=False))))
+  got_loss, got = loss_and_grads(lambda: packing.mean_over_examples(
+      loss_fn(packed["label_ids"], model(_packed_inputs(packed), training=False)),
+      packed["example_lengths"]))
+  assert got_loss == pytest.approx(want_loss, abs=1e-5)
+  assert len(variables) > 10
+  for variable, w, g in zip(variables, want, got):
+    w, g = tf.convert_to_tensor(w).numpy(), tf.convert_to_tensor(g).numpy()
+    np.testing.assert_allclose(g, w, atol=1e-5, err_msg=variable.path)
+  # The comparison is not of zeros: adapters and position embeddings get gradients.
+  assert max(np.abs(tf.convert_to_tensor(w).numpy()).max() for w in want) > 1e-3
+
+
+NUM_RECORDS = 60
+RECORD_LEN = 24
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+  """NUM_RECORDS records of random lengths 2..RECORD_LEN: input_ids = uid + 1 on
+  the tokens, label_ids = uid, and TPU padding (length 0) at the end."""
+  path = str(tmp_path_factory.mktemp("packing") / "features.tf_record")
+  lengths = list(np.random.default_rng(3).integers(2, RECORD_LEN + 1, size=NUM_RECORDS))
+  lengths += [0, 0]
+  with tf.io.TFRecordWriter(path) as writer:
+    for uid, n in enumerate(lengths):
+      pad = [0] * (RECORD_LEN - n)
+      values = {"input_ids": [uid + 1] * n + pad, "input_mask": [1] * n + pad,
+                "segment_ids": [0] * RECORD_LEN, "label_ids": [uid]}
+      writer.write(tf.train.Example(features=tf.train.Features(feature={
+          k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+          for k, v in values.items()})).SerializeToString())
+  return path, lengths
+
+
+def _features():
+  return dict(records.sequence_features(RECORD_LEN),
+              label_ids=tf.io.FixedLenFeature([], tf.int64))
+
+
+def _read(path, rows, is_training, seed=None):
+  return records.read_batches(path, _features(), rows, is_training, drop_remainder=True,
+                              seed=seed, pack_sequences=True)
+
+
+def test_packed_batches_hold_every_example_once_whole_and_come_back_in_order(record):
+  path, lengths = record
+  batches = [{k: v.numpy() for k, v in b.items()} for b in _read(path, 4, False)]
+  k = packing.max_examples_per_row(RECORD_LEN)
+  assert all(b["input_ids"].shape == (4, RECORD_LEN) and b["example_lengths"].shape == (4, k)
+             for b in batches)
+  seen = []
+  for b in batches:
+    for r in range(4):
+      for s in np.flatnonzero(b["example_lengths"][r]):
+        start, n, uid = b["example_starts"][r, s], b["example_lengths"][r, s], \
+            b["label_ids"][r, s]
+        assert n == lengths[uid]
+        tokens = slice(start, start + n)
+        np.testing.assert_array_equal(b["input_ids"][r, tokens], uid + 1)
+        np.testing.assert_array_equal(b["position_ids"][r, tokens], np.arange(n))
+        np.testing.assert_array_equal(b["example_ids"][r, tokens], s + 1)
+        assert b[records.INPUT_INDEX][r, s] == uid
+        seen.append(uid)
+      # Padding only after the row's examples.
+      used = b["example_lengths"][r].sum()
+      assert b["input_mask"][r].tolist() == [1] * used + [0] * (RECORD_LEN - used)
+  assert sorted(seen) == list(range(NUM_RECORDS))  # Each real example once; no padding.
+  stats = records.packing_stats(path, RECORD_LEN)
+  assert stats.num_examples == NUM_RECORDS and stats.real_tokens == sum(lengths)
+  # First-fit decreasing reaches the least number of rows here: the tokens' own.
+  assert stats.num_rows == -(-sum(lengths) // RECORD_LEN)
+  assert stats.real_token_share == pytest.approx(sum(lengths) / (stats.num_rows * RECORD_LEN))
+  # Unpacked prediction outputs come back in record order.
+  outputs = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+  unpacked = packing.unpack(outputs)
+  order = np.argsort(unpacked[records.INPUT_INDEX], kind="stable")
+  assert unpacked["label_ids"][order].tolist() == list(range(NUM_RECORDS))
+  assert "input_ids" not in unpacked
+
+
+def test_packed_training_stream_is_seeded_and_resumes_by_skipping_batches(record):
+  path, _ = record
+
+  def take(dataset, n):
+    return [b["input_ids"].numpy() for b in dataset.take(n)]
+
+  first = take(_read(path, 3, True, seed=5), 12)
+  assert all(np.array_equal(a, b) for a, b in zip(first, take(_read(path, 3, True, seed=5),
+                                                              12)))
+  resumed = take(loop.training_dataset(_read(path, 3, True, seed=5), 7), 5)
+  assert all(np.array_equal(a, b) for a, b in zip(resumed, first[7:]))
+  other = take(_read(path, 3, True, seed=6), 12)
+  assert not all(np.array_equal(a, b) for a, b in zip(first, other))
