@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import safetensors.numpy
+import tensorflow as tf
 from absl import flags
 
 import convert_checkpoint
@@ -20,6 +21,7 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import peft_lora
 from adapter_bert.runtime import model_setup
+from adapter_bert.serving import export
 from adapter_layers import AdapterConfig
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "interop")
@@ -73,7 +75,6 @@ def test_imported_adapter_predicts_what_peft_predicts(interop_base, tmp_path, na
   saved = _import(interop_base, name, str(tmp_path / "adapter_model"), IMPORTED[name])
   expected = _expected(name, "logits.json")
   np.testing.assert_allclose(_logits(interop_base, saved), expected, atol=1e-5, rtol=0)
-  # The LoRA changes the prediction: the comparison could fail.
   header = adapter_weights.read_adapter_header(saved)
   assert header["metadata"]["is_regression"] == (name == "regression")
   assert header["adapter_config"]["design"] == "lora"
@@ -130,8 +131,9 @@ def _import_argv(base, peft_dir, out, labels="a,b,c"):
           f"--labels={labels}", "--task_name=t", "--max_seq_length=32"]
 
 
-def test_command_imports_and_bank_takes_it(interop_base, tmp_path):
-  """convert_checkpoint --peft_dir writes a file a bank adds (its base's fingerprint)."""
+def test_command_imports_and_bank_serves_it(interop_base, tmp_path):
+  """convert_checkpoint --peft_dir writes a file a bank adds (its base's fingerprint)
+  and serving.export serves, with PEFT's logits."""
   out = str(tmp_path / "adapter_model")
   _convert(_import_argv(interop_base, os.path.join(PEFT, "layer_norms"), out))([])
   header = adapter_weights.read_adapter_header(out)
@@ -143,6 +145,15 @@ def test_command_imports_and_bank_takes_it(interop_base, tmp_path):
       interop_base["vocab_file"], True))
   adapter_bank.add_task(bank, "t", out)
   assert adapter_bank.task_names(bank) == ["t"]
+  export_dir = str(tmp_path / "export")
+  export.export(bank, export_dir, token_ids_only=True)
+  inputs = _inputs()
+  loaded = tf.saved_model.load(export_dir)
+  served = loaded.serve_token_ids(
+      inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
+      tf.constant(["t"] * len(inputs["input_ids"])))
+  np.testing.assert_allclose(served["logits"].numpy(), _expected("layer_norms", "logits.json"),
+                             atol=1e-5, rtol=0)
 
 
 def _edited(tmp_path, name="seq_cls_qv", **changes):
