@@ -12,7 +12,9 @@ to the widest task; a narrower task's padded logits are masked out. A batch
 holds examples of one task (the batches are sampled per task, as in the
 paper): the hypernetwork runs once per step, and the encoder's products stay
 2-D. Mixed batches are for the exported SavedModel (serving/), whose task
-adapters are generated once at export.
+adapters are generated once at export. Packed batches (runtime/packing.py)
+stay one task's: run_multitask.py packs each task's examples apart, so the
+task ids follow the examples exactly at no cost.
 
 Checkpoint names: the encoder's are the original's (bert/...); the
 hypernetwork's are under "hyperformer/", the heads are
@@ -67,10 +69,13 @@ class MultiTaskClassifier(modeling.HeadWeightsFirst, keras.Model):
   Call arguments:
     inputs: dict of int32 Tensors: "input_ids", "input_mask", "segment_ids"
       [batch_size, seq_length] as for modeling.BertEncoder, and "task_index"
-      [batch_size], the same task for every example of the batch.
+      [batch_size], the same task for every example of the batch. Or a
+      packed batch of one task (modeling.EXAMPLE_IDS present; "task_index"
+      [batch_size, max_examples]).
   Returns:
     dict: "logits" float32 [batch_size, max_outputs], the task's head, its
-    padded classes at -1e9; "task_index", as given.
+    padded classes at -1e9 ([batch_size, max_examples, max_outputs] packed,
+    each example's from its own [CLS]); "task_index", as given.
   """
 
   def __init__(self, config: modeling.BertConfig, tasks: Sequence[TaskHead],
@@ -115,13 +120,20 @@ class MultiTaskClassifier(modeling.HeadWeightsFirst, keras.Model):
 
   def call(self, inputs, training=None):
     task_index = tf.convert_to_tensor(inputs["task_index"], tf.int32)
-    task = task_index[0]  # One task per batch (the class docstring).
+    # One task per batch (the class docstring), packed or not.
+    task = tf.reshape(task_index, [-1])[0]
     generated = (modeling.EncoderTaskWeights(tuple(self.hypernetwork(task)))
                  if self.hypernetwork is not None else None)
     pooled = self.bert(inputs, training=training, task_weights=generated)["pooled_output"]
-    logits = tf.cast(self.head(pooled, training=training, task=task), tf.float32)
+    if modeling.EXAMPLE_IDS in inputs:  # [B, K, hidden]: the head's 2-D product, reshaped.
+      logits = self.head(tf.reshape(pooled, [-1, self.config.hidden_size]),
+                         training=training, task=task)
+      logits = tf.reshape(logits, tf.concat([tf.shape(pooled)[:2], [self.max_outputs]], 0))
+    else:
+      logits = self.head(pooled, training=training, task=task)
+    logits = tf.cast(logits, tf.float32)
     real = tf.range(self.max_outputs) < tf.gather(self._num_outputs, task)
-    logits = tf.where(real[tf.newaxis, :], logits, _MASKED_LOGIT)
+    logits = tf.where(real, logits, _MASKED_LOGIT)  # Over the last axis, packed or not.
     return {"logits": logits, "task_index": task_index}
 
   def generated_adapter_config(self) -> AdapterConfig:
@@ -186,7 +198,8 @@ class MultiTaskClassifier(modeling.HeadWeightsFirst, keras.Model):
 
 
 def loss_fn(tasks: Sequence[TaskHead]):
-  """(labels float32 [B], outputs) -> per-example loss [B]: each task's own loss.
+  """(labels float32 [B], outputs) -> per-example loss [B]: each task's own loss
+  ([B, K] for a packed batch).
 
   Softmax cross-entropy over the task's classes (its padding masked), or the
   squared error of a regression task: modeling.BertClassifier's losses.
@@ -201,7 +214,7 @@ def loss_fn(tasks: Sequence[TaskHead]):
     class_ids = tf.clip_by_value(tf.cast(labels, tf.int32), 0, max_class)
     cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=class_ids,
                                                                    logits=logits)
-    squared_error = tf.square(logits[:, 0] - labels)
+    squared_error = tf.square(logits[..., 0] - labels)
     return tf.where(tf.gather(is_regression, task_index), squared_error, cross_entropy)
 
   return loss

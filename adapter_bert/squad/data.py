@@ -487,7 +487,8 @@ def make_dataset(record_file, max_seq_length: int, batch_size: int,
                  is_training: bool, drop_remainder: bool,
                  seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
                  group_by_length: bool = False,
-                 fill_last_batch: Optional[dict] = None) -> tf.data.Dataset:
+                 fill_last_batch: Optional[dict] = None,
+                 pack_sequences: bool = False) -> tf.data.Dataset:
   """Reads feature records as batches of int32 tensors (original input_fn).
 
   Args:
@@ -500,14 +501,16 @@ def make_dataset(record_file, max_seq_length: int, batch_size: int,
     drop_remainder: drop a last partial batch, which gives static batch
       shapes (needed on TPU / for training); prediction keeps every feature.
     seed: shuffle seed (training only), for reproducible runs.
-    pad_to_multiple_of, group_by_length, fill_last_batch: how batches are
-      padded, grouped by length and filled (runtime/records.read_batches).
+    pad_to_multiple_of, group_by_length, fill_last_batch, pack_sequences: how
+      batches are padded, grouped by length, filled or packed
+      (runtime/records.read_batches); packed, `batch_size` is in rows.
 
   Returns:
     A dataset of dicts: unique_ids [B], input_ids / input_mask / segment_ids
     [B, max_seq_length or less] and, for training, start_positions / end_positions
     [B] (prediction batches grouped by length: also records.INPUT_INDEX [B]);
     all int32 (tf.Example only stores int64; accelerators prefer int32).
+    Packed: B rows of max_seq_length, the per-feature ones [B, K] (runtime/packing.py).
   """
   name_to_features = records.sequence_features(max_seq_length)
   name_to_features["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
@@ -516,4 +519,4 @@ def make_dataset(record_file, max_seq_length: int, batch_size: int,
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
   return records.read_batches(record_file, name_to_features, batch_size, is_training,
                               drop_remainder, seed, pad_to_multiple_of, group_by_length,
-                              fill_last_batch)
+                              fill_last_batch, pack_sequences)

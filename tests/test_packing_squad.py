@@ -1,0 +1,138 @@
+"""Packed SQuAD features (--pack_sequences): the span labeler and run_squad.py.
+
+Reference: the same features computed one at a time, each at its own length
+(no padding at all), by the unpacked model. Packed rows are built by hand
+here (`pack_by_hand`, independent of runtime/packing.py's packer), following
+the packed-batch interface: examples back to back, example_ids 1..K,
+positions restarting at 0, each example's start and length per slot.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from adapter_layers import AdapterConfig
+import modeling
+from adapter_bert.runtime import packing
+import run_squad
+import tiny_bert
+
+# Dropout off: packed and unpacked must compute the same function.
+CONFIG = dict(tiny_bert.TINY_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+ROW_LENGTH = 24
+# Features' lengths and how they share rows: full, partial and empty slots.
+LENGTHS = (7, 12, 5, 9, 3, 16)
+ROWS = ((0, 1), (2, 3, 4), (5,))
+MAX_EXAMPLES = 3
+
+
+def _features(seed=0):
+  """[CLS] query [SEP] document [SEP]-like features: ids, segment ids, a gold span."""
+  rng = np.random.default_rng(seed)
+  features = []
+  for n in LENGTHS:
+    query = int(rng.integers(1, n - 1))
+    start = int(rng.integers(0, n))
+    features.append(dict(
+        input_ids=rng.integers(5, CONFIG["vocab_size"], n).astype(np.int32),
+        segment_ids=np.array([0] * query + [1] * (n - query), np.int32),
+        start_positions=start, end_positions=int(rng.integers(start, n))))
+  return features
+
+
+def pack_by_hand(features, rows=ROWS, row_length=ROW_LENGTH, max_examples=MAX_EXAMPLES,
+                 per_example=("start_positions", "end_positions")):
+  """The packed batch of `features` placed in `rows` (feature indices per row),
+  with their `per_example` values [rows, max_examples]."""
+  batch = len(rows)
+  packed = {name: np.zeros([batch, row_length], np.int32) for name in (
+      "input_ids", "input_mask", "segment_ids", "example_ids", "position_ids")}
+  packed.update({name: np.zeros([batch, max_examples], np.int32) for name in (
+      "example_starts", "example_lengths")})
+  packed.update({name: np.zeros([batch, max_examples], np.asarray(features[0][name]).dtype)
+                 for name in per_example})
+  for b, row in enumerate(rows):
+    at = 0
+    for k, i in enumerate(row):
+      f = features[i]
+      n = len(f["input_ids"])
+      packed["input_ids"][b, at:at + n] = f["input_ids"]
+      packed["segment_ids"][b, at:at + n] = f["segment_ids"]
+      packed["input_mask"][b, at:at + n] = 1
+      packed["example_ids"][b, at:at + n] = k + 1
+      packed["position_ids"][b, at:at + n] = np.arange(n)
+      packed["example_starts"][b, k], packed["example_lengths"][b, k] = at, n
+      for name in per_example:
+        packed[name][b, k] = f[name]
+      at += n
+  return {k: tf.constant(v) for k, v in packed.items()}
+
+
+def _single(feature):
+  """One feature as an unpacked batch of one, at its own length."""
+  n = len(feature["input_ids"])
+  return {"input_ids": tf.constant(feature["input_ids"][None]),
+          "segment_ids": tf.constant(feature["segment_ids"][None]),
+          "input_mask": tf.ones([1, n], tf.int32)}
+
+
+@pytest.fixture(scope="module")
+def span_labeler():
+  tf.keras.utils.set_random_seed(0)
+  model = modeling.BertSpanLabeler(modeling.BertConfig.from_dict(CONFIG),
+                                   AdapterConfig(size=4, init_scale=0.5))
+  model.ensure_built()
+  # Adapters far from the identity, so that they count in every comparison.
+  for v in model.trainable_variables:
+    if "adapter" in v.path:
+      v.assign(tf.random.stateless_normal(v.shape, [1, len(v.path)], stddev=0.3))
+  return model
+
+
+def _slots():
+  return [(b, k, i) for b, row in enumerate(ROWS) for k, i in enumerate(row)]
+
+
+def test_packed_span_logits_are_each_features_own(span_labeler):
+  features = _features()
+  packed = span_labeler(pack_by_hand(features), training=False)
+  assert packed["start_logits"].shape == (len(ROWS), MAX_EXAMPLES, ROW_LENGTH)
+  for b, k, i in _slots():
+    alone = span_labeler(_single(features[i]), training=False)
+    n = LENGTHS[i]
+    for key in ("start_logits", "end_logits"):
+      got = packed[key].numpy()[b, k]
+      np.testing.assert_allclose(got[:n], alone[key].numpy()[0], atol=1e-5, rtol=1e-5)
+      # Past the feature's own tokens: masked, so softmax gives them exactly 0.
+      assert (got[n:] == modeling.BertSpanLabeler.SPAN_MASKED_LOGIT).all()
+  empty = packed["start_logits"].numpy()[2, 1:]
+  assert (empty == modeling.BertSpanLabeler.SPAN_MASKED_LOGIT).all()
+
+
+def test_packed_span_loss_and_gradients_are_the_unpacked_ones(span_labeler):
+  """The mean span loss over the packed features (empty slots left out) and its
+  gradients equal those of the features computed one at a time, unpadded."""
+  features = _features(seed=1)
+  variables = span_labeler.trainable_variables
+  packed = pack_by_hand(features)
+  labels = {k: packed[k] for k in ("start_positions", "end_positions")}
+  with tf.GradientTape() as tape:
+    per_example = run_squad.span_loss(labels, span_labeler(packed, training=False))
+    loss = packing.mean_over_examples(per_example, packed[modeling.EXAMPLE_LENGTHS])
+  grads = tape.gradient(loss, variables)
+  with tf.GradientTape() as tape:
+    losses = [run_squad.span_loss(
+        {k: tf.constant([f[k]]) for k in labels}, span_labeler(_single(f), training=False))
+              for f in features]
+    expected = tf.reduce_mean(tf.concat(losses, 0))
+  expected_grads = tape.gradient(expected, variables)
+  assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+  assert float(loss) > 0.5  # Not a degenerate loss.
+  for v, got, want in zip(variables, grads, expected_grads):
+    if want is None:  # The pooler: the span head never reads it.
+      assert got is None and "pooler" in v.path, v.path
+      continue
+    got, want = tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy()
+    assert np.abs(want).max() > 0, v.path
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=v.path)
+
