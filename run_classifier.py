@@ -97,15 +97,19 @@ def train(run: startup.Run, processor, task_name, examples, tokenizer,
   train_file = os.path.join(options.output_dir, "train.tf_record")
   classifier_features.ensure_feature_record(examples, label_list, options.max_seq_length,
                                             tokenizer, train_file)
+  # Packed: a batch of rows holding --train_batch_size examples on average.
+  batch_size = (startup.pack_training(run, train_file) if options.pack_sequences
+                else options.train_batch_size)
   logging.info("***** Running training *****")
   logging.info("  Num examples = %d", len(examples))
   logging.info("  Batch size = %d", options.train_batch_size)
   logging.info("  Num steps = %d", run.settings.num_train_steps)
   dataset = classifier_features.make_dataset(
-      train_file, options.max_seq_length, options.train_batch_size, is_training=True,
+      train_file, options.max_seq_length, batch_size, is_training=True,
       drop_remainder=True, is_regression=is_regression,
       seed=model_setup.shuffle_seed(options.seed),
-      pad_to_multiple_of=options.pad_to_multiple_of, group_by_length=options.group_by_length)
+      pad_to_multiple_of=options.pad_to_multiple_of, group_by_length=options.group_by_length,
+      pack_sequences=options.pack_sequences)
   return startup.train(run, classifier_task.loss_fn(is_regression), dataset, dict(
       task=task_name, labels=[] if is_regression else label_list,
       is_regression=is_regression, **(fusion_metadata or {})))
@@ -123,7 +127,7 @@ def _outputs(run: startup.Run, processor, split, examples, tokenizer, batch_size
   return classifier_task.predict_record(
       run.strategy, run.model, record, options.max_seq_length, batch_size, options.use_tpu,
       processor.is_regression, options.use_xla, options.pad_to_multiple_of,
-      options.iterations_per_loop)
+      options.iterations_per_loop, options.pack_sequences)
 
 
 def evaluate(run: startup.Run, processor, task_name, examples, tokenizer, batch_size,
@@ -200,6 +204,9 @@ def main(argv, flag_values=None):
       options = dataclasses.replace(options, model=cli_options.fusion_model_options(
           F, fusion.adapter_config, f"adapter bank {F.adapter_bank}'s tasks "
           f"{','.join(F.fusion_tasks)}"))
+  if options.pack_sequences and fusion is not None:
+    raise errors.UserError("--pack_sequences: a fusion task's model reads unpacked batches "
+                           "only; leave --pack_sequences out")
   if F.fusion_attentions and fusion is None:
     raise errors.UserError("--fusion_attentions: this run has no fusion task (train one "
                            "with --fusion_tasks, or give a fusion --bank_task of "

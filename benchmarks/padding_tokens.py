@@ -12,16 +12,21 @@ is padded to are summed. Per batch, the positions are what the encoder computes
   per batch  each batch padded to its longest example (the default), random batches
   grouped    the same with --group_by_length
   grouped 16 the same padded to multiples of 16 (TPU, --use_xla)
-Figures are fractions of "max"; no model runs, so the machine's load does not matter.
+  packed     --pack_sequences: rows of --max_seq_length holding several examples
+             (runtime/packing.py), as many rows a batch as hold --batch_size examples
+Figures are fractions of "max"; then the share of real tokens among the positions
+computed, per way. No model runs, so the machine's load does not matter.
 """
 
 import os
 import tempfile
+from typing import Tuple
 
 from absl import app, flags
 
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
+from adapter_bert.runtime import records
 import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,14 +43,23 @@ flags.DEFINE_integer("batch_size", 32, "--train_batch_size.")
 flags.DEFINE_integer("seed", 1, "Shuffle seed.")
 
 
-def positions_per_epoch(record, num_examples, **padding) -> int:
-  """Sum over one epoch of training batches of batch size x padded length."""
+def positions_per_epoch(record, num_examples, **padding) -> Tuple[int, int]:
+  """Sums over one epoch of training batches of batch size x padded length, and
+  of real tokens. Packed, an epoch is its packed rows, a batch the rows that
+  hold --batch_size examples on average (run_classifier.py's)."""
+  batch_size, steps = FLAGS.batch_size, num_examples // FLAGS.batch_size
+  if padding.get("pack_sequences"):
+    stats = records.packing_stats(record, FLAGS.max_seq_length)
+    batch_size = stats.rows_per_batch(FLAGS.batch_size)
+    steps = stats.num_rows // batch_size
   dataset = classifier_features.make_dataset(
-      record, FLAGS.max_seq_length, FLAGS.batch_size, is_training=True, drop_remainder=True,
+      record, FLAGS.max_seq_length, batch_size, is_training=True, drop_remainder=True,
       seed=FLAGS.seed, **padding)
-  steps = num_examples // FLAGS.batch_size
-  return sum(int(features["input_ids"].shape[0] * features["input_ids"].shape[1])
-             for features, _ in dataset.take(steps))
+  positions = real = 0
+  for features, _ in dataset.take(steps):
+    positions += int(features["input_ids"].shape[0] * features["input_ids"].shape[1])
+    real += int(features["input_mask"].numpy().sum())
+  return positions, real
 
 
 def main(argv):
@@ -56,7 +70,8 @@ def main(argv):
   print(f"max_seq_length {FLAGS.max_seq_length}, batch {FLAGS.batch_size}: positions "
         f"computed per epoch, as a fraction of padding every batch to the maximum")
   print(f"{'task':<18} {'examples':>8} {'mean len':>8} {'per batch':>9} {'grouped':>8} "
-        f"{'grouped 16':>10}")
+        f"{'grouped 16':>10} {'packed':>6} | real tokens: {'max':>5} {'per batch':>9} "
+        f"{'packed':>6}")
   with tempfile.TemporaryDirectory() as tmp:
     for spec in FLAGS.tasks:
       data_dir, *columns = spec.split(":")
@@ -73,11 +88,15 @@ def main(argv):
       mean_length = sum(int(f["input_mask"].numpy().sum()) for f, _ in classifier_features
                         .make_dataset(record, FLAGS.max_seq_length, 1024, is_training=False,
                                       drop_remainder=False)) / n
-      full = positions_per_epoch(record, n)
-      shares = [positions_per_epoch(record, n, pad_to_multiple_of=k, group_by_length=g) / full
-                for k, g in ((1, False), (1, True), (16, True))]
+      ways = [{}] + [dict(pad_to_multiple_of=k, group_by_length=g)
+                     for k, g in ((1, False), (1, True), (16, True))]
+      (full, full_real), *padded = [positions_per_epoch(record, n, **way) for way in ways]
+      packed = positions_per_epoch(record, n, pack_sequences=True)
+      shares = [positions / full for positions, _ in padded + [packed]]
+      real = [r / p for p, r in ((full, full_real), padded[0], packed)]
       print(f"{os.path.basename(data_dir):<18} {n:>8} {mean_length:>8.1f} {shares[0]:>9.2f} "
-            f"{shares[1]:>8.2f} {shares[2]:>10.2f}")
+            f"{shares[1]:>8.2f} {shares[2]:>10.2f} {shares[3]:>6.2f} | {'':>12} "
+            f"{real[0]:>5.2f} {real[1]:>9.2f} {real[2]:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,15 @@
 by hand, the packed model against the unpacked one on the same examples
 (logits, loss, gradients), the packed input pipeline's order and resumption."""
 
+import json
+import os
+import re
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags as absl_flags
 
 from adapter_layers import AdapterConfig
 import modeling
@@ -210,3 +215,61 @@ def test_packed_training_stream_is_seeded_and_resumes_by_skipping_batches(record
   assert all(np.array_equal(a, b) for a, b in zip(resumed, first[7:]))
   other = take(_read(path, 3, True, seed=6), 12)
   assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+# run_classifier.py in-process on the tiny base without dropout.
+from test_batch_padding import no_dropout_base  # pylint: disable=unused-import,wrong-import-position
+from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main  # pylint: disable=wrong-import-position
+
+
+def _sst2(base, output_dir, **flags):
+  return run_main(**_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                           output_dir=output_dir, **flags))
+
+
+def test_packed_evaluation_and_prediction_give_the_unpacked_results(no_dropout_base, tmp_path):
+  out = str(tmp_path / "run")
+  _sst2(no_dropout_base, out, do_train=True, num_train_epochs=2)
+  results = {}
+  for packed in (False, True):
+    logs = _sst2(no_dropout_base, out, do_eval=True, do_predict=True, pack_sequences=packed,
+                 eval_batch_size=4, predict_batch_size=4)
+    results[packed] = (_eval_results(os.path.join(out, "eval_results.txt")),
+                       _test_results(os.path.join(out, "test_results.tsv")), logs)
+  (want_eval, want_test, _), (got_eval, got_test, logs) = results[False], results[True]
+  assert got_eval.keys() == want_eval.keys()
+  for key in want_eval:
+    assert got_eval[key] == pytest.approx(want_eval[key], abs=1e-5), key
+  np.testing.assert_allclose(got_test, want_test, atol=1e-5)
+  # The test examples differ: the comparison covers their order too.
+  assert len({tuple(row) for row in want_test.round(4)}) == len(want_test) > 1
+  # Really packed: fewer rows than examples.
+  (line,) = [l for l in logs if l.startswith("packed ") and "examples into" in l][:1]
+  examples, rows = map(int, re.match(r"packed (\d+) examples into (\d+) rows", line).groups())
+  assert rows < examples
+
+
+def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, tmp_path):
+  out = str(tmp_path / "packed")
+  logs = _sst2(no_dropout_base, out, do_train=True, do_eval=True, pack_sequences=True,
+               num_train_epochs=3, train_batch_size=4)
+  stats = records.packing_stats(os.path.join(out, "train.tf_record"), 32)
+  assert stats.num_examples == 8 and stats.num_rows < 8  # SST-2's 8 short sentences.
+  rows = -(-4 * stats.num_rows // 8)  # Rows that hold 4 examples on average.
+  steps = int(stats.num_rows / rows * 3)
+  assert f"packed 8 examples into {stats.num_rows} rows of 32 tokens" in "\n".join(logs)
+  assert f"{rows} rows per batch" in "\n".join(logs)
+  config = json.loads(open(os.path.join(out, "run_config.json")).read())
+  assert config["pack_sequences"] is True and config["packed_rows_per_batch"] == rows
+  assert config["num_train_steps"] == steps and config["num_warmup_steps"] == int(steps * 0.1)
+  assert tf.train.latest_checkpoint(out).endswith(f"model.ckpt-{steps}")
+  assert _eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == steps
+
+
+@pytest.mark.parametrize("flag,value", [("group_by_length", True),
+                                        ("pad_to_max_seq_length", False)])
+def test_packing_refuses_per_batch_padding_flags(base, tmp_path, flag, value):
+  with pytest.raises(absl_flags.IllegalFlagValueError,
+                     match=f"--pack_sequences fills rows of --max_seq_length: drop "
+                           f"--{'' if value else 'no'}{flag}"):
+    _sst2(base, str(tmp_path), do_train=True, pack_sequences=True, **{flag: value})

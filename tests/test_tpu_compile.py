@@ -107,9 +107,11 @@ def _take(dataset, n=None):
   return list(dataset.take(n) if n else dataset)
 
 
-def _classifier_steps(base, output_dir, mixed_precision):
-  """run_classifier.py's model and datasets under --use_tpu (SST-2)."""
+def _classifier_steps(base, output_dir, mixed_precision, pack_sequences=False):
+  """run_classifier.py's model and datasets under --use_tpu (SST-2); packed:
+  batches of BATCH rows of packed examples (--pack_sequences)."""
   options = _options(base, output_dir, adapter_size=8, mixed_precision=mixed_precision)
+  options = dataclasses.replace(options, pack_sequences=pack_sequences)
   processor = processors.get_processor("sst-2")
   model = _model(options, lambda bert, adapters: modeling.BertClassifier(
       bert, processor.num_labels(), adapters))
@@ -127,7 +129,7 @@ def _classifier_steps(base, output_dir, mixed_precision):
                                               record)
     dataset = classifier_features.make_dataset(
         record, MAX_SEQ_LENGTH, BATCH, is_training=is_training, drop_remainder=True,
-        seed=1, pad_to_multiple_of=options.pad_to_multiple_of)
+        seed=1, pad_to_multiple_of=options.pad_to_multiple_of, pack_sequences=pack_sequences)
     batches[split] = _take(dataset, TRAIN_BATCHES if is_training else None)
   return Steps(loop.make_train_step(model, classifier_task.loss_fn(False),
                                     _optimizer(options, model), BATCH, jit_compile=True),
@@ -280,6 +282,28 @@ def test_step_compiles_for_tpu(steps, model, split, mixed_precision):
       assert "AdamWeightDecay" in hlo
     # bfloat16 compute where asked (float32 variables either way).
     assert ("bf16[" in hlo) == (mixed_precision == "bfloat16")
+
+
+@pytest.fixture(scope="module")
+def packed_steps(base, tmp_path_factory):
+  return _classifier_steps(base, str(tmp_path_factory.mktemp("packed")), "none",
+                           pack_sequences=True)
+
+
+@pytest.mark.parametrize("split", ["train", "eval", "predict"])
+def test_packed_classifier_steps_compile_once(packed_steps, split):
+  """--pack_sequences: every batch of a split has one static shape, [BATCH rows,
+  MAX_SEQ_LENGTH] (one XLA program), and each step compiles for a TPU."""
+  batches = packed_steps.batches[split]
+  (features, labels), = _distinct_shapes(batches)
+  assert features["input_ids"].shape == (BATCH, MAX_SEQ_LENGTH)
+  assert features[modeling.EXAMPLE_LENGTHS].shape[0] == BATCH
+  assert labels.shape == features[modeling.EXAMPLE_LENGTHS].shape
+  # Really packed: SST-2's short sentences share rows.
+  assert max(int(np.count_nonzero(f[modeling.EXAMPLE_LENGTHS][0])) for f, _ in batches) > 1
+  step = packed_steps.train_step if split == "train" else packed_steps.predict_step
+  hlo = assert_compiles_for_tpu(step, features, labels)
+  assert ("AdamWeightDecay" in hlo) == (split == "train")
 
 
 def test_host_callbacks_and_strings_are_caught():

@@ -283,7 +283,8 @@ def ensure_feature_record(examples, label_list, max_seq_length, tokenizer,
 def make_dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool,
                  drop_remainder: bool, is_regression: bool = False,
                  seed: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
-                 group_by_length: bool = False) -> tf.data.Dataset:
+                 group_by_length: bool = False,
+                 pack_sequences: bool = False) -> tf.data.Dataset:
   """Reads a feature record as batches (the original's file_based_input_fn_builder).
 
   Training repeats forever and shuffles with a buffer of 100, as the original
@@ -301,6 +302,8 @@ def make_dataset(record_file: str, max_seq_length: int, batch_size: int, is_trai
     drop_remainder the batch dimension is static. For Keras' (x, y,
     sample_weight): `ds.map(lambda f, y: ({k: f[k] for k in MODEL_INPUT_KEYS},
     y, tf.cast(f["is_real_example"], tf.float32)))`.
+    With `pack_sequences`, batches of `batch_size` packed rows
+    (runtime/packing.py): the per-example features and label_ids [rows, K].
   """
   name_to_features = records.sequence_features(max_seq_length)
   name_to_features.update(
@@ -313,7 +316,8 @@ def make_dataset(record_file: str, max_seq_length: int, batch_size: int, is_trai
 
   return records.read_batches(record_file, name_to_features, batch_size, is_training,
                               drop_remainder, seed, pad_to_multiple_of,
-                              group_by_length).map(split_labels)
+                              group_by_length,
+                              pack_sequences=pack_sequences).map(split_labels)
 
 
 def pad_examples_for_tpu(examples: Sequence, batch_size: int) -> list:

@@ -23,6 +23,7 @@ from typing import Dict, Mapping, Optional, Protocol
 import numpy as np
 import scipy.special
 import tensorflow as tf
+from absl import logging
 
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import metrics as classifier_metrics
@@ -30,6 +31,7 @@ from adapter_bert.classification import processors
 from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import loop
+from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 
 # Keys of run_config.json that fix the head's variables and the meaning of its
@@ -108,24 +110,33 @@ def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
                    max_seq_length: int, batch_size: int, drop_remainder: bool,
                    is_regression: bool, jit_compile: bool,
                    pad_to_multiple_of: Optional[int] = None,
-                   iterations_per_loop: int = 1) -> Dict[str, np.ndarray]:
+                   iterations_per_loop: int = 1,
+                   pack_sequences: bool = False) -> Dict[str, np.ndarray]:
   """`loop.predict` over a feature record of classifier_features, in record order
-  (batches padded as `pad_to_multiple_of` says: records.read_batches)."""
+  (batches padded as `pad_to_multiple_of` says: records.read_batches). Packed,
+  a batch is the rows that hold `batch_size` examples on average (measured on
+  the record), one entry per example comes back all the same."""
+  if pack_sequences:
+    stats = records.packing_stats(record_file, max_seq_length)
+    batch_size = stats.rows_per_batch(batch_size, strategy.num_replicas_in_sync)
+    logging.info(stats.describe(batch_size))
   dataset = classifier_features.make_dataset(record_file, max_seq_length, batch_size,
                                              is_training=False, drop_remainder=drop_remainder,
                                              is_regression=is_regression,
-                                             pad_to_multiple_of=pad_to_multiple_of)
+                                             pad_to_multiple_of=pad_to_multiple_of,
+                                             pack_sequences=pack_sequences)
   return loop.predict(strategy, model, dataset, jit_compile=jit_compile,
                       iterations_per_loop=iterations_per_loop)
 
 
 def loss_fn(is_regression: bool):
-  """(labels [B], logits [B, num_labels]) -> float32 per-example loss [B]."""
+  """(labels [B], logits [B, num_labels]) -> float32 per-example loss [B]; or
+  [rows, K] of a packed batch's [rows, K] and [rows, K, num_labels]."""
   def classification(labels, logits):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
   def regression(labels, logits):
-    return tf.square(logits[:, 0] - tf.cast(labels, tf.float32))
+    return tf.square(logits[..., 0] - tf.cast(labels, tf.float32))
 
   return regression if is_regression else classification
 

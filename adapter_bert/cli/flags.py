@@ -127,6 +127,24 @@ def define_training_flags(flag_values=_FLAGS, splits=("train", "eval", "predict"
                     **fv)
 
 
+def define_packing_flag(flag_values=_FLAGS):
+  """--pack_sequences, for a script whose training, evaluation and prediction
+  read packed batches (runtime/packing.py), and its checks against the padding flags."""
+  flags.DEFINE_bool("pack_sequences", False, "Pack several examples into each row of "
+                    "--max_seq_length tokens (each attends only to itself, with its own "
+                    "positions and [CLS]): nearly no padding computed and one static "
+                    "batch shape (XLA and TPUs compile once). --train_batch_size still "
+                    "counts examples: a batch is the rows that hold that many on average, "
+                    "and the epochs cover the same examples. Results equal the unpacked "
+                    "ones to float rounding.", **_on(flag_values))
+  flag_checks.check_flags_together(
+      flag_values, ("pack_sequences", "group_by_length", "pad_to_max_seq_length"),
+      lambda pack, group, pad_to_max: None if not pack else
+      "--pack_sequences fills rows of --max_seq_length: drop --group_by_length" if group else
+      "--pack_sequences fills rows of --max_seq_length: drop --nopad_to_max_seq_length"
+      if pad_to_max is False else None)
+
+
 def define_tpu_flags(flag_values=_FLAGS):
   """The original's Cloud TPU flags."""
   fv = _on(flag_values)
@@ -321,6 +339,7 @@ def define_classifier_flags(flag_values=_FLAGS):
                       "sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, xnli, ax, or tsv.", **fv)
   define_eval_predictions_flag(flag_values)
   define_model_and_run_flags(flag_values)
+  define_packing_flag(flag_values)
   define_tsv_flags(flag_values)
   define_bank_flags(flag_values)
   define_fusion_flags(flag_values)

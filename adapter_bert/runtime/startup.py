@@ -57,6 +57,8 @@ class RunOptions:
   # else per batch (`pads_to_max_seq_length`).
   pad_to_max_seq_length: Optional[bool] = None
   group_by_length: bool = False
+  # Several examples per row of max_seq_length tokens (runtime/packing.py).
+  pack_sequences: bool = False
   # Devices and compilation.
   use_tpu: bool = False
   tpu_name: Optional[str] = None
@@ -72,7 +74,10 @@ class RunOptions:
   def pads_to_max_seq_length(self) -> bool:
     """Whether every batch is padded to max_seq_length: as asked, else on TPU
     (static shapes, one compiled program; per-batch padding there is untried)
-    unless group_by_length asks for batches padded to their own length."""
+    unless group_by_length asks for batches padded to their own length.
+    Packed rows are always max_seq_length long."""
+    if self.pack_sequences:
+      return True
     if self.pad_to_max_seq_length is not None:
       return self.pad_to_max_seq_length
     return self.use_tpu and not self.group_by_length
@@ -179,7 +184,9 @@ def set_up(options: RunOptions, base: base_model.Base,
       do_lower_case=options.do_lower_case, num_train_epochs=options.num_train_epochs,
       warmup_proportion=options.warmup_proportion, seed=options.seed,
       use_tpu=options.use_tpu, pad_to_max_seq_length=options.pads_to_max_seq_length,
-      group_by_length=options.group_by_length)
+      group_by_length=options.group_by_length,
+      # Recorded where used only: a run_config.json without it was not packed.
+      **({"pack_sequences": True} if options.pack_sequences else {}))
   run_config.check(options.output_dir, config,
                    also=tuple(model_keys) + (("train_mode",) if options.do_train else ()))
   strategy = create_strategy(options)
@@ -215,3 +222,36 @@ def train(run: Run, loss_fn: loop.LossFn, dataset: tf.data.Dataset,
   return model_setup.save_adapter_model(run.model, options.model, options.output_dir, dict(
       metadata, max_seq_length=options.max_seq_length, do_lower_case=options.do_lower_case,
       train_mode=run.config["train_mode"], global_step=run.global_step))
+
+
+def pack_training(run: Run, record_file: str) -> int:
+  """With --pack_sequences: the packed rows per training batch, and run.settings
+  (and run_config.json) counted in them; --train_batch_size keeps meaning examples.
+
+  The examples per row are measured by packing the record's lengths once: a
+  batch is the rows that hold --train_batch_size examples on average (rounded
+  up to a multiple of the replicas), and the epochs count packed rows, so
+  that the steps, the warmup and the learning-rate schedule cover as many
+  examples as unpacked. A step's number of examples then varies a little;
+  its loss is the mean over them (packing.mean_over_examples).
+
+  Raises:
+    errors.UserError: if that gives no training step.
+  """
+  options = run.options
+  stats = records.packing_stats(record_file, options.max_seq_length)
+  rows = stats.rows_per_batch(options.train_batch_size, run.strategy.num_replicas_in_sync)
+  steps = loop.steps_for_epochs(stats.num_rows, rows, options.num_train_epochs)
+  if steps < 1:
+    raise errors.UserError(
+        f"num_train_steps = int({stats.num_rows} packed rows / {rows} rows a batch * "
+        f"--num_train_epochs={options.num_train_epochs}) = 0: lower --train_batch_size "
+        f"or raise --num_train_epochs")
+  logging.info(stats.describe(rows))
+  run.settings = dataclasses.replace(
+      run.settings, num_train_steps=steps,
+      num_warmup_steps=int(steps * options.warmup_proportion))
+  run.config.update(num_train_steps=steps, num_warmup_steps=run.settings.num_warmup_steps,
+                    packed_rows_per_batch=rows)
+  write_run_config(run)
+  return rows
