@@ -141,7 +141,7 @@ def evaluate(run: startup.Run, processor, task_name, examples, tokenizer, batch_
                                          processor.is_regression)
   output_dir = run.options.output_dir
   classifier_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
-                                        results)
+                                        results, run.checkpoint_path)
   classifier_task.write_eval_summaries(os.path.join(output_dir, "eval"), results,
                                        run.global_step)
   _write_fusion_attentions(run, "eval", outputs, bank_task or task_name)

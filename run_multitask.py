@@ -277,7 +277,7 @@ def evaluate(run: startup.Run, tasks, heads, examples, tokenizer, batch_size,
                                            run.global_step, task.is_regression)
     task_dir = os.path.join(output_dir, task.name)
     classifier_metrics.write_eval_results(os.path.join(task_dir, "eval_results.txt"),
-                                          results)
+                                          results, run.checkpoint_path)
     classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
                                          run.global_step)
     if write_predictions:
@@ -286,7 +286,7 @@ def evaluate(run: startup.Run, tasks, heads, examples, tokenizer, batch_size,
                    if k != "global_step")
   summary["global_step"] = run.global_step
   classifier_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
-                                        summary)
+                                        summary, run.checkpoint_path)
 
 
 def predict(run: startup.Run, tasks, heads, examples, tokenizer, batch_size) -> None:

@@ -12,12 +12,13 @@ Writes to output_dir: run_config.json (bert, adapter and run settings),
 train.tf_record / eval.tf_record (features), model.ckpt-N
 (the last 5), adapter_model/ (adapter-only weights, after training),
 predictions.json, nbest_predictions.json, null_odds.json (v2) and, when
---predict_file has answers, eval_results.json (the official metrics).
+--predict_file has answers, eval_results.json (the official metrics, then the
+global_step and checkpoint_path of the weights that predicted).
 """
 
 import posixpath
 import random
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from absl import app
 from absl import flags
@@ -214,14 +215,20 @@ def has_answers(predict_file: str, version_2_with_negative: bool) -> bool:
 
 
 def write_eval_results(path, predict_file, predictions, null_odds,
-                       version_2_with_negative) -> Dict[str, float]:
-  """Scores predictions with the official metrics; writes and logs them."""
+                       version_2_with_negative, global_step: int = 0,
+                       checkpoint_path: Optional[str] = None) -> Dict[str, object]:
+  """Scores predictions with the official metrics; writes and logs them, followed by
+  the weights' global_step and checkpoint_path (startup.Run's, as eval_results.txt)."""
   results = squad_metrics.evaluate_predictions(
       predict_file, predictions, version_2_with_negative,
       null_odds if version_2_with_negative else None)
+  results["global_step"] = global_step
+  if checkpoint_path:
+    results["checkpoint_path"] = file_io.name_from(posixpath.dirname(path), checkpoint_path)
   version = "2.0" if version_2_with_negative else "1.1"
   file_io.atomic_write(
-      path, squad_metrics.format_results(results, version, for_file=True) + "\n")
+      path, squad_metrics.format_results(results, version, for_file=True) + "\n",
+      what="the eval results")
   logging.info("***** Eval results *****")
   for key, value in results.items():
     logging.info("  %s = %s", key, value)
@@ -328,7 +335,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
     logging.info("%s has no gold answers: not scored.", fv.predict_file)
     return
   write_eval_results(posixpath.join(fv.output_dir, "eval_results.json"), fv.predict_file,
-                     predictions, null_odds, version_2)
+                     predictions, null_odds, version_2, run.global_step, run.checkpoint_path)
 
 
 if __name__ == "__main__":

@@ -270,7 +270,8 @@ def project_real_run(python, variant, data_dir, text_a, text_b, model_dir, outpu
     with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
       for line in f:
         key, _, value = line.partition(" = ")
-        metrics[key.strip()] = float(value)
+        if key.strip() != "checkpoint_path":  # The one value that is not a number.
+          metrics[key.strip()] = float(value)
   finally:
     shutil.rmtree(output_dir, ignore_errors=True)
   return {"seconds": run["seconds"], "peak_rss_mib": run["peak_rss_mib"],

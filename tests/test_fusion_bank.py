@@ -7,6 +7,7 @@ adapters and is saved as a bank task of its own.
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -123,7 +124,13 @@ def test_predict_and_eval_from_the_bank_entry_match_the_training_run(base, fusio
                                 _test_results(os.path.join(fusion["out"], "test_results.tsv")))
   with open(os.path.join(out, "eval_results.txt")) as a, \
        open(os.path.join(fusion["out"], "eval_results.txt")) as b:
-    assert a.read() == b.read()
+    evaluated, trained = a.read().splitlines(), b.read().splitlines()
+  # The same numbers, each naming the weights it evaluated: the bank's entry, the
+  # training run's last checkpoint (in its directory).
+  assert evaluated[1:] == trained[1:]
+  assert evaluated[0] == "checkpoint_path = " + adapter_bank.task_checkpoint(fusion["bank"],
+                                                                             "sst-2")
+  assert re.fullmatch(r"checkpoint_path = model\.ckpt-\d+", trained[0]), trained[0]
 
 
 def test_fusion_attentions_per_example_and_their_plot(fusion):

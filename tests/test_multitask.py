@@ -14,6 +14,7 @@ import tensorflow as tf
 from absl import flags
 
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
 from adapter_bert.multitask import accounting
@@ -331,9 +332,17 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
   run_main(**_flags(base, do_predict=True, do_eval=True, adapter_checkpoint=adapters,
                     output_dir=again, eval_predictions=True, **recorded))
   for task in TASK_NAMES:
-    for name in ("test_results.tsv", "eval_results.txt"):
-      assert open(os.path.join(again, task, name)).read() == \
-          open(os.path.join(out, task, name)).read(), (task, name)
+    assert open(os.path.join(again, task, "test_results.tsv")).read() == \
+        open(os.path.join(out, task, "test_results.tsv")).read(), task
+    # The same numbers, each naming the weights evaluated: the adapter file, the
+    # trained run's last checkpoint (a task's file is in a directory of its own).
+    evaluated, trained = (open(os.path.join(d, task, "eval_results.txt")).read().splitlines()
+                          for d in (again, out))
+    assert evaluated[1:] == trained[1:], task
+    assert evaluated[0] == "checkpoint_path = " + adapters
+    assert trained[0] == "checkpoint_path = " + run_checkpoints.latest(out)
+  assert open(os.path.join(again, "eval_results.txt")).read().startswith(
+      "checkpoint_path = " + adapters + "\n")
   _check_eval_predictions(again)
   assert not os.path.exists(os.path.join(out, TASK_NAMES[0], "eval_predictions.tsv"))
   # A flag that contradicts the file is refused, naming both.
@@ -380,7 +389,7 @@ def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tm
     want, got = (dict(line.split(" = ") for line in open(
         os.path.join(d, task, "eval_results.txt")).read().splitlines()) for d in (out, again))
     assert got.keys() == want.keys()
-    for key in want:
+    for key in set(want) - {"checkpoint_path"}:  # The weights' paths: the test above.
       assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
 
 

@@ -88,13 +88,23 @@ def _num_rows(path, header=True):
 
 
 def _eval_results(path):
+  """The numbers of an eval_results.txt, without the checkpoint it names
+  (test_eval_only checks that): runs in other directories compare them."""
   text = _read(path)
-  # The original's format: "%s = %s\n" per key, keys sorted.
-  assert re.fullmatch(r"([a-z0-9_]+ = [-+.0-9e]+\n)+", text), text
+  # The original's format: "%s = %s\n" per key, keys sorted (the one path first).
+  assert re.fullmatch(r"(checkpoint_path = \S+\n)?([a-z0-9_]+ = [-+.0-9e]+\n)+", text), text
   pairs = [line.split(" = ") for line in text[:-1].split("\n")]
   keys = [k for k, _ in pairs]
   assert keys == sorted(keys)
-  return {k: (int(v) if k == "global_step" else float(v)) for k, v in pairs}
+  return {k: (int(v) if k == "global_step" else float(v)) for k, v in pairs
+          if k != "checkpoint_path"}
+
+
+def _checkpoint_evaluated(output_dir):
+  """The checkpoint that output_dir's eval_results.txt names (checkpoint_path)."""
+  (line,) = [l for l in _read(os.path.join(output_dir, "eval_results.txt")).splitlines()
+             if l.startswith("checkpoint_path = ")]
+  return line[len("checkpoint_path = "):]
 
 
 def _test_results(path):
@@ -146,6 +156,8 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   results = _eval_results(os.path.join(out, "eval_results.txt"))
   assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
   assert results["global_step"] == 4  # Its metrics: test_eval_metrics_are_the_predictions.
+  # And the checkpoint evaluated, named in its directory as TF's `checkpoint` file does.
+  assert _checkpoint_evaluated(out) == "model.ckpt-4"
   # The logged lines are the file's lines with a two-space indent.
   for line in _read(os.path.join(out, "eval_results.txt")).splitlines():
     assert "  " + line in logs
@@ -185,6 +197,7 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
                     output_dir=out, do_eval=True, init_checkpoint=None))
   assert _eval_results(os.path.join(out, "eval_results.txt")) == results
+  assert _checkpoint_evaluated(out) == "model.ckpt-4"
 
 
 def test_eval_metrics_are_the_predictions(base, mrpc_run, tmp_path):
@@ -223,6 +236,8 @@ def test_adapter_weights_restore_on_base(base, mrpc_run, tmp_path):
   assert restored.keys() == trained.keys()
   for key in trained:
     assert restored[key] == pytest.approx(trained[key], abs=1e-5), key
+  # The adapters gave the head: their file is what was evaluated, at their step.
+  assert _checkpoint_evaluated(fresh) == os.path.join(out, "adapter_model")
   np.testing.assert_allclose(_test_results(os.path.join(fresh, "test_results.tsv")),
                              _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
   # On another base the adapters are refused, before anything is written.
@@ -240,10 +255,16 @@ def test_eval_only_from_this_projects_checkpoint(base, mrpc_run, tmp_path):
   out, _ = mrpc_run
   fresh = str(tmp_path / "eval_only")
   run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=fresh, do_predict=True,
+                    output_dir=fresh, do_predict=True, do_eval=True,
                     init_checkpoint=os.path.join(out, "model.ckpt-4")))
   np.testing.assert_allclose(_test_results(os.path.join(fresh, "test_results.tsv")),
                              _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
+  assert _checkpoint_evaluated(fresh) == os.path.join(out, "model.ckpt-4")
+  # Given as its directory, the checkpoint named is the directory's latest.
+  again = str(tmp_path / "directory")
+  run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                    output_dir=again, do_eval=True, init_checkpoint=out))
+  assert _checkpoint_evaluated(again) == os.path.join(out, "model.ckpt-4")
 
 
 @pytest.mark.parametrize("action", ["do_eval", "do_predict"])
@@ -269,6 +290,7 @@ def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run, 
   logs = run_main(**_flags(base, output_dir=str(tmp_path / "base_only"), **mrpc))
   untrained = [m for m in logs if "the task head is untrained" in m]
   assert len(untrained) == 1 and "chance-level" in untrained[0], logs[-10:]
+  assert _checkpoint_evaluated(str(tmp_path / "base_only")) == base["init_checkpoint"]
   out, _ = mrpc_run
   for flags in (dict(output_dir=str(tmp_path / "run_ckpt"),
                      init_checkpoint=os.path.join(out, "model.ckpt-4")),

@@ -122,7 +122,9 @@ def test_v1_trains_predicts_and_writes_files_in_original_format(trained_v1):
   assert not os.path.exists(os.path.join(out, "null_odds.json"))
   # Scored with the official v1.1 metrics and written beside the predictions.
   expected = squad_evaluate.evaluate_predictions(dev, predictions, False)
-  assert results == expected and list(results) == ["exact_match", "f1"]
+  # Then the weights that predicted: the last checkpoint, named in its directory.
+  assert results == dict(expected, global_step=2, checkpoint_path="model.ckpt-2")
+  assert list(results) == ["exact_match", "f1", "global_step", "checkpoint_path"]
   # 8 training questions / batch 4 * 1 epoch = 2 steps.
   assert tf.train.latest_checkpoint(out).endswith("model.ckpt-2")
   names = set(os.listdir(out))
@@ -149,7 +151,12 @@ def test_eval_only_from_trained_checkpoint_reproduces_predictions(trained_v1, sq
   run(predict + ["--output_dir=" + again, "--init_checkpoint=" + squad_base["ckpt"]])
   for d in (fresh, again):
     for name, text in want.items():
-      assert read(os.path.join(d, name)) == text, (d, name)
+      if (d, name) != (fresh, "eval_results.json"):
+        assert read(os.path.join(d, name)) == text, (d, name)
+  # Each names the checkpoint it restored: --init_checkpoint's, at step 0 of this run.
+  scored = dict(json.loads(want["eval_results.json"]),
+                checkpoint_path=os.path.join(out, "model.ckpt-2"), global_step=0)
+  assert json.loads(read(os.path.join(fresh, "eval_results.json"))) == scored
   assert tf.train.latest_checkpoint(fresh) is None  # Prediction saves nothing.
 
 
@@ -279,7 +286,8 @@ def test_v2_writes_null_odds_and_v2_metrics(squad_base, tmp_path):
   assert list(results)[:9] == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1",
                                "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total"]
   assert {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} <= set(results)
-  assert results == squad_evaluate.evaluate_predictions(dev, predictions, True, null_odds)
+  assert results == dict(squad_evaluate.evaluate_predictions(dev, predictions, True, null_odds),
+                         global_step=3, checkpoint_path="model.ckpt-3")
   # Full fine-tuning (adapter_size 0): the checkpoint is the model.
   assert not os.path.exists(os.path.join(out, "adapter_model"))
 

@@ -19,6 +19,7 @@ Values are numpy float32, as the original's tf.metrics returned, so
 `eval_results.txt` prints them the same way (str(np.float32) = "0.8627451").
 """
 
+import posixpath
 from typing import Dict, Mapping, Optional
 
 from absl import logging
@@ -104,12 +105,25 @@ def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
   return results
 
 
-def write_eval_results(path: str, results: Mapping[str, object]) -> None:
+# eval_results.txt's one key whose value is not a number: the checkpoint evaluated
+# (its step is global_step's). A reader of the original's files that takes every
+# value as a number skips it (as experiments/points/runs.parse_eval_results does).
+CHECKPOINT_KEY = "checkpoint_path"
+
+
+def write_eval_results(path: str, results: Mapping[str, object],
+                       checkpoint_path: Optional[str] = None) -> None:
   """Writes `eval_results.txt`: one "%s = %s" line per key, keys sorted.
 
-  Also logs them under "***** Eval results *****" with a two-space indent, as
-  the original. The file is replaced atomically (any tf.io.gfile path).
+  With `checkpoint_path` (the weights evaluated: startup.Run.checkpoint_path)
+  also "checkpoint_path = PATH", as the log names what it restored (a base name
+  when it is in the file's directory: file_io.name_from). Also logs
+  them under "***** Eval results *****" with a two-space indent, as the
+  original. The file is replaced atomically (any tf.io.gfile path).
   """
+  if checkpoint_path:
+    results = dict(results, **{CHECKPOINT_KEY: file_io.name_from(
+        posixpath.dirname(path), checkpoint_path)})
   logging.info("***** Eval results *****")
   lines = []
   for key in sorted(results.keys()):

@@ -101,7 +101,8 @@ def set_up(options: startup.RunOptions, base, processor: processors.DataProcesso
     adapter_metadata.update(fusion_keys)
   return startup.set_up(
       options, base, make_model, num_train_examples, adapter_metadata,
-      MODEL_KEYS + tuple(fusion_keys), task_name=task_name,
+      MODEL_KEYS + tuple(fusion_keys), weights_flags=("--adapter_bank/--bank_task",),
+      task_name=task_name,
       num_labels=processor.num_labels(), label_list=label_list, is_regression=is_regression,
       **fusion_keys)
 

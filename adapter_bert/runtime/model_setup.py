@@ -16,7 +16,7 @@ output_dir/adapter_model.
 import contextlib
 import dataclasses
 import posixpath
-from typing import Callable, Mapping, Optional, Tuple
+from typing import Callable, Mapping, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -295,19 +295,39 @@ def load_weights(model: keras.Model, options: ModelOptions, output_dir: str,
 _SOURCES = ("init_checkpoint", "bert_hub_module_handle", "adapter_checkpoint")
 
 
-def check_weights_given(options: ModelOptions, output_dir: str) -> None:
+def check_weights_given(options: ModelOptions, output_dir: str,
+                        weights_flags: Sequence[str] = ()) -> None:
   """Evaluating or predicting without training: some source must give weights.
 
+  Args:
+    weights_flags: the entry point's flags that give weights besides the model
+      flags (run_classifier.py's "--adapter_bank/--bank_task"), named in the error.
   Raises:
     errors.UserError: no weights flag and no checkpoint in output_dir (a typo
       in the directory is enough): the model would be random.
   """
   if any(getattr(options, k) for k in _SOURCES) or run_checkpoints.latest(output_dir):
     return
+  named = ["--init_checkpoint", "--adapter_checkpoint", *weights_flags,
+           "--bert_hub_module_handle"]
   raise errors.UserError(
-      f"nothing to evaluate: no weights from --init_checkpoint, --adapter_checkpoint, "
-      f"--adapter_bank/--bank_task or --bert_hub_module_handle, and no model.ckpt-N in "
-      f"--output_dir={output_dir}; give one of these (or --do_train)")
+      f"nothing to evaluate: no weights from {', '.join(named[:-1])} or {named[-1]}, and "
+      f"no model.ckpt-N in --output_dir={output_dir}; give one of these (or --do_train)")
+
+
+def weights_evaluated(options: ModelOptions, output_dir: str) -> Optional[str]:
+  """The checkpoint the model's weights came from, as the result files record it
+  (`load_weights`' precedence): output_dir's latest, else --adapter_checkpoint
+  (over its base), else --init_checkpoint's checkpoint prefix, else the TF Hub
+  handle; None for random weights."""
+  latest = run_checkpoints.latest(output_dir)
+  if latest:
+    return latest
+  if options.adapter_checkpoint:
+    return options.adapter_checkpoint
+  if options.init_checkpoint:
+    return checkpoint_io.resolve_checkpoint(options.init_checkpoint)
+  return options.bert_hub_module_handle
 
 
 def untrained_head(model: keras.Model, options: ModelOptions, output_dir: str) -> bool:

@@ -101,6 +101,8 @@ class Run:
   strategy: tf.distribute.Strategy
   model: keras.Model
   global_step: int  # Of the weights loaded, then of the training that ended.
+  # Where those weights are (model_setup.weights_evaluated): the result files name it.
+  checkpoint_path: Optional[str] = None
 
 
 def read_base(options: RunOptions) -> base_model.Base:
@@ -161,7 +163,8 @@ def set_up(options: RunOptions, base: base_model.Base,
            make_model: Callable[[modeling.BertConfig, AdapterConfig], keras.Model],
            num_train_examples: Optional[int] = None,
            adapter_metadata: Optional[Mapping[str, object]] = None,
-           model_keys: Sequence[str] = (), **task) -> Run:
+           model_keys: Sequence[str] = (), weights_flags: Sequence[str] = (),
+           **task) -> Run:
   """Everything but the task's data: writes nothing.
 
   Args:
@@ -171,13 +174,15 @@ def set_up(options: RunOptions, base: base_model.Base,
       (model_setup.load_weights).
     model_keys: the task's run_config.json keys that fix its model
       (run_config.check); "train_mode" is added when training.
+    weights_flags: the entry point's own flags that give weights, named when none
+      does (model_setup.check_weights_given).
     **task: the task's settings for run_config.json.
   Raises:
     errors.UserError: no training step, output_dir holding another run, or (without
       training) no source of weights (model_setup.check_weights_given).
   """
   if not options.do_train:
-    model_setup.check_weights_given(options.model, options.output_dir)
+    model_setup.check_weights_given(options.model, options.output_dir, weights_flags)
   settings = (train_settings(options, num_train_examples) if options.do_train else None)
   config = run_config.build(
       options.model, base, settings, **task, max_seq_length=options.max_seq_length,
@@ -197,7 +202,8 @@ def set_up(options: RunOptions, base: base_model.Base,
     logging.warning("WARNING: the task head is untrained (only the base's weights were "
                     "loaded: no --adapter_checkpoint and no checkpoint in --output_dir=%s); "
                     "the metrics are chance-level", options.output_dir)
-  return Run(options, base, settings, config, strategy, model, global_step)
+  return Run(options, base, settings, config, strategy, model, global_step,
+             model_setup.weights_evaluated(options.model, options.output_dir))
 
 
 def write_run_config(run: Run) -> None:
@@ -213,12 +219,13 @@ def train(run: Run, loss_fn: loop.LossFn, dataset: tf.data.Dataset,
 
   Returns:
     The adapter-only weights' path (None after full fine-tuning); run.global_step
-    is the last step.
+    is the last step, run.checkpoint_path its checkpoint.
   """
   options = run.options
   run.global_step = loop.train(
       run.strategy, run.model, loss_fn, dataset, run.settings,
       model_setup.base_reference(run.model, options.model, options.output_dir))["global_step"]
+  run.checkpoint_path = model_setup.weights_evaluated(options.model, options.output_dir)
   return model_setup.save_adapter_model(run.model, options.model, options.output_dir, dict(
       metadata, max_seq_length=options.max_seq_length, do_lower_case=options.do_lower_case,
       train_mode=run.config["train_mode"], global_step=run.global_step))

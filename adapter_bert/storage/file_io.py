@@ -261,6 +261,15 @@ def _move(src: str, dst: str, first: Sequence[str] = (), last: Sequence[str] = (
   remove_quietly(src)  # The subdirectory entries left behind.
 
 
+def name_from(directory: str, path: str) -> str:
+  """`path` as a file written in `directory` names it: its base name if it is in
+  `directory` (as TensorFlow's `checkpoint` state file names a run's checkpoints,
+  so that a copied or moved directory still says the same), else `path` itself."""
+  if posixpath.normpath(posixpath.dirname(path)) == posixpath.normpath(directory):
+    return posixpath.basename(path)
+  return path
+
+
 def atomic_write(path: str, data, binary: bool = False, what: str = "the file") -> None:
   """Writes `data` (str, or bytes with `binary`) to `path` atomically; makes its parent.
 

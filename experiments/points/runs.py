@@ -71,11 +71,12 @@ def parse_parameter_counts(log_text: str, require_all: bool = False) -> Dict[str
 
 def parse_eval_results(text: str) -> Dict[str, float]:
   """eval_results.txt ("key = value" lines) as floats (global_step as an int, as the
-  original BERT writes it)."""
+  original BERT writes it); without checkpoint_path, the one line that names a file
+  (classification/metrics.write_eval_results), not a number."""
   results = {}
   for line in text.splitlines():
     key, sep, value = line.partition(" = ")
-    if sep:
+    if sep and key.strip() != "checkpoint_path":
       number = float(value)
       results[key.strip()] = int(number) if key.strip() == "global_step" else number
   return results
