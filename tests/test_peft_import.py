@@ -27,7 +27,7 @@ from adapter_layers import AdapterConfig
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "interop")
 PEFT = os.path.join(FIXTURES, "peft")
 # Fixture -> the labels it is imported with (a regression: none).
-IMPORTED = {"seq_cls_qv": ["a", "b", "c"], "rslora": ["no", "yes"],
+IMPORTED = {"seq_cls_qv": ["a", "b", "c"], "rslora": ["no", "yes"], "torch_file": ["a", "b"],
             "query_layer1": ["a", "b", "c"], "layer_norms": ["a", "b", "c"], "regression": []}
 
 
@@ -231,12 +231,15 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   out = str(tmp_path / "out")
   line = _fails(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out, "a,b"))
   assert "--labels gives 2 labels, the adapter's classifier has 3 outputs" in line
-  pickle_only = tmp_path / "bin"
-  pickle_only.mkdir()
-  shutil.copy(os.path.join(PEFT, "seq_cls_qv", "adapter_config.json"), pickle_only)
-  (pickle_only / "adapter_model.bin").write_bytes(b"torch pickle")
-  line = _fails(capsys, _import_argv(interop_base, str(pickle_only), out))
-  assert "adapter_model.bin is a PyTorch pickle" in line
+  not_torch = tmp_path / "bin"
+  not_torch.mkdir()
+  shutil.copy(os.path.join(PEFT, "seq_cls_qv", "adapter_config.json"), not_torch)
+  (not_torch / "adapter_model.bin").write_bytes(b"not a zip")
+  line = _fails(capsys, _import_argv(interop_base, str(not_torch), out))
+  assert "adapter_model.bin: not a PyTorch state dict" in line, line
+  os.remove(not_torch / "adapter_model.bin")
+  line = _fails(capsys, _import_argv(interop_base, str(not_torch), out))
+  assert f"{not_torch}: no adapter_model.safetensors (or adapter_model.bin) here" in line, line
   line = _fails(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}"])
   assert "--peft_dir needs the converted base" in line
   line = _fails(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out)[:-1])
@@ -282,7 +285,8 @@ def test_export_is_what_peft_loaded(interop_base, tmp_path):
       out, interop_base["init_checkpoint"], interop_base["bert_config_file"],
       str(tmp_path / "back"), dict(task="exported", labels=["neg", "neutral", "pos"],
                                    max_seq_length=12, do_lower_case=True))
-  original, again = adapter_weights.read_adapter_file(source), adapter_weights.read_adapter_file(back)
+  original = adapter_weights.read_adapter_file(source)
+  again = adapter_weights.read_adapter_file(back)
   assert again.header["base_fingerprint"] == original.header["base_fingerprint"]
   assert again.header["adapter_config"] == original.header["adapter_config"]
   assert sorted(again.arrays) == sorted(original.arrays)

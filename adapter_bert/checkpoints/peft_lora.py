@@ -2,7 +2,9 @@
 
 PEFT (Hugging Face's `peft`, PyTorch) saves a LoRA adapter with
 `save_pretrained` as a directory of adapter_config.json (its LoraConfig) and
-adapter_model.safetensors, read here with safetensors and NumPy, no torch. Its
+adapter_model.safetensors (adapter_model.bin with safe_serialization=False),
+read here with safetensors, or AdapterHub's reader of torch.save files, and
+NumPy: no torch. Its
 LoRA Linear computes x W^T + b + s B(A(dropout(x))) with lora_A.weight [r, in],
 lora_B.weight [out, r] and s = lora_alpha / r (lora_alpha / sqrt(r) with
 use_rslora): this project's LoRA design (adapter_layers.LoRA, x W + b +
@@ -11,9 +13,9 @@ training only, so lora_dropout does not change what a model computes.
 
 Tensor names (after PEFT's `base_model.model.` prefix) -> this project's:
 
-  bert.encoder.layer.N.attention.self.query.lora_A.weight  .../layer_N/attention/self/query/adapters/lora_a (transposed)
-  bert.encoder.layer.N.attention.self.query.lora_B.weight  .../layer_N/attention/self/query/adapters/lora_b (transposed)
-  (the same for value)
+  bert.encoder.layer.N.attention.self.query.lora_A.weight  (transposed)
+                                  bert/encoder/layer_N/attention/self/query/adapters/lora_a
+  ....query.lora_B.weight         .../query/adapters/lora_b (transposed); the same for value
   bert.<...>.LayerNorm.weight, .bias (modules_to_save)     bert/<...>/LayerNorm/gamma, beta
   classifier.weight, classifier.bias (modules_to_save)     output_weights, output_bias
 
@@ -43,6 +45,7 @@ import tensorflow as tf
 
 from adapter_bert import errors
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import google_release
 from adapter_bert.checkpoints import huggingface
 from adapter_bert.storage import file_io
@@ -52,6 +55,7 @@ from modeling import variable_role
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
+BIN_FILE = "adapter_model.bin"  # torch.save's, read without torch (adapterhub.read_torch_file).
 PREFIX = "base_model.model."
 # The projections this project's LoRA adapts (adapter_layers.LoRA.places).
 TARGET_MODULES = ("query", "value")
@@ -103,15 +107,15 @@ def lora_config(peft_config: dict, path: str) -> AdapterConfig:
     raise errors.UserError("not a PEFT adapter config: expected a JSON object", path)
   refuse = lambda message: errors.UserError(message, path)
   if peft_config.get("peft_type") != "LORA":
-    raise refuse(f"peft_type={json.dumps(peft_config.get('peft_type'))}: only PEFT's LORA maps onto "
-                 "this project's adapters")
+    raise refuse(f"peft_type={json.dumps(peft_config.get('peft_type'))}: only PEFT's LORA "
+                 "maps onto this project's adapters")
   for key, value in sorted(peft_config.items()):
     if key not in _FREE_KEYS and not _is_unset(value):
       raise refuse(f"{key}={json.dumps(value)}: not supported (this project's LoRA computes "
                    f"x W + b + s (x A) B and nothing else)")
   if peft_config.get("task_type") not in _TASK_TYPES:
-    raise refuse(f"task_type={json.dumps(peft_config['task_type'])}: only SEQ_CLS (a BERT sequence "
-                 "classifier, as run_classifier.py's) is supported")
+    raise refuse(f"task_type={json.dumps(peft_config['task_type'])}: only SEQ_CLS (a BERT "
+                 "sequence classifier, as run_classifier.py's) is supported")
   if peft_config.get("bias", "none") != "none":
     raise refuse(f"bias={json.dumps(peft_config['bias'])}: not supported (PEFT then trains the "
                  "base's biases; only bias=\"none\")")
@@ -176,19 +180,20 @@ def read_peft_lora(peft_dir: str) -> PeftLora:
   peft_config = input_files.read_json(config_path)
   adapter_config = lora_config(peft_config, config_path)
   path = posixpath.join(peft_dir, WEIGHTS_FILE)
+  if not tf.io.gfile.exists(path) and tf.io.gfile.exists(posixpath.join(peft_dir, BIN_FILE)):
+    path = posixpath.join(peft_dir, BIN_FILE)  # save_pretrained(safe_serialization=False).
   if not tf.io.gfile.exists(path):
-    bin_file = tf.io.gfile.exists(posixpath.join(peft_dir, "adapter_model.bin"))
-    raise errors.UserError(
-        "not found" + (": adapter_model.bin is a PyTorch pickle, not read here; save with "
-                       "save_pretrained(..., safe_serialization=True)" if bin_file else ""),
-        path)
+    raise errors.UserError(f"no {WEIGHTS_FILE} (or {BIN_FILE}) here", peft_dir)
   with tf.io.gfile.GFile(path, "rb") as f:
     blob = f.read()
-  try:
-    tensors = safetensors.numpy.load(blob)
-  except Exception as e:  # safetensors raises its own error types.
-    raise errors.UserError(f"not a safetensors file (empty, truncated or corrupt?): {e!r}",
-                           path) from e
+  if path.endswith(BIN_FILE):
+    tensors = adapterhub.read_torch_file(blob, path)
+  else:
+    try:
+      tensors = safetensors.numpy.load(blob)
+    except Exception as e:  # safetensors raises its own error types.
+      raise errors.UserError(f"not a safetensors file (empty, truncated or corrupt?): {e!r}",
+                             path) from e
   arrays = {}
   for key in sorted(tensors):
     if not key.startswith(PREFIX):

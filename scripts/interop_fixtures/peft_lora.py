@@ -7,6 +7,7 @@ Run in the PyTorch venv (make.sh), never by the test suite:
 Writes tests/fixtures/interop/peft/:
 
   <name>/adapter_config.json, adapter_model.safetensors   PEFT's save_pretrained
+      (torch_file/: adapter_model.bin, its safe_serialization=False)
   <name>/logits.json   PeftModel's logits on inputs.json (eval mode)
 
 for LoRA configurations of a BertForSequenceClassification on the tiny base
@@ -50,6 +51,8 @@ CONFIGS = {
     "refused_dora": (2, dict(r=2, lora_alpha=2, use_dora=True), False),
     "refused_key_dense": (2, dict(r=2, lora_alpha=2,
                                   target_modules=["query", "key", "value", "dense"]), False),
+    # save_pretrained(safe_serialization=False): adapter_model.bin.
+    "torch_file": (2, dict(r=4, lora_alpha=8), False),
 }
 
 # The project-side adapter of the export check.
@@ -107,7 +110,7 @@ def _torch_side():
     model.eval()
     target = os.path.join(OUT, name)
     shutil.rmtree(target, ignore_errors=True)
-    model.save_pretrained(target)
+    model.save_pretrained(target, safe_serialization=name != "torch_file")
     _relative_base(target)
     expected = logits(model)
     # What a user of the saved directory gets: PEFT's own load, onto a fresh base.
