@@ -33,6 +33,16 @@ on the converted base, and a LoRA task's adapter file to a PEFT directory:
   python convert_checkpoint.py --export_peft=/tmp/run/adapter_model \
       --output_dir=/tmp/peft_adapter
 
+and the same for an AdapterHub bottleneck adapter directory (save_adapter's,
+with its head), and a Houlsby, Pfeiffer or parallel task's adapter file to one
+(the base checks that its LayerNorms are the base's, as AdapterHub keeps them):
+
+  python convert_checkpoint.py --adapterhub_dir=/path/adapterhub_adapter \
+      --init_checkpoint=base/bert_model.ckpt --bert_config_file=base/bert_config.json \
+      --task_name=sst2 --labels=0,1 --output_dir=/tmp/sst2/adapter_model
+  python convert_checkpoint.py --export_adapterhub=/tmp/run/adapter_model \
+      --init_checkpoint=base/bert_model.ckpt --output_dir=/tmp/adapterhub_adapter
+
 Every source tensor is accounted for: one neither mapped nor on an explicit skip
 list (buffers such as `position_ids`, pre-training heads) is an error, and so is
 a missing or mis-shaped BERT tensor.
@@ -50,6 +60,7 @@ from absl import app
 from absl import flags
 
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import google_release
 from adapter_bert.checkpoints import huggingface
@@ -132,16 +143,8 @@ def peft_lora_to_adapter_model(peft_dir: str, init_checkpoint: str, bert_config_
     The path of the adapter weights file.
   """
   adapter = peft_lora.read_peft_lora(peft_dir)
-  labels = metadata.get("labels") or []
-  if len(labels) != (adapter.num_labels if adapter.num_labels > 1 else 0):
-    raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's classifier has "
-                           f"{adapter.num_labels} outputs (one: a regression, no --labels)",
-                           adapter.path)
   config = modeling.BertConfig.from_json_file(bert_config_file)
-  if not 3 <= metadata.get("max_seq_length", 3) <= config.max_position_embeddings:
-    raise errors.UserError(f"--max_seq_length={metadata['max_seq_length']}: not in [3, "
-                           f"{config.max_position_embeddings}] (max_position_embeddings of "
-                           f"{bert_config_file})")
+  _check_task_metadata(metadata, adapter.num_labels, adapter.path, config, bert_config_file)
   model = modeling.BertClassifier(config, adapter.num_labels, adapter.adapter_config)
   model.ensure_built()
   checkpoint_io.load_checkpoint(model, init_checkpoint)
@@ -149,6 +152,47 @@ def peft_lora_to_adapter_model(peft_dir: str, init_checkpoint: str, bert_config_
   peft_lora.fill_model(model, adapter)
   return adapter_weights.save_adapter_weights(model, output_dir, dict(
       metadata, is_regression=adapter.num_labels == 1, train_mode="adapters", global_step=0))
+
+
+def adapterhub_to_adapter_model(adapterhub_dir: str, init_checkpoint: str,
+                                bert_config_file: str, output_dir: str,
+                                metadata: Dict[str, object]) -> str:
+  """Converts an AdapterHub adapter directory to this project's adapter-only file.
+
+  As `peft_lora_to_adapter_model`: the file holds what --train_mode=adapters
+  trains here (the adapters, every LayerNorm: the base's, which AdapterHub
+  leaves frozen, and the head) and, for their 2-layer head on [CLS], the pooler
+  (checkpoints/adapterhub.py). `metadata`'s labels default to the head's label2id.
+  """
+  config = modeling.BertConfig.from_json_file(bert_config_file)
+  imported = adapterhub.read_adapterhub(adapterhub_dir, config)
+  if not metadata.get("labels") and imported.num_labels > 1:
+    metadata = dict(metadata, labels=list(imported.labels))
+  _check_task_metadata(metadata, imported.num_labels, adapterhub_dir, config, bert_config_file)
+  model = modeling.BertClassifier(config, imported.num_labels, imported.adapter_config)
+  model.ensure_built()
+  checkpoint_io.load_checkpoint(model, init_checkpoint)
+  trainable.set_trainable(model, trainable.TrainMode("adapters"))
+  names = model.tf1_variable_map()
+  for name, value in imported.arrays.items():
+    names[name].assign(value)
+    names[name].trainable = True  # The pooler too, where their head's hidden layer is it.
+  return adapter_weights.save_adapter_weights(model, output_dir, dict(
+      metadata, is_regression=imported.num_labels == 1, train_mode="adapters", global_step=0,
+      adapterhub_name=imported.name))
+
+
+def _check_task_metadata(metadata: Dict[str, object], num_labels: int, path: str,
+                         config: modeling.BertConfig, bert_config_file: str) -> None:
+  """An imported adapter's labels fit its head, its max_seq_length the base."""
+  labels = metadata.get("labels") or []
+  if len(labels) != (num_labels if num_labels > 1 else 0):
+    raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's classifier has "
+                           f"{num_labels} outputs (one: a regression, no --labels)", path)
+  if not 3 <= metadata.get("max_seq_length", 3) <= config.max_position_embeddings:
+    raise errors.UserError(f"--max_seq_length={metadata['max_seq_length']}: not in [3, "
+                           f"{config.max_position_embeddings}] (max_position_embeddings of "
+                           f"{bert_config_file})")
 
 
 # Command line.
@@ -181,36 +225,49 @@ def define_flags(flag_values=flags.FLAGS):
                       "(--output_dir) on --init_checkpoint's base.", **fv)
   flags.DEFINE_string("export_peft", None, "An adapter-only file (a LoRA task's "
                       "adapter_model) to write as a PEFT adapter dir (--output_dir).", **fv)
-  flags.DEFINE_string("base_model_name_or_path", None, "With --export_peft: the Hugging "
-                      "Face base the PEFT adapter names.", **fv)
-  flags.DEFINE_string("init_checkpoint", None, "With --peft_dir: the converted base "
-                      "(bert_model.ckpt prefix); needs --bert_config_file.", **fv)
-  flags.DEFINE_string("task_name", None, "With --peft_dir: the task's name, recorded.", **fv)
-  flags.DEFINE_list("labels", [], "With --peft_dir: the labels of the classifier's outputs, "
-                    "in order (none for a regression).", **fv)
-  flags.DEFINE_integer("max_seq_length", 128, "With --peft_dir: the sequence length "
-                       "recorded for serving.", **fv)
-  flags.DEFINE_bool("do_lower_case", True, "With --peft_dir: the tokenizer's casing, "
-                    "recorded.", **fv)
+  flags.DEFINE_string("adapterhub_dir", None, "AdapterHub adapter dir (adapter_config.json, "
+                      "its weights, head_config.json and the head's) to convert to an "
+                      "adapter-only file (--output_dir) on --init_checkpoint's base.", **fv)
+  flags.DEFINE_string("export_adapterhub", None, "An adapter-only file (a houlsby, "
+                      "pfeiffer or parallel task's adapter_model) to write as an AdapterHub "
+                      "adapter dir (--output_dir); needs --init_checkpoint, its base.", **fv)
+  flags.DEFINE_string("base_model_name_or_path", None, "With --export_peft or "
+                      "--export_adapterhub: the Hugging Face base the adapter names.", **fv)
+  flags.DEFINE_string("init_checkpoint", None, "With --peft_dir, --adapterhub_dir or "
+                      "--export_adapterhub: the converted base (bert_model.ckpt prefix); "
+                      "the first two need --bert_config_file.", **fv)
+  flags.DEFINE_string("task_name", None, "With --peft_dir or --adapterhub_dir: the task's "
+                      "name, recorded (--export_adapterhub: the adapter's name).", **fv)
+  flags.DEFINE_list("labels", [], "With --peft_dir or --adapterhub_dir: the labels of the "
+                    "classifier's outputs, in order (none for a regression; "
+                    "--adapterhub_dir's default: its head's label2id).", **fv)
+  flags.DEFINE_integer("max_seq_length", 128, "With --peft_dir or --adapterhub_dir: the "
+                       "sequence length recorded for serving.", **fv)
+  flags.DEFINE_bool("do_lower_case", True, "With --peft_dir or --adapterhub_dir: the "
+                    "tokenizer's casing, recorded.", **fv)
 
 
 def main(argv, flag_values=None):
   F = flag_values or FLAGS
   if len(argv) > 1:
     raise app.UsageError("Too many command-line arguments.")
-  sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint", "peft_dir", "export_peft")
-             if F[s].value]
+  sources = [s for s in ("hf_dir", "hub_dir", "tf2_checkpoint", "peft_dir", "export_peft",
+                         "adapterhub_dir", "export_adapterhub") if F[s].value]
   if len(sources) != 1 or not F.output_dir:
     raise app.UsageError("give --output_dir and one of --hf_dir, --hub_dir, --tf2_checkpoint, "
-                         "--peft_dir, --export_peft")
+                         "--peft_dir, --export_peft, --adapterhub_dir, --export_adapterhub")
   path_flags.check_path_flags(F, dict(
       hf_dir=path_checks.INPUT_DIR, hub_dir=path_checks.INPUT_DIR,
       tf2_checkpoint=path_checks.CHECKPOINT, bert_config_file=path_checks.INPUT_FILE,
       vocab_file=path_checks.INPUT_FILE, output_dir=path_checks.OUTPUT_DIR,
       peft_dir=path_checks.INPUT_DIR, export_peft=path_checks.INPUT_FILE_OR_DIR,
+      adapterhub_dir=path_checks.INPUT_DIR, export_adapterhub=path_checks.INPUT_FILE_OR_DIR,
       init_checkpoint=path_checks.CHECKPOINT))
-  if F.peft_dir or F.export_peft:
+  if F.peft_dir or F.export_peft or F.adapterhub_dir or F.export_adapterhub:
     google_release.check_output_dir(F.output_dir, F.overwrite)
+  if (F.adapterhub_dir or F.export_adapterhub) and not F.init_checkpoint:
+    raise errors.UserError(f"--{sources[0]} needs --init_checkpoint: the converted base the "
+                           "adapter is for")
   if F.peft_dir:
     if not (F.init_checkpoint and F.bert_config_file):
       raise errors.UserError("--peft_dir needs the converted base: --init_checkpoint and "
@@ -223,6 +280,18 @@ def main(argv, flag_values=None):
                                    do_lower_case=F.do_lower_case))
   elif F.export_peft:
     peft_lora.write_peft_lora(F.export_peft, F.output_dir, F.base_model_name_or_path)
+  elif F.adapterhub_dir:
+    if not F.bert_config_file:
+      raise errors.UserError("--adapterhub_dir needs --bert_config_file (the converted base's)")
+    adapterhub_to_adapter_model(F.adapterhub_dir, F.init_checkpoint, F.bert_config_file,
+                                F.output_dir, dict(
+                                    task=F.task_name or posixpath.basename(
+                                        F.adapterhub_dir.rstrip("/")),
+                                    labels=F.labels, max_seq_length=F.max_seq_length,
+                                    do_lower_case=F.do_lower_case))
+  elif F.export_adapterhub:
+    adapterhub.write_adapterhub(F.export_adapterhub, F.init_checkpoint, F.output_dir,
+                                F.task_name, F.base_model_name_or_path)
   elif F.hf_dir:
     hf_bert_to_google(F.hf_dir, F.output_dir,
                       missing_pooler=F.missing_pooler, overwrite=F.overwrite)

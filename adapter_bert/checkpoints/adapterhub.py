@@ -47,6 +47,7 @@ import tensorflow as tf
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
+from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_layers import AdapterConfig
 import modeling
@@ -215,16 +216,16 @@ def _size(reduction_factor, hidden_size: int, path: str) -> int:
   return max(1, int(hidden_size // factor))
 
 
-def adapter_config_from_adapterhub(config: Mapping[str, object], hidden_size: int,
-                                   num_layers: int,
-                                   path: str = CONFIG_FILE) -> Tuple[AdapterConfig, Tuple[int, ...]]:
+def adapter_config_from_adapterhub(
+    config: Mapping[str, object], hidden_size: int, num_layers: int,
+    path: str = CONFIG_FILE) -> Tuple[AdapterConfig, Tuple[int, ...]]:
   """Maps a BnConfig's options to (AdapterConfig, leave_out layers).
 
   Raises:
     errors.UserError: one line naming the first option (in `path`) whose value
       this project does not compute exactly, or an option it does not know.
   """
-  if not isinstance(config, dict) or config.get("architecture", "bottleneck") != "bottleneck":
+  if not isinstance(config, dict) or config.get("architecture") not in (None, "bottleneck"):
     arch = config.get("architecture") if isinstance(config, dict) else config
     _refuse(path, "architecture", arch, "only bottleneck adapters (double_seq_bn, seq_bn, "
             "par_bn) map onto this project's designs")
@@ -364,6 +365,9 @@ def _head_arrays(head: Mapping[str, object], tensors: Mapping[str, np.ndarray], 
   out = {"output_weights": take(f"{output}.weight", (num_labels, hidden_size)),
          "output_bias": take(f"{output}.bias", (num_labels,))}
   if hidden is not None:
+    logging.warning("The head's hidden layer (layers=2 on [CLS]) becomes the adapter file's "
+                    "pooler: run_classifier.py --adapter_checkpoint computes it; an adapter "
+                    "bank (one frozen pooler for every task) does not take it.")
     out["bert/pooler/dense/kernel"] = np.ascontiguousarray(
         take(f"{hidden}.weight", (hidden_size, hidden_size)).T)
     out["bert/pooler/dense/bias"] = take(f"{hidden}.bias", (hidden_size,))
@@ -431,46 +435,127 @@ def read_adapterhub(adapterhub_dir: str, bert_config) -> Imported:
 
 
 
-def write_adapter_model(adapterhub_dir: str, init_checkpoint: str, bert_config_file: str,
-                        output_dir: str, metadata: Mapping[str, object]) -> str:
-  """Converts an AdapterHub adapter directory to this project's adapter-only file.
+# --- Export: this project's adapter file -> an AdapterHub adapter directory ---
 
-  The adapter goes onto a BertClassifier of the converted base (`init_checkpoint`,
-  `bert_config_file`: convert_checkpoint.py --hf_dir of the Hugging Face model
-  it was trained on), whose trained set is then what --train_mode=adapters
-  trains here (the adapters, every LayerNorm, the head; their LayerNorms are
-  the base's, which AdapterHub's adapters leave frozen) and, for a 2-layer head
-  on [CLS], the pooler: the file holds those, with the base's fingerprint.
+ADAPTERHUB_VERSION = "adapters.1.3.0"  # The library version the export was checked with.
+# Every BnConfig option, at the values this project's adapters have (the
+# design's own are set by `_bn_config`): as save_adapter writes the config.
+_BN_DEFAULTS = dict(
+    _FIXED, init_weights="bert", init_weights_seed=None,
+    dropout=0.0, leave_out=[], ln_after=False, original_ln_before=False, is_parallel=False,
+    residual_before_ln=True, factorized_phm_W=True, shared_W_phm=False, shared_phm_rule=True,
+    factorized_phm_rule=False, phm_c_init="normal", phm_init_range=0.0001, learn_phm=True,
+    hypercomplex_nonlinearity="glorot-uniform", phm_rank=1, phm_bias=True, phm_dim=4)
+
+
+def _reduction_factor(hidden_size: int, size: int) -> float:
+  """A reduction_factor for which AdapterHub's int(hidden // factor) is `size`."""
+  for factor in (hidden_size / size, hidden_size / (size + 0.5)):
+    if int(hidden_size // factor) == size:
+      return int(factor) if float(factor).is_integer() else factor
+  raise AssertionError(f"no reduction factor gives width {size} of {hidden_size}")
+
+
+def _bn_config(adapter_config: AdapterConfig, hidden_size: int, path: str) -> dict:
+  """The BnConfig options that compute `adapter_config` (errors.UserError if none do)."""
+  if adapter_config.design not in ("houlsby", "pfeiffer", "parallel") or not adapter_config.size:
+    raise errors.UserError(f"adapter design {adapter_config.design} (size "
+                           f"{adapter_config.size}) has no AdapterHub bottleneck equivalent "
+                           "(LoRA: --export_peft)", path)
+  if adapter_config.activation not in EXPORT_ACTIVATIONS:
+    raise errors.UserError(f"adapter activation {adapter_config.activation} has no AdapterHub "
+                           "equivalent", path)
+  if adapter_config.layer_norm and adapter_config.scaling != 1.0:
+    raise errors.UserError("an adapter's own LayerNorm with scaling "
+                           f"{adapter_config.scaling}: AdapterHub scales before its ln_after",
+                           path)
+  placement = adapter_config.placement
+  return dict(
+      _BN_DEFAULTS, mh_adapter=placement in ("both", "attention"),
+      output_adapter=placement in ("both", "feed_forward"),
+      reduction_factor=_reduction_factor(hidden_size, adapter_config.size),
+      non_linearity=EXPORT_ACTIVATIONS[adapter_config.activation],
+      scaling=float(adapter_config.scaling), ln_after=adapter_config.layer_norm,
+      original_ln_before=adapter_config.design == "pfeiffer",
+      is_parallel=adapter_config.design == "parallel",
+      init_weights="mam_adapter" if adapter_config.design == "parallel" else "bert")
+
+
+def write_adapterhub(adapter_checkpoint: str, init_checkpoint: str, output_dir: str,
+                     name: Optional[str] = None, model_name: Optional[str] = None) -> str:
+  """Writes an adapter file of this project as an AdapterHub adapter directory.
+
+  `model.load_adapter(output_dir, use_safetensors=True)` on a BertAdapterModel
+  of the Hugging Face base that `init_checkpoint` was converted from then
+  computes what this project computes: the adapters, and the head as a 2-layer
+  tanh head on [CLS] whose first layer is the pooler this model uses (the
+  file's, or the base's).
 
   Args:
-    metadata: what a run_classifier.py task records (task, max_seq_length,
-      do_lower_case; labels: the head's output names, default the head's
-      label2id).
+    init_checkpoint: the base the adapters were trained on: its pooler, and its
+      LayerNorms, which AdapterHub's adapters leave as they are (a file whose
+      LayerNorms were trained is refused).
+    name: the adapter's name in AdapterHub (default: the task's).
+    model_name: the Hugging Face base, recorded as model_name.
   Returns:
-    The path of the adapter weights file.
+    output_dir.
+  Raises:
+    errors.UserError: one line, for what AdapterHub cannot compute.
   """
-  config = modeling.BertConfig.from_json_file(bert_config_file)
-  imported = read_adapterhub(adapterhub_dir, config)
-  regression = imported.num_labels == 1
-  labels = list(metadata.get("labels") or ([] if regression else imported.labels))
-  if len(labels) != (0 if regression else imported.num_labels):
-    raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's head has "
-                           f"{imported.num_labels} outputs (one: a regression, no --labels)",
-                           adapterhub_dir)
-  model = modeling.BertClassifier(config, imported.num_labels, imported.adapter_config)
-  model.ensure_built()
-  checkpoint_io.load_checkpoint(model, init_checkpoint)
-  names = model.tf1_variable_map()
-  for name, value in imported.arrays.items():
-    names[name].assign(value)
-  for name, variable in names.items():
-    variable.trainable = (name in imported.arrays
-                          or modeling.variable_role(name) == "layer_norm")
-  if "bert/pooler/dense/kernel" in imported.arrays:
-    logging.warning("The head's hidden layer (AdapterHub layers=2 on [CLS]) is this file's "
-                    "pooler: run_classifier.py --adapter_checkpoint computes it; an adapter "
-                    "bank (one frozen pooler for every task) does not take it.")
-  return adapter_weights.save_adapter_weights(model, output_dir, dict(
-      metadata, labels=labels, is_regression=regression, train_mode="adapters",
-      global_step=0, adapterhub={"name": imported.name, "dir": posixpath.basename(
-          adapterhub_dir.rstrip("/"))}))
+  path, header, arrays = adapter_weights.read_adapter_file(adapter_checkpoint)
+  config = modeling.BertConfig.from_dict(header["bert_config"])
+  adapter_config = AdapterConfig.from_dict(header["adapter_config"])
+  bn_config = _bn_config(adapter_config, config.hidden_size, path)
+  metadata = header.get("metadata") or {}
+  name = name or str(metadata.get("task") or "adapter")
+  base = checkpoint_io.checkpoint_reader(checkpoint_io.resolve_checkpoint(init_checkpoint))
+  for tf1_name, value in sorted(arrays.items()):
+    role = modeling.variable_role(tf1_name)
+    if role == "layer_norm" and not np.array_equal(value, base.get_tensor(tf1_name)):
+      raise errors.UserError(f"its LayerNorms were trained ({tf1_name} is not the base's): "
+                             "AdapterHub's adapters keep the base's LayerNorms", path)
+    if role not in ("adapter", "layer_norm", "head", "pooler") or (
+        role == "head" and tf1_name not in ("output_weights", "output_bias")):
+      raise errors.UserError(f"{tf1_name} was trained: an AdapterHub adapter and head cannot "
+                             "carry it", path)
+  pooler = {k: arrays[k] if k in arrays else base.get_tensor(k)
+            for k in ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")}
+  tensors = {}
+  for tf1_name, value in arrays.items():
+    if modeling.variable_role(tf1_name) != "adapter":
+      continue
+    layer, rest = tf1_name[len("bert/encoder/layer_"):].split("/", 1)
+    scope, param = rest.rsplit("/adapters/", 1)
+    module = {"attention/output": "attention.output", "output": "output"}[scope]
+    key = {"weights1": "adapter_down.0.weight", "biases1": "adapter_down.0.bias",
+           "weights2": "adapter_up.weight", "biases2": "adapter_up.bias",
+           "LayerNorm/gamma": "adapter_norm_after.weight",
+           "LayerNorm/beta": "adapter_norm_after.bias"}[param]
+    value = np.asarray(value, np.float32)
+    value = value.T if param in ("weights1", "weights2") else value.reshape(-1)
+    tensors[f"bert.encoder.layer.{layer}.{module}.adapters.{name}.{key}"] = value
+  head = {f"heads.{name}.1.weight": pooler["bert/pooler/dense/kernel"].T,
+          f"heads.{name}.1.bias": pooler["bert/pooler/dense/bias"],
+          f"heads.{name}.4.weight": arrays["output_weights"],
+          f"heads.{name}.4.bias": arrays["output_bias"]}
+  labels = list(metadata.get("labels") or [])
+  num_labels = int(arrays["output_weights"].shape[0])
+  about = {"hidden_size": config.hidden_size, "model_class": "BertAdapterModel",
+           "model_name": model_name, "model_type": "bert", "name": name,
+           "version": ADAPTERHUB_VERSION}
+  labels = labels or [f"LABEL_{i}" for i in range(num_labels)]
+  head_config = {"activation_function": "tanh", "bias": True, "dropout_prob": None,
+                 "head_type": "classification", "layers": 2, "num_labels": num_labels,
+                 "use_pooler": False, "label2id": {label: i for i, label in enumerate(labels)}}
+  as_f32 = lambda d: {k: np.ascontiguousarray(v, np.float32) for k, v in d.items()}
+  with file_io.AtomicDirectory(output_dir, what="the AdapterHub adapter") as tmp:
+    for file_name, content in ((CONFIG_FILE, dict(about, config=bn_config)),
+                               (HEAD_CONFIG_FILE, dict(about, config=head_config))):
+      with tf.io.gfile.GFile(posixpath.join(tmp, file_name), "w") as f:
+        f.write(json.dumps(content, indent=2, sort_keys=True) + "\n")
+    for file_name, content in ((WEIGHTS_FILES[0], tensors), (HEAD_WEIGHTS_FILES[0], head)):
+      with tf.io.gfile.GFile(posixpath.join(tmp, file_name), "wb") as f:
+        f.write(st_numpy.save(as_f32(content)))
+  logging.info("Wrote AdapterHub adapter %r (%d adapter tensors, head of %d outputs) to %s",
+               name, len(tensors), num_labels, output_dir)
+  return output_dir

@@ -2,7 +2,8 @@ r"""AdapterHub (`adapters`) fixtures: adapters saved by the library, and its log
 
 Run in the PyTorch venv (make.sh; tiny_base.py first), never by the test suite:
 
-  benchmarks/.venv-adapterhub/bin/python scripts/interop_fixtures/adapterhub.py
+  benchmarks/.venv-adapterhub/bin/python scripts/interop_fixtures/adapterhub.py \
+      [--exports_only]
 
 1. For each configuration in CONFIGS, on the tiny base (tiny_base.py): a
    `BertAdapterModel` gets the adapter and a classification head, every
@@ -12,14 +13,14 @@ Run in the PyTorch venv (make.sh; tiny_base.py first), never by the test suite:
    logits.json: the library's logits on inputs.json's fixed inputs.
 2. For each adapter this project exported to AdapterHub's format
    (tests/fixtures/interop/adapterhub_export/<name>/, written by
-   tests/test_adapterhub_import.py's exporter with the TF logits in
-   tf_logits.json), `load_adapter` on the same base and the library's logits on
+   adapterhub_export_tf.py with the TF logits in tf_logits.json), `load_adapter` on the same base and the library's logits on
    the same inputs; the comparison goes to torch_check.json beside them.
 """
 
 import glob
 import json
 import os
+import sys
 
 import adapters
 import torch
@@ -111,15 +112,16 @@ def check_export(export_dir, inputs):
   with open(os.path.join(export_dir, "torch_check.json"), "w") as f:
     json.dump(record, f, indent=1)
     f.write("\n")
-  print("checked export", os.path.basename(export_dir), "max |diff|", diff)
+  print("checked export", os.path.basename(export_dir.rstrip("/")), "max |diff|", diff)
   return diff
 
 
-def main():
+def main(argv):
   with open(os.path.join(tiny_base.FIXTURES, "inputs.json")) as f:
     inputs = json.load(f)
-  for name, (config, head_options, safetensors) in CONFIGS.items():
-    make_fixture(name, config, head_options, safetensors, inputs)
+  if "--exports_only" not in argv:
+    for name, (config, head_options, safetensors) in CONFIGS.items():
+      make_fixture(name, config, head_options, safetensors, inputs)
   bad = [d for d in sorted(glob.glob(os.path.join(EXPORTS, "*", "")))
          if check_export(d, inputs) > 1e-5]
   if bad:
@@ -127,4 +129,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  main(sys.argv[1:])
