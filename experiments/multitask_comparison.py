@@ -48,6 +48,7 @@ from experiments.points import tables
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_bert.storage import path_checks
+from adapter_bert.runtime import stop_signals
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ("houlsby", "shared", "hyperformer", "hyperformer_ln")
@@ -239,7 +240,7 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None,
   path_flags.check_path_flags(F, dict(output_dir=path_checks.OUTPUT_DIR,
                                       model_dir=path_checks.INPUT_DIR,
                                       data_root=path_checks.INPUT_DIR))
-  with runs.sigterm_stops():
+  with stop_signals.interrupts():
     _compare(F, popen, on_run_finished)
 
 
@@ -286,14 +287,6 @@ def _compare(F, popen: Optional[Callable],
   print(text)
 
 
-def _command_line_main(argv):
-  try:
-    return main(argv)
-  except KeyboardInterrupt:  # Ctrl-C or SIGTERM; the runs resume on a rerun.
-    print("Stopped: rerun the same command to resume", file=sys.stderr)
-    return 130
-
-
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(_command_line_main))
+  app.run(errors.exit_on_user_error(stop_signals.exit_on_interrupt(main)))

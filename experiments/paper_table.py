@@ -49,6 +49,7 @@ from experiments.points import runs
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_bert.storage import path_checks
+from adapter_bert.runtime import stop_signals
 
 ROOT = runs.ROOT
 
@@ -323,11 +324,13 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
   if not tf.io.gfile.exists(posixpath.join(from_root(F.model_dir), "bert_model.ckpt.index")):
     raise app.UsageError(f"{F.model_dir} has no converted model: run demo.sh or "
                          "convert_checkpoint.py first")
-  results = sweep(plan, settings, results_json, results_md, keep,
-                  run=functools.partial(run_one, popen=popen))
+  with stop_signals.interrupts():  # The running child saves and ends first.
+    results = sweep(plan, settings, results_json, results_md, keep,
+                    run=functools.partial(run_one, popen=popen))
   print(markdown_table(results))
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(main))
+  app.run(errors.exit_on_user_error(stop_signals.exit_on_interrupt(
+      main, then="the runs finished so far are in --results_json")))

@@ -27,6 +27,8 @@ Rerunning the same command resumes: points with a sweep_point.json are done
 resumes from its last checkpoint. SIGTERM to the sweep sends SIGTERM to the
 running points (run_classifier.py saves a checkpoint and stops) and records
 nothing for them; so does Ctrl-C, which in a terminal also reaches the points.
+The sweep waits for them (a second Ctrl-C does not cut that short) and ends with
+one line, "SIGINT: interrupted; the same command resumes (exit status 130)".
 By default a finished point's model.ckpt-* and feature records are deleted
 (adapter_model/, eval_results.txt and the log stay): `--keep_checkpoints`
 keeps them.
@@ -52,6 +54,7 @@ from experiments.points import data as data_lib
 from experiments.points import grid as grid_lib
 from experiments.points import runs
 from experiments.points import tables
+from adapter_bert.runtime import stop_signals
 from adapter_bert.storage import path_checks
 
 SWEEP_FILE = "sweep.json"
@@ -139,7 +142,7 @@ class Sweep:
           continue
         done += 1
         self.log(f"[{done}/{len(pending)}] {record['point']}: " + describe(record))
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (runs.sigterm_stops).
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (stop_signals.interrupts).
       self.log("Stopping: SIGTERM to the running points; they are not recorded")
       self.stop()
       raise
@@ -294,13 +297,11 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
       for point, cmd in zip(sweep.pending(), sweep.commands(sweep.pending())):
         print(f"# {point.name}\n{shlex.join(cmd)}")
       return 0
-    with runs.sigterm_stops():
+    with stop_signals.interrupts():  # Ctrl-C: one line, status 130 (exit_on_interrupt).
       counts = sweep.run()
   except errors.UserError as e:  # Bad grids (GridError) and bad task files.
     print(f"ERROR: {e}", file=sys.stderr)
     return 2
-  except KeyboardInterrupt:
-    return 130
   print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['pending']} pending: "
         f"{os.path.join(F.output_dir, RESULTS_CSV)}"
         + (" (--retry_failed runs the failed ones again)" if counts["failed"] else ""))
@@ -309,4 +310,4 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(stop_signals.exit_on_interrupt(main))

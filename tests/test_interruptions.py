@@ -9,6 +9,7 @@ Every interrupted run is then finished by the same command again, which must
 resume and end with the eval results of an uninterrupted run.
 """
 
+import glob
 import logging as py_logging
 import os
 import random
@@ -254,6 +255,39 @@ def test_a_second_ctrl_c_while_stopping_is_recorded_not_raised():
     with pytest.raises(KeyboardInterrupt):
       os.kill(os.getpid(), signal.SIGINT)
       time.sleep(1)  # The handler runs at the next bytecode.
+  finally:
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_command_running_others_stops_once_and_its_clean_up_is_not_cut(capsys):
+  """stop_signals.interrupts (the experiments' runners): the first Ctrl-C raises
+  Interrupted where the command waits, a second one during its clean-up (waiting
+  for its children) is only recorded, the handlers come back, and
+  exit_on_interrupt ends the command with one line and status 130."""
+  before = signal.signal(signal.SIGINT, signal.default_int_handler)
+  cleaned = []
+
+  def main(argv):
+    del argv
+    with stop_signals.interrupts():
+      try:
+        with stop_signals.interrupts():  # A comparison within a study: one handler.
+          os.kill(os.getpid(), signal.SIGINT)
+          time.sleep(5)  # Interrupted here, at once.
+      finally:
+        os.kill(os.getpid(), signal.SIGINT)  # Would raise KeyboardInterrupt here.
+        time.sleep(0.2)
+        cleaned.append(True)
+
+  try:
+    start = time.time()
+    with pytest.raises(SystemExit) as stopped:
+      stop_signals.exit_on_interrupt(main)([])
+    assert time.time() - start < 4
+    assert stopped.value.code == 130 and cleaned == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert capsys.readouterr().err == (
+        "SIGINT: interrupted; the same command resumes (exit status 130)\n")
   finally:
     signal.signal(signal.SIGINT, before)
 
@@ -527,3 +561,57 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
   assert f"***** Running training from step 12 to {NUM_STEPS} *****" in logs
   assert _results(out) == _results(uninterrupted)
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-20")
+
+
+def test_ctrl_c_stops_a_sweep_in_one_line_and_its_rerun_resumes(command, uninterrupted,
+                                                                 tmp_path):
+  """Ctrl-C at a terminal reaches the sweep and its running point: the point saves its
+  step as run_classifier.py does, the sweep waits for it and ends in one line with
+  status 130; the same command resumes the point to the uninterrupted run's results."""
+  wrapper = tmp_path / "wrapper.py"
+  wrapper.write_text(WRAPPER.format(repo=REPO))
+  out = tmp_path / "sweep"
+  fixed = {k: v for k, v in command.items()
+           if k not in ("seed", "do_train", "do_eval", "do_predict")}
+  argv = [sys.executable, "-m", "experiments.sweep", f"--output_dir={out}", "--vary=seed=1",
+          f"--program={sys.executable} {wrapper}", "--"] + _argv(fixed)
+
+  def sweep(hook):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", INTERRUPT_HOOK=hook)
+    # A session of its own: its process group is what a terminal's Ctrl-C reaches.
+    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+  proc = sweep("slow_steps_from:5")
+  try:
+    deadline = time.time() + 120
+    while not re.search(r"^STEP \d+$", _point_log(out), re.M):
+      assert time.time() < deadline and proc.poll() is None, _point_log(out)[-3000:]
+      time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  log = _point_log(out)
+  assert proc.returncode == 130, stderr[-3000:]
+  for text in (stdout, stderr, log):
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+  assert [l for l in stderr.splitlines() if "interrupted" in l] == [
+      "SIGINT: interrupted; the same command resumes (exit status 130)"], stderr[-3000:]
+  (step,) = re.findall(r"SIGINT: interrupted at step (\d+); the same command resumes", log)
+  assert 5 <= int(step) < NUM_STEPS
+
+  proc = sweep("")  # The same command again, as a user reruns it.
+  _, stderr = proc.communicate(timeout=300)
+  assert proc.returncode == 0, stderr[-3000:]
+  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in _point_log(out)
+  (point,) = glob.glob(str(out / "runs" / "*"))
+  assert _read(os.path.join(point, "eval_results.txt")) == \
+      _read(os.path.join(uninterrupted, "eval_results.txt"))
+
+
+def _point_log(sweep_dir):
+  """The run.log of the sweep's one point ("" before it starts)."""
+  logs = glob.glob(str(sweep_dir / "runs" / "*" / "run.log"))
+  return _read(logs[0]) if logs else ""

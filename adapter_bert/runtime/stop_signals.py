@@ -6,11 +6,19 @@ raise `Stopped`, which ends the process with the status a shell reports for
 that signal (130 for Ctrl-C, 143 for SIGTERM), without a traceback. A second
 Ctrl-C while the checkpoint is being saved is recorded too, so the save
 finishes whole instead of being cut by a KeyboardInterrupt.
+
+A command that runs training children (the experiments' sweeps, studies and
+comparisons) stops otherwise: within `interrupts` the first signal raises
+`Interrupted` where it waits, it passes SIGTERM on to its children (each saves
+its step as above) and waits for them, later signals only recorded; then
+`exit_on_interrupt` ends it with one line and the same exit status.
 """
 
+import contextlib
 import signal
+import sys
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -70,3 +78,63 @@ class StopSignals:
       signal.signal(signum, signal.SIG_DFL if previous is None else previous)
     self._previous = {}
     return False
+
+
+class Interrupted(KeyboardInterrupt):
+  """What `interrupts` raises on the first SIGINT or SIGTERM; `signum` says which."""
+
+  def __init__(self, signum: int):
+    super().__init__(name(signum))
+    self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupts():
+  """Within it, the first SIGINT or SIGTERM raises `Interrupted` in the main thread;
+  any later one is only recorded, so that a command's clean-up (waiting for its
+  children to save their checkpoints) is not cut short by a second Ctrl-C. The
+  previous handlers are put back on exit. Off the main thread (a test's), or
+  within another `interrupts` (a study runs comparisons), nothing changes."""
+  global _interrupts_active
+  if _interrupts_active or threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  received = []
+
+  def handle(signum, frame):
+    del frame
+    received.append(signum)
+    if len(received) == 1:
+      raise Interrupted(signum)
+  previous = {signum: signal.signal(signum, handle) for signum in SIGNALS}
+  _interrupts_active = True
+  try:
+    yield
+  finally:
+    _interrupts_active = False
+    for signum, handler in previous.items():
+      signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+_interrupts_active = False  # Whether the main thread is within `interrupts`.
+
+
+def exit_on_interrupt(main: Callable, then: str = "the same command resumes") -> Callable:
+  """Wraps the absl `main(argv)` of a command that runs others: Ctrl-C (a
+  KeyboardInterrupt) or `Interrupted` ends the process with one line on stderr,
+  "SIGINT: interrupted; the same command resumes (exit status 130)" (`then` says
+  what is next), and that status (143 for SIGTERM), without a traceback."""
+
+  def wrapped(argv):
+    try:
+      return main(argv)
+    except KeyboardInterrupt as e:
+      signum = getattr(e, "signum", signal.SIGINT)
+      sys.stderr.write(f"{name(signum)}: interrupted; {then} "
+                       f"(exit status {exit_status(signum)})\n")
+      sys.stderr.flush()
+      raise Stopped(signum) from None
+
+  wrapped.__name__ = getattr(main, "__name__", "main")
+  wrapped.__doc__ = main.__doc__
+  return wrapped

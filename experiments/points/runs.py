@@ -11,7 +11,6 @@ again in the same output_dir, resuming; its wall time is then that of all its
 attempts, the earlier ones read from run.log.
 """
 
-import contextlib
 import datetime
 import os
 import posixpath
@@ -19,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -184,26 +182,6 @@ def _tail(path: str, lines: int = 15) -> str:
 _REMOTE_FLUSH_SECONDS = 30.0
 
 
-@contextlib.contextmanager
-def sigterm_stops():
-  """Within it, SIGTERM raises KeyboardInterrupt: a command (sweep, study,
-  comparison) stops as on Ctrl-C, and run_logged passes SIGTERM on to the
-  running child, which saves its checkpoint; a rerun resumes. Only the main
-  thread may set a handler: called elsewhere (a test's thread), it changes nothing."""
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-
-  def interrupt(signum, frame):
-    del signum, frame
-    raise KeyboardInterrupt()
-  previous = signal.signal(signal.SIGTERM, interrupt)
-  try:
-    yield
-  finally:
-    signal.signal(signal.SIGTERM, previous)
-
-
 def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = None,
                on_start: Optional[Callable] = None, **popen_args) -> int:
   """Runs `cmd` with its stdout and stderr appended to `log_path`; returns its exit status.
@@ -237,9 +215,9 @@ def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = No
       try:
         copy_lines()
       except BaseException:
-        # Stopped while the child runs (Ctrl-C, or SIGTERM within sigterm_stops):
-        # the child gets SIGTERM too, saves its checkpoint and ends, its last
-        # lines still logged, before this does.
+        # Stopped while the child runs (Ctrl-C, or SIGTERM within
+        # stop_signals.interrupts): the child gets SIGTERM too, saves its
+        # checkpoint and ends, its last lines still logged, before this does.
         if process.poll() is None:
           process.send_signal(signal.SIGTERM)
         copy_lines()

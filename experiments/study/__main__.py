@@ -3,6 +3,7 @@
 from absl import app
 from absl import flags
 
+from adapter_bert.runtime import stop_signals
 from experiments.study import command
 
 __doc__ = command.__doc__  # What --help prints: the command's usage.
@@ -10,4 +11,4 @@ __doc__ = command.__doc__  # What --help prints: the command's usage.
 if __name__ == "__main__":
   command.define_flags()
   flags.adopt_module_key_flags(command)  # --helpshort lists the command's flags.
-  app.run(command.main)
+  app.run(stop_signals.exit_on_interrupt(command.main))

@@ -70,7 +70,6 @@ from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import grid as grid_lib
 from experiments import multitask_comparison
-from experiments.points import runs
 from experiments.study import record as study_record
 from experiments import sweep as sweep_lib
 from experiments.points import tables
@@ -79,6 +78,7 @@ from experiments.study.page import report
 from experiments.study.results import (SITTINGS_FILE, multitask_cost, read_sittings,
                                        study_grid, sweep_dir)
 from adapter_bert.runtime import machine
+from adapter_bert.runtime import stop_signals
 from adapter_bert.storage import path_checks
 
 
@@ -159,13 +159,13 @@ def main(argv, flag_values=None):
   F = flag_values or FLAGS
   command = shlex.join(["python", "-m", "experiments.study"] + portable_args(sys.argv[1:]))
   try:
-    with runs.sigterm_stops():
+    # Ctrl-C or SIGTERM: one line, status 130 or 143 (__main__'s
+    # stop_signals.exit_on_interrupt); the points resume on a rerun.
+    with stop_signals.interrupts():
       _run(F, command)
   except errors.UserError as e:
     print(f"ERROR: {e}", file=sys.stderr)
     return 2
-  except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the points resume on a rerun.
-    return 130
   return 0
 
 
