@@ -57,6 +57,7 @@ from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.storage import path_checks
 import tokenization
@@ -78,6 +79,7 @@ def define_flags(flag_values=flags.FLAGS):
   # HyperFormer++ it is the size of the generated adapters.
   cli_flags.define_model_and_run_flags(flag_values, check_adapter_size=False)
   cli_flags.define_eval_predictions_flag(flag_values)  # TASK/eval_predictions.tsv
+  cli_flags.define_packing_flag(flag_values)
   flags.DEFINE_list("text_a_column", ["sentence"], "tsv tasks: header name of the first "
                     "text, one for all tsv tasks or one each.", **fv)
   flags.DEFINE_list("text_b_column", None, "tsv tasks: header name of the second text, one "
@@ -184,9 +186,15 @@ def hyperformer_config(F):
 
 def with_task_index(dataset: tf.data.Dataset, task_index: int) -> tf.data.Dataset:
   """(features, labels) batches of one task, "task_index" added, labels as float32
-  (so that classification and regression tasks' batches share one structure)."""
+  (so that classification and regression tasks' batches share one structure).
+
+  Packed, a task's examples are packed apart from the other tasks' (each task
+  has its own records and dataset), so a row and a batch hold one task: the
+  model keeps one task per batch (one hypernetwork pass a step) and the task
+  ids follow the examples exactly, at no cost. "task_index" is then [rows, K],
+  as every per-example feature."""
   def add(features, labels):
-    index = tf.fill(tf.shape(features["input_ids"])[:1], tf.constant(task_index, tf.int32))
+    index = tf.fill(tf.shape(labels), tf.constant(task_index, tf.int32))  # [B] or [B, K]
     return dict(features, task_index=index), tf.cast(labels, tf.float32)
   return dataset.map(add)
 
@@ -215,44 +223,68 @@ def train(run: startup.Run, tasks, heads, examples, tokenizer, sampling_temperat
     logging.info("  Task %s: %d examples, sampled with probability %.4f", task.name,
                  len(examples[task.name]["train"]), p)
   logging.info("  Batch size = %d", options.train_batch_size)
+  record_files = train_records(options, tasks, examples, tokenizer)
+  # Packed: one number of rows a batch for every task, measured on all their
+  # records (one static shape); a batch of a task of shorter texts holds more
+  # examples, --train_batch_size of them on average over the tasks.
+  rows = startup.pack_training(run, record_files) if options.pack_sequences else None
   logging.info("  Num steps = %d", run.settings.num_train_steps)
-  dataset = train_dataset(options, tasks, examples, tokenizer, probabilities)
+  dataset = train_dataset(options, tasks, examples, tokenizer, probabilities,
+                          rows_per_batch=rows, record_files=record_files)
   startup.train(run, multitask_model.loss_fn(heads), dataset, model_facts)
 
 
+def train_records(options: startup.RunOptions, tasks, examples, tokenizer) -> list:
+  """Each task's training record, written (or reused), in task order."""
+  return [_record(options, task, "train", examples[task.name]["train"], tokenizer,
+                  options.train_batch_size) for task in tasks]
+
+
 def train_dataset(options: startup.RunOptions, tasks, examples, tokenizer,
-                  probabilities) -> tf.data.Dataset:
+                  probabilities, rows_per_batch=None, record_files=None) -> tf.data.Dataset:
   """The training batches: each task's records batched to the global batch size,
   then whole batches drawn by task (sampling.sample_batches). A global batch
   is one task's before a strategy splits it, so every replica's share of it
-  holds that one task (tests/test_tpu_compile.py)."""
+  holds that one task (tests/test_tpu_compile.py). With --pack_sequences,
+  batches of `rows_per_batch` packed rows (startup.pack_training)."""
   seed = model_setup.shuffle_seed(options.seed)
-  batch_size = options.train_batch_size
+  if options.pack_sequences and not rows_per_batch:
+    raise ValueError("packed batches need their rows_per_batch (startup.pack_training)")
+  batch_size = rows_per_batch if options.pack_sequences else options.train_batch_size
+  record_files = record_files or train_records(options, tasks, examples, tokenizer)
   datasets = [
       with_task_index(classifier_features.make_dataset(
-          _record(options, task, "train", examples[task.name]["train"], tokenizer,
-                  batch_size),
-          options.max_seq_length, batch_size, is_training=True, drop_remainder=True,
-          is_regression=task.is_regression, seed=seed + i,
+          record_file, options.max_seq_length, batch_size, is_training=True,
+          drop_remainder=True, is_regression=task.is_regression, seed=seed + i,
           pad_to_multiple_of=options.pad_to_multiple_of,
-          group_by_length=options.group_by_length), i)
-      for i, task in enumerate(tasks)]
+          group_by_length=options.group_by_length,
+          pack_sequences=options.pack_sequences), i)
+      for i, (task, record_file) in enumerate(zip(tasks, record_files))]
   return sampling.sample_batches(datasets, probabilities, seed=seed)
 
 
 def task_dataset(options: startup.RunOptions, task, index, split, examples, tokenizer,
-                 batch_size) -> tf.data.Dataset:
-  """One task's eval or predict batches, its last batch filled on TPU (is_real_example 0)."""
+                 batch_size, num_replicas: int = 1) -> tf.data.Dataset:
+  """One task's eval or predict batches, its last batch filled on TPU (is_real_example 0).
+  Packed, the rows that hold `batch_size` examples on average (the last batch
+  filled with empty rows), as run_classifier.py's (classifier_task.predict_record)."""
+  record_file = _record(options, task, split, examples, tokenizer, batch_size)
+  if options.pack_sequences:
+    stats = records.packing_stats(record_file, options.max_seq_length)
+    batch_size = stats.rows_per_batch(batch_size, num_replicas)
+    logging.info("  %s", stats.describe(batch_size))
   return with_task_index(classifier_features.make_dataset(
-      _record(options, task, split, examples, tokenizer, batch_size), options.max_seq_length,
-      batch_size, is_training=False, drop_remainder=options.use_tpu,
-      is_regression=task.is_regression, pad_to_multiple_of=options.pad_to_multiple_of), index)
+      record_file, options.max_seq_length, batch_size, is_training=False,
+      drop_remainder=options.use_tpu, is_regression=task.is_regression,
+      pad_to_multiple_of=options.pad_to_multiple_of,
+      pack_sequences=options.pack_sequences), index)
 
 
 def _outputs(run: startup.Run, task, index, head, split, examples, tokenizer, batch_size):
   """The model's outputs for one task's split, its own classes only."""
   options = run.options
-  dataset = task_dataset(options, task, index, split, examples, tokenizer, batch_size)
+  dataset = task_dataset(options, task, index, split, examples, tokenizer, batch_size,
+                         run.strategy.num_replicas_in_sync)
   outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
                          iterations_per_loop=options.iterations_per_loop)
   # The task's own classes; labels back to the task's type.

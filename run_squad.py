@@ -33,6 +33,7 @@ from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.squad import data as squad_data
 from adapter_bert.squad import evaluate as squad_metrics
@@ -62,6 +63,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                                 "run prediction on --predict_file.")
   cli_flags.define_training_flags(flag_values, splits=("train", "predict"),
                                   predict_help="Total batch size for predictions.")
+  cli_flags.define_packing_flag(flag_values)
   i("n_best_size", 20, "Candidates per question in nbest_predictions.json.", **fv)
   i("max_answer_length", 30, "Longest answer that can be predicted, in tokens.", **fv)
   cli_flags.define_tpu_flags(flag_values)
@@ -156,18 +158,20 @@ def write_features(examples, tokenizer, path, is_training, max_seq_length, doc_s
 
 
 def train_dataset(path, max_seq_length, batch_size, seed, pad_to_multiple_of=None,
-                  group_by_length=False) -> tf.data.Dataset:
+                  group_by_length=False, pack_sequences=False) -> tf.data.Dataset:
+  """(features, start and end positions) batches; packed, `batch_size` rows."""
   labels = ("start_positions", "end_positions")
   d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=True,
                               drop_remainder=True, seed=seed,
                               pad_to_multiple_of=pad_to_multiple_of,
-                              group_by_length=group_by_length)
+                              group_by_length=group_by_length, pack_sequences=pack_sequences)
   return d.map(lambda x: ({k: v for k, v in x.items() if k not in labels},
                           {k: x[k] for k in labels}))
 
 
 def predict_dataset(path, max_seq_length, batch_size, num_features,
-                    pad_last_batch: bool, pad_to_multiple_of=None) -> tf.data.Dataset:
+                    pad_last_batch: bool, pad_to_multiple_of=None,
+                    pack_sequences=False) -> tf.data.Dataset:
   """(features, unique_ids) batches, grouped by length unless padded to the maximum
   (loop.predict returns the results in record order either way).
 
@@ -176,7 +180,14 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
   post-processing, as the original classifier's is_real_example=0 examples.
   Every batch is then full, and the batch dimension static (drop_remainder
   drops nothing), also where the features are an exact multiple of the batch.
+
+  Packed (`batch_size` rows), every batch is full and static anyway: empty
+  rows fill the last one, and loop.predict returns only real features.
   """
+  if pack_sequences:
+    d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
+                                drop_remainder=True, pack_sequences=True)
+    return d.map(lambda x: (x, x["unique_ids"]))
   fill = None
   if pad_last_batch and num_features % batch_size:
     fill = {"unique_ids": _PADDING_UNIQUE_ID}
@@ -242,6 +253,17 @@ def read_train_examples(train_file: str, version_2_with_negative: bool):
   return examples
 
 
+def packed_rows_per_batch(run: startup.Run, record_file: str, batch_size: int) -> int:
+  """The packed rows that hold `batch_size` features on average (measured on
+  the record, rounded up to a multiple of the replicas): --*_batch_size keeps
+  counting features, and training keeps the original's steps (a SQuAD epoch is
+  counted in questions, not features), each over as many features as unpacked."""
+  stats = records.packing_stats(record_file, run.options.max_seq_length)
+  rows = stats.rows_per_batch(batch_size, run.strategy.num_replicas_in_sync)
+  logging.info("  %s", stats.describe(rows))
+  return rows
+
+
 def train(run: startup.Run, examples, writer: squad_data.FeatureWriter) -> None:
   """Trains on the examples' features (writer's record); writes adapter_model/."""
   options = run.options
@@ -250,9 +272,13 @@ def train(run: startup.Run, examples, writer: squad_data.FeatureWriter) -> None:
   logging.info("  Num split examples = %d", writer.num_features)
   logging.info("  Batch size = %d", options.train_batch_size)
   logging.info("  Num steps = %d", run.settings.num_train_steps)
-  dataset = train_dataset(writer.filename, options.max_seq_length, options.train_batch_size,
+  batch_size = options.train_batch_size
+  if options.pack_sequences:
+    batch_size = packed_rows_per_batch(run, writer.filename, batch_size)
+  dataset = train_dataset(writer.filename, options.max_seq_length, batch_size,
                           model_setup.shuffle_seed(options.seed),
-                          options.pad_to_multiple_of, options.group_by_length)
+                          options.pad_to_multiple_of, options.group_by_length,
+                          options.pack_sequences)
   version_2 = run.config["version_2_with_negative"]
   startup.train(run, span_loss, dataset, {"task": "squad", "version_2_with_negative": version_2})
 
@@ -270,9 +296,12 @@ def predict(run: startup.Run, examples, writer: squad_data.FeatureWriter, batch_
   logging.info("  Num orig examples = %d", len(examples))
   logging.info("  Num split examples = %d", len(features))
   logging.info("  Batch size = %d", batch_size)
+  if options.pack_sequences:
+    batch_size = packed_rows_per_batch(run, writer.filename, batch_size)
   dataset = predict_dataset(writer.filename, options.max_seq_length, batch_size, len(features),
                             pad_last_batch=options.use_tpu or options.use_xla,
-                            pad_to_multiple_of=options.pad_to_multiple_of)
+                            pad_to_multiple_of=options.pad_to_multiple_of,
+                            pack_sequences=options.pack_sequences)
   outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
                          iterations_per_loop=options.iterations_per_loop)
   output_dir = options.output_dir

@@ -7,6 +7,7 @@ the encoder; hand arithmetic for sampling proportions and parameter counts.
 """
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -391,6 +392,30 @@ def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tm
     assert got.keys() == want.keys()
     for key in set(want) - {"checkpoint_path"}:  # The weights' paths: the test above.
       assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
+
+
+def test_packed_evaluation_and_prediction_give_the_same_results(base, hyperformer_run,
+                                                                tmp_path, caplog):
+  # Each task's examples packed apart (a row, and so a batch, holds one task's).
+  out, _ = hyperformer_run
+  packed = str(tmp_path / "packed")
+  with caplog.at_level("INFO"):
+    run_main(**_flags(base, multitask_adapters="hyperformer", do_predict=True, do_eval=True,
+                      eval_predictions=True, adapter_checkpoint=os.path.join(out, "adapter_model"),
+                      output_dir=packed, pack_sequences=True))
+  counts = [(int(a), int(b)) for a, b in re.findall(r"packed (\d+) examples into (\d+) rows",
+                                                     caplog.text)]
+  assert counts and any(examples > rows for examples, rows in counts)
+  for task in TASK_NAMES:
+    np.testing.assert_allclose(
+        np.loadtxt(os.path.join(packed, task, "test_results.tsv"), ndmin=2),
+        np.loadtxt(os.path.join(out, task, "test_results.tsv"), ndmin=2), atol=1e-5)
+    want, got = (dict(line.split(" = ") for line in open(
+        os.path.join(d, task, "eval_results.txt")).read().splitlines()) for d in (out, packed))
+    assert got.keys() == want.keys()
+    for key in set(want) - {"checkpoint_path"}:
+      assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
+  _check_eval_predictions(packed)  # One row per dev example, in the dev set's order.
 
 
 def test_shared_adapters_run(base, tmp_path):

@@ -3,17 +3,27 @@ per batch, so the task ids follow the examples; each example's logits, loss and
 gradients are those it has alone, unpadded (test_packing_squad's reference).
 """
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from adapter_layers import AdapterConfig
+from adapter_bert.classification import features as classifier_features
+from adapter_bert.classification import task as classifier_task
 import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
+from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.runtime import packing
+from adapter_bert.runtime import startup
+import run_multitask
 from test_packing_squad import CONFIG, LENGTHS, MAX_EXAMPLES, ROWS, pack_by_hand
+import tokenization
+
+GLUE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "glue")
 
 HEADS = [TaskHead("a", ("x", "y")), TaskHead("b", ("p", "q", "r")),
          TaskHead("c", (), is_regression=True)]
@@ -86,3 +96,44 @@ def test_packed_logits_loss_and_gradients_are_each_examples_own(adapter_type, ta
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=v.path)
     compared += np.abs(want).max() > 0
   assert compared > len(variables) // 2
+
+
+def test_packed_training_batches_hold_one_tasks_examples(base, tmp_path):
+  """run_multitask.train_dataset, packed: every batch is one task's, its task ids
+  that task's, and each slot an example of that task's records with its label."""
+  tasks = multitask_tasks.tasks_from_flags(
+      ["sst-2", "sts-b"], [os.path.join(GLUE, "SST-2"), os.path.join(GLUE, "STS-B")],
+      ["sentence"], None, ["label"])
+  examples = {t.name: classifier_task.read_examples(t.processor, t.data_dir, True, False, False)
+              for t in tasks}
+  options = startup.RunOptions(output_dir=str(tmp_path), max_seq_length=32,
+                               train_batch_size=4, seed=1, pack_sequences=True)
+  tokenizer = tokenization.FullTokenizer(base["vocab_file"], do_lower_case=True)
+  record_files = run_multitask.train_records(options, tasks, examples, tokenizer)
+  # Each task's (tokens, label) pairs, read back unpacked.
+  known = []
+  for task, path in zip(tasks, record_files):
+    batches = classifier_features.make_dataset(path, 32, 64, is_training=False,
+                                               drop_remainder=False,
+                                               is_regression=task.is_regression)
+    known.append({(tuple(ids[mask == 1]), float(label)) for features, labels in batches
+                  for ids, mask, label in zip(features["input_ids"].numpy(),
+                                              features["input_mask"].numpy(), labels.numpy())})
+  dataset = run_multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5],
+                                        rows_per_batch=3, record_files=record_files)
+  seen_tasks, num_examples = set(), 0
+  for features, labels in dataset.take(12):
+    task_index = features["task_index"].numpy()
+    assert task_index.shape == labels.shape == (3, packing.max_examples_per_row(32))
+    assert features["input_ids"].shape == (3, 32)
+    task = int(task_index[0, 0])
+    assert (task_index == task).all()
+    seen_tasks.add(task)
+    starts, lengths = (features[k].numpy() for k in (modeling.EXAMPLE_STARTS,
+                                                      modeling.EXAMPLE_LENGTHS))
+    num_examples += (lengths > 0).sum()
+    for b, k in zip(*np.nonzero(lengths)):
+      tokens = features["input_ids"].numpy()[b, starts[b, k]:starts[b, k] + lengths[b, k]]
+      assert (tuple(tokens), float(labels.numpy()[b, k])) in known[task]
+  assert seen_tasks == {0, 1}
+  assert num_examples > 12 * 3  # More examples than rows: SST-2's short sentences share rows.

@@ -7,9 +7,14 @@ the packed-batch interface: examples back to back, example_ids 1..K,
 positions restarting at 0, each example's start and length per slot.
 """
 
+import json
+import os
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 from adapter_layers import AdapterConfig
 import modeling
@@ -17,6 +22,8 @@ from adapter_bert.runtime import packing
 import run_squad
 import tiny_bert
 
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                    "squad")
 # Dropout off: packed and unpacked must compute the same function.
 CONFIG = dict(tiny_bert.TINY_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 ROW_LENGTH = 24
@@ -136,3 +143,76 @@ def test_packed_span_loss_and_gradients_are_the_unpacked_ones(span_labeler):
     assert np.abs(want).max() > 0, v.path
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=v.path)
 
+
+# run_squad.py on a tiny base with room for two features per row (the tiny
+# base's 64 positions hold about one): the features of data/squad are 49 to
+# 145 tokens long here.
+LONG_BASE = dict(CONFIG, max_position_embeddings=256)
+RUN_ARGS = ["--max_seq_length=256", "--doc_stride=64", "--max_query_length=16",
+            "--train_batch_size=4", "--predict_batch_size=4", "--adapter_size=8", "--seed=1"]
+
+
+def run(args):
+  fv = flags.FlagValues()
+  run_squad.define_flags(fv)
+  fv(["run_squad.py"] + args)
+  return run_squad.main([], fv)
+
+
+@pytest.fixture(scope="module")
+def long_base(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("long_base"))
+  config, vocab, ckpt, _ = tiny_bert.write_google_dir(d, LONG_BASE)
+  return ["--bert_config_file=" + config, "--vocab_file=" + vocab] + RUN_ARGS, ckpt
+
+
+def _read_json(path):
+  with open(path) as f:
+    return json.load(f)
+
+
+def _assert_same_predictions(got_dir, want_dir):
+  """predictions.json (and null_odds.json) alike, nbest_predictions.json's texts
+  exactly and its numbers to 1e-5 (logits computed in other shapes)."""
+  want = _read_json(os.path.join(want_dir, "predictions.json"))
+  assert _read_json(os.path.join(got_dir, "predictions.json")) == want
+  want = _read_json(os.path.join(want_dir, "nbest_predictions.json"))
+  got = _read_json(os.path.join(got_dir, "nbest_predictions.json"))
+  assert list(got) == list(want)
+  for qid in want:
+    assert [e["text"] for e in got[qid]] == [e["text"] for e in want[qid]], qid
+    for key in ("probability", "start_logit", "end_logit"):
+      np.testing.assert_allclose([e[key] for e in got[qid]], [e[key] for e in want[qid]],
+                                 atol=1e-5, err_msg=f"{qid} {key}")
+  # A trained model: its best answers are not all the same span.
+  assert len({e[0]["text"] for e in want.values()}) > 1
+  null_odds = os.path.join(want_dir, "null_odds.json")
+  if os.path.exists(null_odds):
+    want, got = _read_json(null_odds), _read_json(os.path.join(got_dir, "null_odds.json"))
+    assert list(got) == list(want)
+    np.testing.assert_allclose(list(got.values()), list(want.values()), atol=1e-5)
+
+
+def _packed_counts(log):
+  """(examples, rows) of each "packed N examples into M rows" log line."""
+  return [(int(a), int(b)) for a, b in re.findall(r"packed (\d+) examples into (\d+) rows", log)]
+
+
+def test_packed_training_and_prediction(long_base, tmp_path, caplog):
+  """SQuAD 2.0 trained packed keeps the original's steps (12 questions / batch 4
+  * 2 epochs); its weights predict the same files packed as unpacked."""
+  args, ckpt = long_base
+  packed, unpacked = str(tmp_path / "packed"), str(tmp_path / "unpacked")
+  dev = "--predict_file=" + os.path.join(DATA, "dev-v2.0.json")
+  with caplog.at_level("INFO"):
+    run(args + ["--output_dir=" + packed, "--init_checkpoint=" + ckpt, "--pack_sequences",
+                "--version_2_with_negative", "--do_train", "--num_train_epochs=2",
+                "--train_file=" + os.path.join(DATA, "train-v2.0.json"),
+                "--learning_rate=1e-2", "--do_predict", dev])
+  assert "Running training from step 0 to 6 *****" in caplog.text
+  assert tf.train.latest_checkpoint(packed).endswith("model.ckpt-6")
+  (train_features, train_rows), (dev_features, dev_rows) = _packed_counts(caplog.text)
+  assert train_features > train_rows and dev_features > dev_rows
+  run(args + ["--output_dir=" + unpacked, "--init_checkpoint=" + packed,
+              "--version_2_with_negative", "--do_predict", dev])
+  _assert_same_predictions(packed, unpacked)
