@@ -65,6 +65,13 @@ def test_mean_over_examples_ignores_empty_slots():
   assert float(packing.mean_over_examples(per_example, lengths)) == pytest.approx(2.0)
 
 
+def test_regression_loss_of_packed_logits():
+  logits = tf.constant([[[0.5], [2.0]], [[-1.0], [0.0]]])  # [rows 2, K 2, 1]
+  labels = tf.constant([[1.0, 2.0], [1.0, 0.0]])
+  np.testing.assert_allclose(classifier_task.loss_fn(is_regression=True)(labels, logits),
+                             [[0.25, 0.0], [4.0, 0.0]])
+
+
 MAX_LEN = 16
 LENGTHS = [5, 16, 3, 9, 7, 4, 12, 2, 6]
 
