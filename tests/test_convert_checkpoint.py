@@ -227,7 +227,7 @@ def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
     raise OSError("disk full")
 
   monkeypatch.setattr(checkpoint_io, "write_tf1_checkpoint", broken)
-  with pytest.raises(errors.UserError, match="google: cannot write the directory: disk full"):
+  with pytest.raises(errors.UserError, match="google: cannot write the converted model: disk full"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
   assert sorted(os.listdir(tmp_path)) == ["hf"]
 

@@ -8,15 +8,20 @@ on a 4 MB tmpfs that fills up at a checkpoint of run_classifier.
 
 import json
 import os
+import posixpath
 import subprocess
 
 import pytest
 import tensorflow as tf
 
+import run_squad
+
 from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert.classification import metrics
+from adapter_bert.runtime import run_config
+from adapter_bert.squad import postprocess
 from adapter_bert.storage import file_io
 
 NO_SPACE = tf.errors.ResourceExhaustedError(None, None, "No space left on device")
@@ -64,6 +69,10 @@ KINDS = {
         lambda d, v: adapter_bank.create_bank(os.path.join(d, f"bank{v}"), _bank_base()),
         lambda d: sorted(os.listdir(d)),
         "cannot write the adapter bank's index"),
+    "run settings": (
+        lambda d, v: run_config.write(d, {"learning_rate": v}, training_run=True),
+        lambda d: open(os.path.join(d, run_config.RUN_CONFIG_FILE)).read(),
+        "cannot write the run's settings"),
     "adapter directory": (  # As save_adapter_weights, add_task and export write theirs.
         lambda d, v: _write_directory(os.path.join(d, "adapter_model"), v),
         lambda d: _files(os.path.join(d, "adapter_model")),
@@ -97,6 +106,48 @@ def test_refused_write_is_one_line_and_keeps_the_old_file(tmp_path, monkeypatch,
   assert read(d) == before and _files(d) == listing  # Old file intact, no temporary left.
   write(d, 0.75)  # The fault gone, the same write succeeds.
   assert read(d) != before
+
+
+# run_squad.py's outputs, in the order it writes them, and what a refused write names.
+SQUAD_OUTPUTS = {"nbest_predictions.json": "the n-best predictions",
+                 "null_odds.json": "the null odds", "predictions.json": "the predictions",
+                 "eval_results.json": "the eval results"}
+SQUAD_DEV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "data", "squad", "dev-v1.1.json")
+
+
+def _write_squad_outputs(d):
+  """What run_squad.py writes after predicting (of no answers: the writes are tested)."""
+  postprocess.write_predictions(
+      [], [], [], 20, 30, True, *(os.path.join(d, n) for n in (
+          "predictions.json", "nbest_predictions.json", "null_odds.json")),
+      version_2_with_negative=True)
+  run_squad.write_eval_results(os.path.join(d, "eval_results.json"), SQUAD_DEV, {}, None,
+                               False)
+
+
+@pytest.mark.parametrize("name", sorted(SQUAD_OUTPUTS))
+def test_a_refused_squad_output_names_what_it_is(tmp_path, monkeypatch, name):
+  d = str(tmp_path)
+  _write_squad_outputs(d)
+  with open(os.path.join(d, name), "w") as f:
+    f.write("the earlier run's")
+  listing = sorted(os.listdir(d))
+  rename = tf.io.gfile.rename
+
+  def refuse_one(src, dst, *args, **kwargs):
+    if posixpath.basename(dst) == name:
+      raise NO_SPACE
+    return rename(src, dst, *args, **kwargs)
+  monkeypatch.setattr(tf.io.gfile, "rename", refuse_one)
+  with pytest.raises(errors.UserError) as raised:
+    _write_squad_outputs(d)
+  message = str(raised.value)
+  assert message.startswith(os.path.join(d, name) + ": cannot write "
+                            + SQUAD_OUTPUTS[name] + ": No space left on device"), message
+  assert "\n" not in message
+  assert open(os.path.join(d, name)).read() == "the earlier run's"  # Kept.
+  assert sorted(os.listdir(d)) == listing  # No temporary left.
 
 
 def test_a_write_failure_ends_the_command_with_status_2(tmp_path, monkeypatch, capsys):

@@ -169,7 +169,7 @@ def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
   if vocab_lines < int(config["vocab_size"]):
     logging.warning("%s has %d entries < vocab_size %s (padded embedding table).",
                     vocab_file, vocab_lines, config["vocab_size"])
-  with file_io.AtomicDirectory(output_dir) as tmp_dir:
+  with file_io.AtomicDirectory(output_dir, what="the converted model") as tmp_dir:
     with tf.io.gfile.GFile(posixpath.join(tmp_dir, CONFIG_NAME), "w") as f:
       f.write(bert_config_json(config))
     tf.io.gfile.copy(vocab_file, posixpath.join(tmp_dir, VOCAB_NAME))

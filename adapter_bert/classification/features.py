@@ -189,7 +189,8 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
       left at a temporary name, and a previous `output_file` is untouched.
   """
   is_regression = label_list is None
-  with file_io.AtomicFile(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+  with file_io.AtomicFile(output_file, what="the feature record") as tmp, \
+       tf.io.TFRecordWriter(tmp) as writer:
     for (ex_index, example) in enumerate(examples):
       if ex_index % 10000 == 0:
         logging.info("Writing example %d of %d", ex_index, len(examples))
@@ -276,7 +277,8 @@ def ensure_feature_record(examples, label_list, max_seq_length, tokenizer,
           "num_real_examples": num_real, "max_seq_length": max_seq_length,
           "is_regression": label_list is None,
           "label_list": None if label_list is None else list(label_list)}
-  file_io.atomic_write(meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+  file_io.atomic_write(meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n",
+                       what="the feature record's description")
   return len(examples)
 
 

@@ -70,10 +70,11 @@ def write(output_dir: str, split: str, outputs: Mapping[str, np.ndarray],
   attentions = np.asarray(outputs[OUTPUT_KEY])[real]
   tsv = posixpath.join(output_dir, f"{split}_{OUTPUT_KEY}.tsv")
   png = posixpath.join(output_dir, f"{split}_{OUTPUT_KEY}.png")
-  file_io.atomic_write(tsv, table(attentions, places, tasks))
+  file_io.atomic_write(tsv, table(attentions, places, tasks), what="the fusion attentions")
   file_io.atomic_write(png, plot(attentions, places, tasks,
                                  f"{task_name}: AdapterFusion over {', '.join(tasks)} "
-                                 f"({split})"), binary=True)
+                                 f"({split})"), binary=True,
+                       what="the fusion attentions' plot")
   logging.info("Wrote the fusion attentions of %d %s examples to %s and %s",
                len(attentions), split, tsv, png)
   return tsv, png

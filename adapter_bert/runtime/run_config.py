@@ -89,4 +89,5 @@ def write(output_dir: str, config: Mapping[str, object], training_run: bool) -> 
   """
   path = posixpath.join(output_dir, RUN_CONFIG_FILE)
   if training_run or not tf.io.gfile.exists(path):
-    file_io.atomic_write(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    file_io.atomic_write(path, json.dumps(config, indent=2, sort_keys=True) + "\n",
+                         what="the run's settings")

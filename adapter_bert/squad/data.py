@@ -438,7 +438,7 @@ class FeatureWriter:
     # Prediction needs the features again for post-processing; training does
     # not, and keeping ~100k of them would waste memory.
     self.features: Optional[List[InputFeatures]] = [] if keep_features else None
-    self._file = file_io.AtomicFile(filename)
+    self._file = file_io.AtomicFile(filename, what="the feature record")
     self._writer = tf.io.TFRecordWriter(self._file.temp)
 
   def process_feature(self, feature: InputFeatures) -> None:

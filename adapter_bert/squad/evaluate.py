@@ -222,7 +222,7 @@ def run(version, data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
                                           na_probs, na_prob_thresh)
   if out_file:
     file_io.atomic_write(
-        out_file, format_results(results, version, for_file=True))
+        out_file, format_results(results, version, for_file=True), what="the eval results")
   if version == "1.1" or not out_file:
     print(format_results(results, version))
   return results

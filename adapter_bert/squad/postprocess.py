@@ -132,10 +132,10 @@ def write_predictions(all_examples, all_features, all_results,
       all_examples, all_features, all_results, n_best_size, max_answer_length,
       do_lower_case, version_2_with_negative, null_score_diff_threshold,
       verbose_logging)
-  outputs = [(output_nbest_file, _to_json(all_nbest_json))]
+  outputs = [(output_nbest_file, _to_json(all_nbest_json), "the n-best predictions")]
   if version_2_with_negative:
-    outputs.append((output_null_log_odds_file, _to_json(scores_diff_json)))
-  outputs.append((output_prediction_file, _to_json(all_predictions)))
-  for path, text in outputs:
-    file_io.atomic_write(path, text)
+    outputs.append((output_null_log_odds_file, _to_json(scores_diff_json), "the null odds"))
+  outputs.append((output_prediction_file, _to_json(all_predictions), "the predictions"))
+  for path, text, what in outputs:
+    file_io.atomic_write(path, text, what=what)
   return all_predictions, all_nbest_json, scores_diff_json
