@@ -280,3 +280,26 @@ def test_packing_refuses_per_batch_padding_flags(base, tmp_path, flag, value):
                      match=f"--pack_sequences fills rows of --max_seq_length: drop "
                            f"--{'' if value else 'no'}{flag}"):
     _sst2(base, str(tmp_path), do_train=True, pack_sequences=True, **{flag: value})
+
+
+def test_an_interrupted_packed_run_resumes_to_the_uninterrupted_results(base, tmp_path,
+                                                                        monkeypatch):
+  """The device lost after step 3 (test_interruptions' injection): the same command
+  resumes from checkpoint 2, skips the packed batches trained on and ends where an
+  uninterrupted run does."""
+  from test_interruptions import _losing_the_device_at  # pylint: disable=import-outside-toplevel
+  from adapter_bert.runtime import stop_signals  # pylint: disable=import-outside-toplevel
+  flags = dict(do_train=True, do_eval=True, pack_sequences=True,
+               num_train_epochs=6, train_batch_size=4, save_checkpoints_steps=2)
+  whole, out = str(tmp_path / "whole"), str(tmp_path / "interrupted")
+  _sst2(base, whole, **flags)
+  steps = json.loads(open(os.path.join(whole, "run_config.json")).read())["num_train_steps"]
+  assert steps >= 6
+  monkeypatch.setattr(loop, "make_train_loop", _losing_the_device_at(3))
+  with pytest.raises(stop_signals.Stopped):
+    _sst2(base, out, **flags)
+  monkeypatch.undo()
+  logs = _sst2(base, out, **flags)
+  assert "Skipping the 2 batches trained on before step 2" in logs
+  assert _eval_results(os.path.join(out, "eval_results.txt")) == _eval_results(
+      os.path.join(whole, "eval_results.txt"))
