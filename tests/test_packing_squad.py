@@ -18,9 +18,12 @@ from absl import flags
 
 from adapter_layers import AdapterConfig
 import modeling
+from adapter_bert.runtime import loop
 from adapter_bert.runtime import packing
+from adapter_bert.squad import data as squad_data
 import run_squad
 import tiny_bert
+import tokenization
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                     "squad")
@@ -216,3 +219,36 @@ def test_packed_training_and_prediction(long_base, tmp_path, caplog):
   run(args + ["--output_dir=" + unpacked, "--init_checkpoint=" + packed,
               "--version_2_with_negative", "--do_predict", dev])
   _assert_same_predictions(packed, unpacked)
+
+
+def test_packed_batches_have_one_shape_and_compile_once_with_xla(long_base, tmp_path):
+  """Packed training and prediction batches of run_squad.py: one static shape,
+  so XLA (a TPU) compiles one program; the compiled prediction, traced once
+  for every batch, gives the model's own logits."""
+  args, _ = long_base
+  vocab = next(a.split("=", 1)[1] for a in args if a.startswith("--vocab_file="))
+  tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+  convert = dict(tokenizer=tokenizer, max_seq_length=256, doc_stride=64, max_query_length=16)
+  train = run_squad.write_features(
+      squad_data.read_squad_examples(os.path.join(DATA, "train-v2.0.json"), True, True),
+      path=str(tmp_path / "train.tf_record"), is_training=True, **convert)
+  predict = run_squad.write_features(
+      squad_data.read_squad_examples(os.path.join(DATA, "dev-v2.0.json"), False, True),
+      path=str(tmp_path / "eval.tf_record"), is_training=False, **convert)
+  train_batches = run_squad.train_dataset(train.filename, 256, 2, 1, pack_sequences=True)
+  predict_batches = run_squad.predict_dataset(predict.filename, 256, 2, predict.num_features,
+                                              pad_last_batch=False, pack_sequences=True)
+  for batches in (train_batches, predict_batches):
+    assert all(s.shape.is_fully_defined() for s in tf.nest.flatten(batches.element_spec))
+  tf.keras.utils.set_random_seed(0)
+  model = modeling.BertSpanLabeler(modeling.BertConfig.from_dict(LONG_BASE),
+                                   AdapterConfig(size=4))
+  model.ensure_built()
+  predict_step = loop.make_predict_step(model, jit_compile=True)
+  batches = list(predict_batches)
+  assert len(batches) > 1  # The last one filled with empty rows: the same shape.
+  for features, unique_ids in batches:
+    compiled = predict_step(features, unique_ids)
+    np.testing.assert_allclose(compiled["start_logits"],
+                               model(features, training=False)["start_logits"], atol=1e-5)
+  assert predict_step.experimental_get_tracing_count() == 1
