@@ -187,3 +187,12 @@ def test_slug_matches_github_anchors():
   assert slug("TPU, GPUs, several machines") == "tpu-gpus-several-machines"
   assert slug("`bash demo.sh`") == "bash-demosh"
   assert slug("Figures 3-5: the trade-off") == "figures-3-5-the-trade-off"
+
+
+def test_every_test_the_fault_table_names_exists():
+  """docs/errors.md shows each fault by `tests/FILE.py::TEST`: each is a test there."""
+  named = re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`",
+                     _read(os.path.join(DOCS, "errors.md")))
+  assert len(named) >= 10
+  for path, test in named:
+    assert re.search(rf"^def {test}\(", _read(os.path.join(ROOT, path)), re.M), (path, test)

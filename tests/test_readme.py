@@ -168,10 +168,12 @@ def test_readme_demo_output_is_what_demo_sh_prints():
   grep = re.search(r'^grep -E "(.*?)" "\$LOG"', demo, re.M).group(1)
   counts = [line for line in lines if line.startswith("*****")]
   assert len(counts) == 3 and all(re.search(grep, line) for line in counts)
-  # Then eval_results.txt as run_classifier.py writes it: sorted "key = value".
+  # Then eval_results.txt as run_classifier.py writes it: sorted "key = value",
+  # the checkpoint evaluated named in its directory.
   results = lines[3:-1]
   assert [r.split(" = ")[0] for r in results] == sorted(
-      ["eval_accuracy", "eval_loss", "global_step", "loss"])
+      ["checkpoint_path", "eval_accuracy", "eval_loss", "global_step", "loss"])
+  assert "checkpoint_path = model.ckpt-250" in results
   # The last line is demo.sh's echo, with the README's settings as demo.sh's
   # defaults (adapter size 64; 2 epochs of 4,000 examples in batches of 32 is
   # the 250 steps of global_step).
