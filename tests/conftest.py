@@ -35,3 +35,17 @@ def minilm(tmp_path_factory):
   d = str(tmp_path_factory.mktemp("real") / "minilm")
   config = convert_checkpoint.hf_bert_to_google(huggingface.minilm_package_dir(), d)
   return dict(dir=d, config=config)
+
+
+@pytest.fixture(scope="session")
+def interop_base(tmp_path_factory):
+  """The tiny Hugging Face base of the AdapterHub and PEFT fixtures
+  (tests/fixtures/interop/base/), converted once as a user converts theirs:
+  init_checkpoint, bert_config_file, vocab_file (paths). Read it, never write into it."""
+  import convert_checkpoint  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  out = str(tmp_path_factory.mktemp("interop") / "base")
+  convert_checkpoint.hf_bert_to_google(
+      os.path.join(os.path.dirname(__file__), "fixtures", "interop", "base"), out)
+  return {"init_checkpoint": os.path.join(out, "bert_model.ckpt"),
+          "bert_config_file": os.path.join(out, "bert_config.json"),
+          "vocab_file": os.path.join(out, "vocab.txt")}

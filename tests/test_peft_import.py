@@ -31,16 +31,6 @@ IMPORTED = {"seq_cls_qv": ["a", "b", "c"], "rslora": ["no", "yes"], "torch_file"
             "query_layer1": ["a", "b", "c"], "layer_norms": ["a", "b", "c"], "regression": []}
 
 
-@pytest.fixture(scope="module")
-def interop_base(tmp_path_factory):
-  """The fixtures' tiny Hugging Face base, converted as a user converts theirs."""
-  out = str(tmp_path_factory.mktemp("interop") / "base")
-  convert_checkpoint.hf_bert_to_google(os.path.join(FIXTURES, "base"), out)
-  return {"init_checkpoint": os.path.join(out, "bert_model.ckpt"),
-          "bert_config_file": os.path.join(out, "bert_config.json"),
-          "vocab_file": os.path.join(out, "vocab.txt")}
-
-
 def _inputs():
   with open(os.path.join(FIXTURES, "inputs.json")) as f:
     return {k: np.array(v, np.int32) for k, v in json.load(f).items()}
