@@ -294,3 +294,10 @@ def test_export_refuses_other_designs(capsys, base, tmp_path):
   source = adapter_weights.save_adapter_weights(model, str(tmp_path / "houlsby"))
   line = _fails(capsys, [f"--export_peft={source}", f"--output_dir={tmp_path / 'out'}"])
   assert "adapter design houlsby: PEFT's LoRA format holds LoRA adapters only" in line
+
+
+def test_no_torch_imported():
+  """Reading, converting and writing PEFT's files (above, in this process) needs no
+  PyTorch or peft: the project reads them with safetensors and NumPy."""
+  import sys  # pylint: disable=import-outside-toplevel
+  assert not {"torch", "peft", "transformers"} & set(sys.modules)
