@@ -1,6 +1,6 @@
 r"""Token positions computed per epoch: padded to the maximum, per batch, grouped by length.
 
-  .venv/bin/python benchmarks/padding_tokens.py            # the four WordNet tasks, seq 128
+  .venv/bin/python benchmarks/padding_tokens.py            # the five WordNet tasks, seq 128
   .venv/bin/python benchmarks/padding_tokens.py --max_seq_length=64 --batch_size=16
 
 Each task's training set goes through run_classifier.py's own feature
@@ -34,7 +34,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
 flags.DEFINE_list("tasks", [
     "data/wordnet/wordnet_lexname:sentence", "data/wordnet/wordnet_pos:sentence",
-    "data/wordnet/wordnet_example:gloss:example", "data/wordnet/wordnet_relation:word_a:word_b"],
+    "data/wordnet/wordnet_example:gloss:example", "data/wordnet/wordnet_relation:word_a:word_b",
+    "data/wordnet/wordnet_gloss_relation:gloss_a:gloss_b"],
     "tsv task directories with their text columns: DIR:TEXT_A[:TEXT_B].")
 flags.DEFINE_string("vocab_file", "models/minilm/vocab.txt", "WordPiece vocabulary "
                     "(demo.sh converts MiniLM into models/minilm).")
@@ -69,7 +70,7 @@ def main(argv):
                                          else FLAGS.vocab_file, do_lower_case=True)
   print(f"max_seq_length {FLAGS.max_seq_length}, batch {FLAGS.batch_size}: positions "
         f"computed per epoch, as a fraction of padding every batch to the maximum")
-  print(f"{'task':<18} {'examples':>8} {'mean len':>8} {'per batch':>9} {'grouped':>8} "
+  print(f"{'task':<22} {'examples':>8} {'mean len':>8} {'per batch':>9} {'grouped':>8} "
         f"{'grouped 16':>10} {'packed':>6} | real tokens: {'max':>5} {'per batch':>9} "
         f"{'packed':>6}")
   with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +95,7 @@ def main(argv):
       packed = positions_per_epoch(record, n, pack_sequences=True)
       shares = [positions / full for positions, _ in padded + [packed]]
       real = [r / p for p, r in ((full, full_real), padded[0], packed)]
-      print(f"{os.path.basename(data_dir):<18} {n:>8} {mean_length:>8.1f} {shares[0]:>9.2f} "
+      print(f"{os.path.basename(data_dir):<22} {n:>8} {mean_length:>8.1f} {shares[0]:>9.2f} "
             f"{shares[1]:>8.2f} {shares[2]:>10.2f} {shares[3]:>6.2f} | {'':>12} "
             f"{real[0]:>5.2f} {real[1]:>9.2f} {real[2]:>6.2f}")
 

@@ -184,6 +184,22 @@ def test_relation_task_on_fixture(tmp_path):
     bwt.build_relation_task(synsets, split_of, one, seed=3)
 
 
+def test_gloss_relation_task_on_fixture(tmp_path):
+  (tmp_path / "data.noun").write_text(RELATION_FIXTURE + NOUN_FIXTURE.split("\n", 2)[1] + "\n")
+  synsets = bwt.read_synsets(str(tmp_path), parts=("noun",))
+  relation = {"train": [(DOG + "/" + CANIS, DOG, CANIS, "dog", "genus canis", "member_holonym")],
+              "dev": [(OBJECT + "/" + WHEEL, OBJECT, WHEEL, "bank", "wheel", "hyponym")]}
+  rows = bwt.build_gloss_relation_task(synsets, relation)
+  assert rows == {
+      "train": [(DOG + "/" + CANIS, DOG, CANIS, "a domesticated canid",
+                 "type genus of the Canidae", "member_holonym")],
+      # The whole gloss: the definition, then each example in quotes.
+      "dev": [(OBJECT + "/" + WHEEL, OBJECT, WHEEL,
+               'sloping land (especially the slope beside a body of water); "he sat on the '
+               'bank of the river"; "they pulled the canoe up"',
+               "a simple machine consisting of a circular frame", "hyponym")]}
+
+
 def test_assign_splits_is_seeded_and_proportional():
   synsets = [bwt.Synset("%08d-n" % i, "noun.act", ("w",), "d", ()) for i in range(3000)]
   a = bwt.assign_splits(synsets, seed=1)
@@ -301,10 +317,26 @@ def test_snapshot_relation_task():
     assert max(uses.values()) <= bwt.RELATION_USES_PER_SYNSET
 
 
+def test_snapshot_gloss_relation_task():
+  """wordnet_relation's rows, in its order, with the two synsets' glosses for the words."""
+  lengths = []
+  for split in ("train", "dev", "test"):
+    header, rows = _read("wordnet_gloss_relation", split)
+    assert header == ["id", "synset_a", "synset_b", "gloss_a", "gloss_b", "label"]
+    _, relation_rows = _read("wordnet_relation", split)
+    assert [row[:3] + row[5:] for row in rows] == [row[:3] + row[5:] for row in relation_rows]
+    for _, _, _, gloss_a, gloss_b, _ in rows:
+      assert gloss_a and gloss_b and gloss_a == " ".join(gloss_a.split())
+      lengths.append(len(gloss_a.split()) + len(gloss_b.split()))
+  # Texts of ordinary length: two glosses are 26 words on average (35 MiniLM
+  # word pieces with [CLS] and two [SEP]), against 3 words for wordnet_relation.
+  assert 23 < sum(lengths) / len(lengths) < 29
+
+
 def test_snapshot_tasks_share_one_split():
   """Multi-task training on all train files sees no dev or test synset of any task."""
   synset_columns = {"wordnet_lexname": [0], "wordnet_example": [2, 3], "wordnet_pos": [0],
-                    "wordnet_relation": [1, 2]}
+                    "wordnet_relation": [1, 2], "wordnet_gloss_relation": [1, 2]}
   split_of = {}
   for task, columns in synset_columns.items():
     for split in ("train", "dev", "test"):
@@ -318,7 +350,8 @@ def test_snapshot_tasks_share_one_split():
                     reason="needs WordNet (apt-get install wordnet-base)")
 def test_snapshot_rebuilds_identically(tmp_path):
   rows = bwt.build(SYSTEM_WORDNET, str(tmp_path), seed=12345)
-  for task in ("wordnet_lexname", "wordnet_example", "wordnet_pos", "wordnet_relation"):
+  for task in ("wordnet_lexname", "wordnet_example", "wordnet_pos", "wordnet_relation",
+               "wordnet_gloss_relation"):
     for split in ("train", "dev", "test"):
       with open(os.path.join(WORDNET_DATA, task, split + ".tsv"), "rb") as f:
         committed = f.read()
@@ -341,3 +374,7 @@ def test_snapshot_rebuilds_identically(tmp_path):
       assert (symbol_of[label], synset_b) in synsets[synset_a].pointers
       assert word_a == synsets[synset_a].lemmas[0].replace("_", " ")
       assert word_b == synsets[synset_b].lemmas[0].replace("_", " ")
+  for split_rows in rows["wordnet_gloss_relation"].values():
+    for _, synset_a, synset_b, gloss_a, gloss_b, _ in split_rows:
+      assert gloss_a.startswith(synsets[synset_a].definition)
+      assert gloss_b.startswith(synsets[synset_b].definition)

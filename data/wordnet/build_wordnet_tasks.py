@@ -1,4 +1,4 @@
-r"""Builds four small classification tasks from Princeton WordNet 3.0.
+r"""Builds five small classification tasks from Princeton WordNet 3.0.
 
   wordnet_lexname   single sentence: a synset's definition -> its lexicographer
                     category (10 classes, e.g. noun.animal, verb.contact).
@@ -9,6 +9,10 @@ r"""Builds four small classification tasks from Princeton WordNet 3.0.
                     words it defines (noun, verb, adjective, adverb).
   wordnet_relation  word pair: (word A, word B) -> how WordNet relates B to A
                     (hypernym, hyponym, part_holonym, member_holonym).
+  wordnet_gloss_relation
+                    sentence pair: the same pairs and labels, read from the two
+                    synsets' whole glosses (definition and example sentences):
+                    texts of ordinary sentence length (35 word pieces on average).
 
 Input: WordNet's database files data.{noun,verb,adj,adv} (Debian package
 wordnet-base, /usr/share/wordnet; format in wndb(5WN)). Output: GLUE-style TSV
@@ -79,6 +83,7 @@ EXAMPLE_HEADER = ("id", "lemma", "gloss_synset", "example_synset", "gloss", "exa
                   "label")
 POS_HEADER = ("id", "sentence", "label")
 RELATION_HEADER = ("id", "synset_a", "synset_b", "word_a", "word_b", "label")
+GLOSS_RELATION_HEADER = ("id", "synset_a", "synset_b", "gloss_a", "gloss_b", "label")
 
 
 class Synset(NamedTuple):
@@ -362,6 +367,33 @@ def build_relation_task(synsets: Sequence[Synset], split_of: Mapping[str, str],
   return out
 
 
+def gloss_of(synset: Synset) -> str:
+  """A synset's whole gloss as WordNet prints it: the definition, then each example
+  sentence in quotes, separated by "; "."""
+  return "; ".join([synset.definition] + ['"%s"' % e for e in synset.examples])
+
+
+def build_gloss_relation_task(synsets: Sequence[Synset],
+                              relation_rows: Mapping[str, Sequence[Tuple]]
+                              ) -> Dict[str, List[Tuple]]:
+  """wordnet_relation's rows read from the two synsets' whole glosses instead of their
+  words: rows (id, synset_a, synset_b, gloss_a, gloss_b, label) per split.
+
+  The same pairs, labels and order, so the splits stay shared; only the texts
+  are longer (sentence pairs of ordinary length rather than two words).
+  """
+  by_id = {s.id: s for s in synsets}
+  out = {}
+  for split, rows in relation_rows.items():
+    out[split] = []
+    for row_id, a, b, _, _, label in rows:
+      gloss_a, gloss_b = gloss_of(by_id[a]), gloss_of(by_id[b])
+      if not (gloss_a and gloss_b):
+        raise ValueError("synset %s or %s has no gloss" % (a, b))
+      out[split].append((row_id, a, b, gloss_a, gloss_b, label))
+  return out
+
+
 def check_disjoint(rows_by_split: Mapping[str, Sequence[Tuple]],
                    synset_columns: Sequence[int]) -> None:
   """Asserts that no synset occurs in two splits, in any of `synset_columns`."""
@@ -389,7 +421,7 @@ def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -
 
 
 def build(wordnet_dir: str, output_dir: str, seed: int) -> Dict[str, Dict[str, List]]:
-  """Builds the four tasks into output_dir/<task>/{train,dev,test}.tsv."""
+  """Builds the five tasks into output_dir/<task>/{train,dev,test}.tsv."""
   synsets = read_synsets(wordnet_dir)
   split_of = assign_splits(synsets, seed)
   # Adjectives and adverbs get their own draw, so adding them left the noun and
@@ -397,6 +429,7 @@ def build(wordnet_dir: str, output_dir: str, seed: int) -> Dict[str, Dict[str, L
   adj_adv = read_synsets(wordnet_dir, parts=("adj", "adv"))
   split_of.update(assign_splits(adj_adv, seed))
   classes = lexname_classes(synsets)
+  relation = build_relation_task(synsets, split_of, RELATION_ROWS_PER_CLASS, seed)
   tasks = {
       "wordnet_lexname": (LEXNAME_HEADER, [0], build_lexname_task(
           synsets, split_of, classes, LEXNAME_ROWS_PER_CLASS, seed)),
@@ -404,8 +437,9 @@ def build(wordnet_dir: str, output_dir: str, seed: int) -> Dict[str, Dict[str, L
           synsets, split_of, EXAMPLE_ROWS, seed)),
       "wordnet_pos": (POS_HEADER, [0], build_pos_task(
           synsets + adj_adv, split_of, POS_ROWS_PER_CLASS, seed)),
-      "wordnet_relation": (RELATION_HEADER, [1, 2], build_relation_task(
-          synsets, split_of, RELATION_ROWS_PER_CLASS, seed)),
+      "wordnet_relation": (RELATION_HEADER, [1, 2], relation),
+      "wordnet_gloss_relation": (GLOSS_RELATION_HEADER, [1, 2],
+                                 build_gloss_relation_task(synsets, relation)),
   }
   # One split per synset across all tasks: multi-task training on every train
   # file must not see a synset of any dev or test file.
