@@ -39,7 +39,7 @@ from adapter_bert import errors
 # The head and two fast layers live apart; modeling.ClassifierHead etc. as before.
 from adapter_bert.layers.head import (  # pylint: disable=unused-import
     ClassifierHead, HeadWeightsFirst, classifier_logits)
-from adapter_bert.layers.ops import Dropout, TokenDense
+from adapter_bert.layers.ops import Dropout, LayerNorm, TokenDense
 from adapter_bert.storage import input_files
 
 NO_ADAPTERS = AdapterConfig(size=0)
@@ -159,7 +159,7 @@ def _initializer(config: BertConfig):
 
 
 def _layer_norm(name: str):
-  return keras.layers.LayerNormalization(epsilon=1e-12, name=name)
+  return LayerNorm(epsilon=1e-12, name=name)  # Keras' forward, a closed-form gradient.
 
 
 def _normalize(layer: keras.layers.LayerNormalization, x, gamma_beta: tuple, shape=None):

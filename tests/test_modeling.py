@@ -201,6 +201,65 @@ def test_gelu_gradient_is_the_tanh_gelu_derivative():
   np.testing.assert_allclose(half.numpy(), by_hand, atol=2e-2)
 
 
+def test_gelu_of_a_large_static_shape_is_one_xla_kernel_with_the_same_values():
+  import adapter_layers
+  rows = adapter_layers._FUSE_FROM_ELEMENTS // 512
+  x = tf.constant(np.random.default_rng(0).normal(0.0, 3.0, (rows, 512)), tf.float32)
+  dy = tf.constant(np.random.default_rng(1).normal(size=(rows, 512)), tf.float32)
+
+  def value_and_gradient(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = adapter_layers.gelu(x)
+    return y, tape.gradient(y, x, dy)
+
+  def calls_fused(concrete):  # The XLA function is called from the step's graph.
+    return any("_gelu_and_derivative" in f.signature.name
+               for f in concrete.graph.as_graph_def().library.function)
+
+  static = tf.function(value_and_gradient).get_concrete_function(x)
+  dynamic = tf.function(value_and_gradient).get_concrete_function(
+      tf.TensorSpec([None, 512], tf.float32))
+  assert calls_fused(static) and not calls_fused(dynamic)
+  x64 = x.numpy().astype(np.float64)
+  c = np.sqrt(2 / np.pi)
+  t = np.tanh(c * (x64 + 0.044715 * x64 ** 3))
+  gradient = (0.5 * (1 + t) + 0.5 * x64 * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x64 ** 2)
+              ) * dy.numpy()
+  # Both paths are float32 roundings of the float64 values (XLA's tanh rounds
+  # differently, and keeps GELU's tail where float32 tanh is -1).
+  for y, dy_dx in (static(x), dynamic(x)):
+    np.testing.assert_allclose(y.numpy(), numpy_bert.gelu(x64), atol=1e-6)
+    np.testing.assert_allclose(dy_dx.numpy(), gradient, atol=2e-5)
+
+
+def test_layer_norm_is_keras_forward_with_a_closed_form_gradient():
+  rng = np.random.default_rng(0)
+  for shape in ((64, 48), (3, 20, 48)):
+    x = tf.constant(rng.normal(1.0, 3.0, shape), tf.float32)
+    dy = tf.constant(rng.normal(size=shape), tf.float32)
+    ours, keras_own = (modeling.LayerNorm(epsilon=1e-12),
+                       keras.layers.LayerNormalization(epsilon=1e-12))
+    for layer in (ours, keras_own):
+      layer.build((None, 48))
+      layer.gamma.assign(rng.normal(size=48) if layer is ours else ours.gamma)
+      layer.beta.assign(rng.normal(size=48) if layer is ours else ours.beta)
+
+    def outputs_and_gradients(layer):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+      return [y] + tape.gradient(y, [x, layer.gamma, layer.beta], dy)
+
+    got, want = outputs_and_gradients(ours), outputs_and_gradients(keras_own)
+    np.testing.assert_array_equal(got[0], want[0])  # Keras' forward ops, unchanged.
+    for g, w in zip(got[1:], want[1:]):  # Keras' ops differentiated one by one.
+      np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+  block = modeling.TransformerBlock(modeling.BertConfig(**tiny_bert.TINY_CONFIG),
+                                    modeling.NO_ADAPTERS)
+  assert type(block.attention_layer_norm) is modeling.LayerNorm
+
+
 def _dropout_outputs(rate, shape, seed=3, calls=1):
   layer = modeling.Dropout(rate, seed=seed)
   x = tf.ones(shape)
