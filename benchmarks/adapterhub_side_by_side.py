@@ -104,8 +104,8 @@ def parse_args(argv=None):
   real.add_argument("--real_data", action="store_true",
                     help="Time whole training runs with their dev accuracy (see above).")
   real.add_argument("--task", default="data/wordnet/wordnet_lexname:sentence",
-                    help="tsv task as DIR:TEXT_A[:TEXT_B]; longer texts: "
-                    "data/wordnet/wordnet_example:gloss:example.")
+                    help="tsv task as DIR:TEXT_A[:TEXT_B]; texts of ordinary sentence "
+                    "length: data/wordnet/wordnet_gloss_relation:gloss_a:gloss_b.")
   real.add_argument("--label_column", default="label")
   real.add_argument("--num_train_epochs", type=float, default=3.0)
   real.add_argument("--eval_batch_size", type=int, default=8,
@@ -385,6 +385,12 @@ def real_data(args, hf_dir):
         f"{args.batch_size}, eval batch {args.eval_batch_size}, adapter_size "
         f"{args.adapter_size}, learning rate {args.learning_rate:g}, {args.samples} samples "
         f"(seed {args.seed} + sample)", flush=True)
+  # The positions each padding setting computes per epoch, and the share of real tokens
+  # (adapterhub default pads as pad-to-max, adapterhub best as grouped).
+  padding = timing.padding_table(args.tf_python, data_dir, text_a, text_b,
+                                 os.path.join(args.model_dir, "vocab.txt"), args.seq_length,
+                                 args.batch_size)
+  print(padding, flush=True)
 
   def ah_runner(variant):
     return lambda sample: adapterhub_real_run(args, variant, data_dir, text_a, text_b,
@@ -409,7 +415,7 @@ def real_data(args, hf_dir):
   runners = [r for pair in itertools.zip_longest(tf, ah) for r in pair if r]
   runs = timing.compare_whole_runs(runners, args.samples, examples_per_run)
   results = dict(timing.summarize_whole_runs(runs, examples_per_run), runs=runs,
-                 task=args.task, num_train=num_train, num_dev=num_dev)
+                 task=args.task, num_train=num_train, num_dev=num_dev, padding_tokens=padding)
   versions = next((r[0]["versions"] for n, r in runs.items() if n.startswith("adapterhub")),
                   None)
   if versions:

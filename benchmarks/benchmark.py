@@ -99,8 +99,8 @@ flags.DEFINE_bool("real_data", False, "With --through_run_classifier: whole adap
                   "runs (training, final save, dev evaluation) on --task for each of "
                   "--variants, with wall time, examples/s and dev accuracy.")
 flags.DEFINE_string("task", "data/wordnet/wordnet_lexname:sentence", "--real_data: the tsv "
-                    "task as DIR:TEXT_A[:TEXT_B] (longer texts: "
-                    "data/wordnet/wordnet_example:gloss:example).")
+                    "task as DIR:TEXT_A[:TEXT_B] (texts of ordinary sentence length: "
+                    "data/wordnet/wordnet_gloss_relation:gloss_a:gloss_b).")
 flags.DEFINE_list("variants", list(run_classifier_timing.PROJECT_VARIANTS),
                   "--real_data: run_classifier.py's padding settings: "
                   + ", ".join(run_classifier_timing.PROJECT_VARIANTS) + ".")

@@ -34,6 +34,8 @@ PROJECT_VARIANTS = {
     "per-batch": [],  # The default: each batch padded to its longest example.
     "group-by-length": ["--group_by_length"],
     "pad-to-max": ["--pad_to_max_seq_length"],  # The original's: every example to the max.
+    # Several examples per row of max_seq_length tokens (runtime/packing.py).
+    "packed": ["--pack_sequences"],
 }
 
 
@@ -231,6 +233,35 @@ def read_labels(data_dir, label_column):
     return sorted({row[label_column] for row in rows})
 
 
+# startup.pack_training's log line (packing.PackingStats.describe).
+_PACKED = re.compile(r"packed (\d+) examples into (\d+) rows of (\d+) tokens "
+                     r"\(([0-9.]+)% real tokens\), (\d+) rows per batch")
+
+
+def packing_logged(text):
+  """{real_token_share, packed_rows_per_batch, packed_rows} from a packed run's log, or {}."""
+  found = _PACKED.search(text)
+  if not found:
+    return {}
+  return {"real_token_share": float(found.group(4)) / 100,
+          "packed_rows_per_batch": int(found.group(5)), "packed_rows": int(found.group(2))}
+
+
+def padding_table(python, task_dir, text_a, text_b, vocab_file, seq_length, batch_size):
+  """benchmarks/padding_tokens.py's lines for the task (run with the project's `python`):
+  the positions each padding setting computes per epoch and the share of real tokens."""
+  spec = ":".join([task_dir, text_a] + ([text_b] if text_b else []))
+  env = dict(os.environ)
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  run = subprocess.run(
+      [python, os.path.join(REPO, "benchmarks", "padding_tokens.py"), f"--tasks={spec}",
+       f"--vocab_file={vocab_file}", f"--max_seq_length={seq_length}",
+       f"--batch_size={batch_size}"], cwd=REPO, env=env, capture_output=True, text=True)
+  if run.returncode:
+    return f"(padding_tokens.py failed: {run.stderr.strip().splitlines()[-1:]})"
+  return run.stdout.rstrip()
+
+
 _LOG_TIME = re.compile(r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?\] (.*)$", re.M)
 
 
@@ -274,7 +305,8 @@ def project_real_run(python, variant, data_dir, text_a, text_b, model_dir, outpu
           metrics[key.strip()] = float(value)
   finally:
     shutil.rmtree(output_dir, ignore_errors=True)
-  return {"seconds": run["seconds"], "peak_rss_mib": run["peak_rss_mib"],
+  return {**packing_logged(run["text"]),
+          "seconds": run["seconds"], "peak_rss_mib": run["peak_rss_mib"],
           "train_s": _phase_seconds(run["text"], "Running training from step",
                                     "Saving checkpoints for"),
           "eval_s": _phase_seconds(run["text"], "Running evaluation", "Eval results"),
@@ -299,9 +331,16 @@ def compare_whole_runs(runners, samples, examples_per_run):
             f"({examples_per_run / result['seconds']:5.1f} examples/s; training "
             f"{_seconds(result.get('train_s'))}, eval {_seconds(result.get('eval_s'))}), "
             f"dev accuracy {result['eval_accuracy']:.4f}, peak RSS "
-            f"{result['peak_rss_mib']:.0f} MiB; load average {os.getloadavg()[0]:.2f}",
-            flush=True)
+            f"{result['peak_rss_mib']:.0f} MiB{_packing_note(result)}; load average "
+            f"{os.getloadavg()[0]:.2f}", flush=True)
   return runs
+
+
+def _packing_note(result):
+  if "real_token_share" not in result:
+    return ""
+  return (f"; packed {result['packed_rows_per_batch']} rows a batch, "
+          f"{100 * result['real_token_share']:.1f}% real tokens")
 
 
 def _seconds(value):
@@ -325,7 +364,9 @@ def summarize_whole_runs(runs, examples_per_run, project_prefix="this-project ",
         "eval_s": _median_or_none(r.get("eval_s") for r in rs),
         "eval_accuracy_samples": accuracies,
         "eval_accuracy_mean": statistics.mean(accuracies),
-        "peak_rss_mib": max(r["peak_rss_mib"] for r in rs)}
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+        **({"real_token_share": rs[0]["real_token_share"]} if "real_token_share" in rs[0]
+           else {})}
     s = summary[name]
     print(f"whole run {name:<{width}} {wall:7.1f} s (median of "
           f"{', '.join(f'{t:.1f}' for t in s['wall_s_samples'])}) = "
@@ -372,6 +413,10 @@ def real_data(results):
         f"{FLAGS.batch_size}, adapter_size {FLAGS.adapter_size}, learning rate "
         f"{FLAGS.learning_rate:g}, {FLAGS.samples} samples (seed {FLAGS.seed} + sample)",
         flush=True)
+  padding = padding_table(sys.executable, data_dir, text_a, text_b,
+                          os.path.join(FLAGS.model_dir, "vocab.txt"), FLAGS.seq_length,
+                          FLAGS.batch_size)
+  print(padding, flush=True)
 
   def runner(variant):
     def run(sample):
@@ -390,5 +435,5 @@ def real_data(results):
   results["real_data"] = dict(
       summarize_whole_runs(runs, examples_per_run,
                            reference_names=("this-project pad-to-max",)), runs=runs, task=FLAGS.task,
-      num_train=num_train, num_dev=num_dev)
+      num_train=num_train, num_dev=num_dev, padding_tokens=padding)
   print(f"logs: {work_dir}")
