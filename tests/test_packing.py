@@ -259,10 +259,10 @@ def test_packed_evaluation_and_prediction_give_the_unpacked_results(no_dropout_b
 def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, tmp_path):
   out = str(tmp_path / "packed")
   logs = _sst2(no_dropout_base, out, do_train=True, do_eval=True, pack_sequences=True,
-               num_train_epochs=3, train_batch_size=4)
+               num_train_epochs=3, train_batch_size=3)
   stats = records.packing_stats(os.path.join(out, "train.tf_record"), 32)
   assert stats.num_examples == 8 and stats.num_rows < 8  # SST-2's 8 short sentences.
-  rows = -(-4 * stats.num_rows // 8)  # Rows that hold 4 examples on average.
+  rows = -(-3 * stats.num_rows // 8)  # Rows that hold 3 examples on average.
   steps = int(stats.num_rows / rows * 3)
   assert f"packed 8 examples into {stats.num_rows} rows of 32 tokens" in "\n".join(logs)
   assert f"{rows} rows per batch" in "\n".join(logs)
@@ -271,6 +271,14 @@ def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, t
   assert config["num_train_steps"] == steps and config["num_warmup_steps"] == int(steps * 0.1)
   assert tf.train.latest_checkpoint(out).endswith(f"model.ckpt-{steps}")
   assert _eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == steps
+  assert config["train_batch_size"] == 3  # The flag's; a step holds about that many:
+  per_step = round(rows * 8 / stats.num_rows)
+  assert per_step != 3
+  # progress lines count the examples a step holds on average.
+  for line in [l for l in logs if "examples/sec = " in l]:
+    steps_per_sec, examples_per_sec = map(float, re.search(
+        r"steps/sec = ([\d.]+), examples/sec = ([\d.]+)", line).groups())
+    assert examples_per_sec == pytest.approx(steps_per_sec * per_step, rel=0.02), line
 
 
 @pytest.mark.parametrize("flag,value", [("group_by_length", True),

@@ -255,9 +255,12 @@ def pack_training(run: Run, record_file: str) -> int:
         f"--num_train_epochs={options.num_train_epochs}) = 0: lower --train_batch_size "
         f"or raise --num_train_epochs")
   logging.info(stats.describe(rows))
+  # The loop's train_batch_size becomes the examples a step holds on average,
+  # which progress lines count (examples/sec); run_config.json keeps the flag's.
   run.settings = dataclasses.replace(
       run.settings, num_train_steps=steps,
-      num_warmup_steps=int(steps * options.warmup_proportion))
+      num_warmup_steps=int(steps * options.warmup_proportion),
+      train_batch_size=max(1, round(rows * stats.examples_per_row)))
   run.config.update(num_train_steps=steps, num_warmup_steps=run.settings.num_warmup_steps,
                     packed_rows_per_batch=rows)
   write_run_config(run)
