@@ -36,7 +36,12 @@ def gelu(x):
     y, derivative = _gelu_fused(x)
   else:
     y, derivative = _gelu_and_derivative(x)
-  return y, lambda dy: dy * derivative
+
+  def gradient(dy):
+    with tf.name_scope("gelu_gradient"):  # Named for profiles (benchmarks/op_profile.py).
+      return dy * derivative
+
+  return y, gradient
 
 
 def _gelu_and_derivative(x):
