@@ -13,8 +13,9 @@ Run in the PyTorch venv (make.sh; tiny_base.py first), never by the test suite:
    logits.json: the library's logits on inputs.json's fixed inputs.
 2. For each adapter this project exported to AdapterHub's format
    (tests/fixtures/interop/adapterhub_export/<name>/, written by
-   adapterhub_export_tf.py with the TF logits in tf_logits.json), `load_adapter` on the same base and the library's logits on
-   the same inputs; the comparison goes to torch_check.json beside them.
+   adapterhub_export_tf.py with the TF logits in tf_logits.json), `load_adapter`
+   on the same base and the library's logits on the same inputs; the comparison
+   goes to torch_check.json beside them. --exports_only: this step alone.
 """
 
 import glob
