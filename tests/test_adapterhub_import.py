@@ -411,3 +411,34 @@ def test_export_refusals(capsys, interop_base, tmp_path):
   untrained = adapter_file("houlsby", AdapterConfig(size=4))  # The base's LayerNorms: exported.
   _convert(argv(untrained))([])
   assert (tmp_path / "out" / "adapter.safetensors").exists()
+
+
+def test_adapters_trained_with_frozen_layer_norms_export(interop_base, tmp_path):
+  """--train_mode=adapters_only trains as AdapterHub's train_adapter does (the
+  LayerNorms stay the base's), so the task exports; the export imports back to
+  the run's predictions."""
+  data = _fixed_inputs_tsv(str(tmp_path / "data"))
+  shutil.copy(os.path.join(data, "dev.tsv"), os.path.join(data, "train.tsv"))
+  out = str(tmp_path / "run")
+  run_main(run_classifier, task_name="tsv", data_dir=data, text_a_column="text_a",
+           text_b_column="text_b", label_column="label", labels="positive,negative,neutral",
+           do_train=True, num_train_epochs=2, train_batch_size=3, learning_rate=1e-2,
+           max_seq_length=12, output_dir=out, adapter_size=4, adapter_design="pfeiffer",
+           adapter_activation="swish", train_mode="adapters_only", seed=1,
+           **{k: interop_base[k] for k in ("init_checkpoint", "bert_config_file",
+                                            "vocab_file")})
+  trained = os.path.join(out, "adapter_model")
+  header = adapter_weights.read_adapter_header(trained)
+  assert not [v for v in header["variables"] if modeling.variable_role(v) == "layer_norm"]
+  assert header["adapter_config"]["activation"] == "swish"
+  hub = str(tmp_path / "hub")
+  _convert([f"--export_adapterhub={trained}", f"--output_dir={hub}",
+            f"--init_checkpoint={interop_base['init_checkpoint']}"])([])
+  config = json.load(open(os.path.join(hub, adapterhub.CONFIG_FILE)))["config"]
+  assert (config["non_linearity"], config["original_ln_before"], config["reduction_factor"]) == (
+      "swish", True, 8)
+  back = convert_checkpoint.adapterhub_to_adapter_model(
+      hub, interop_base["init_checkpoint"], interop_base["bert_config_file"],
+      str(tmp_path / "back"), dict(task="t", max_seq_length=12, do_lower_case=True))
+  np.testing.assert_allclose(_logits(interop_base, back), _logits(interop_base, trained),
+                             atol=1e-5, rtol=0)

@@ -101,12 +101,12 @@ BAD_FLAGS = {
         "flag --adapter_weight_decay_rate=-0.01: must be a number >= 0"),
     "unknown train_mode": (
         "classifier", ["--train_mode=everything"],
-        "flag --train_mode=everything: must be one of adapters, full, layer_norm, head, "
-        "top_layers:K (K >= 0)"),
+        "flag --train_mode=everything: must be one of adapters, adapters_only, full, "
+        "layer_norm, head, top_layers:K (K >= 0)"),
     "top_layers without a number": (
         "classifier", ["--train_mode=top_layers:x"],
-        "flag --train_mode=top_layers:x: must be one of adapters, full, layer_norm, head, "
-        "top_layers:K (K >= 0)"),
+        "flag --train_mode=top_layers:x: must be one of adapters, adapters_only, full, "
+        "layer_norm, head, top_layers:K (K >= 0)"),
     "seed out of range": (
         "classifier", ["--seed=-1"], "flag --seed=-1: must be in [0, 2**32 - 1]"),
     "unknown task": (

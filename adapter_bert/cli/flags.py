@@ -230,7 +230,8 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
                     "their own on the up-projection (AdapterHub's ln_after).", **fv)
   flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
                      "variables (other weights: 0.01, as the original).", **fv)
-  flags.DEFINE_string("train_mode", None, "What trains: adapters | full | layer_norm | head "
+  flags.DEFINE_string("train_mode", None, "What trains: adapters | adapters_only (the "
+                      "LayerNorms frozen, as AdapterHub trains) | full | layer_norm | head "
                       "| top_layers:K. Default: adapters, or full with --adapter_size=0.",
                       **fv)
   flags.DEFINE_string("adapter_checkpoint", None, "Adapter-only weights (a run's "
@@ -403,7 +404,8 @@ def define_bank_flags(flag_values=_FLAGS):
                                     train_mode=train_mode).mode()
     if mode.name in adapter_bank.TRAIN_MODES:
       return None
-    what = "freezes the LayerNorms" if mode.name == "head" else "trains encoder weights"
+    what = ("freezes the LayerNorms" if mode.name in ("head", "adapters_only")
+            else "trains encoder weights")
     return (f"--train_mode={mode} {what} that the tasks of a bank share; a bank holds "
             f"--train_mode={' or '.join(adapter_bank.TRAIN_MODES)} tasks")
   fc.check_flags_together(flag_values, ("adapter_bank", "do_train", "train_mode",

@@ -134,7 +134,8 @@ def implied_adapter_size(train_mode: Optional[str]) -> int:
   """--adapter_size when it is not given: adapters only where they are the method."""
   if not train_mode_ok(train_mode):
     return DEFAULT_ADAPTER_SIZE  # validate() reports the train mode.
-  if train_mode and trainable.TrainMode.parse(train_mode).name != "adapters":
+  if train_mode and trainable.TrainMode.parse(train_mode).name not in ("adapters",
+                                                                       "adapters_only"):
     return 0
   return DEFAULT_ADAPTER_SIZE
 
@@ -143,7 +144,8 @@ def implied_adapter_size(train_mode: Optional[str]) -> int:
 # prefixes their messages with the flags and values, as flags_named does).
 
 ADAPTER_SIZES_ALLOWED = "an integer >= 0 (0: no adapters)"
-TRAIN_MODES_ALLOWED = "one of adapters, full, layer_norm, head, top_layers:K (K >= 0)"
+TRAIN_MODES_ALLOWED = ("one of adapters, adapters_only, full, layer_norm, head, "
+                       "top_layers:K (K >= 0)")
 PLACEMENTS_ALLOWED = "one of " + ", ".join(PLACEMENTS)
 DESIGNS_ALLOWED = "one of " + ", ".join(DESIGNS)
 
@@ -166,8 +168,8 @@ def sources_conflict(init_checkpoint: Optional[str],
 
 def adapter_conflict(mode: trainable.TrainMode, adapter_size: int) -> Optional[str]:
   """Adapters that the train mode needs but lacks, or builds but never trains."""
-  if mode.name == "adapters" and adapter_size == 0:
-    return (f"--train_mode=adapters needs adapters: give --adapter_size > 0 or leave it "
+  if mode.name in ("adapters", "adapters_only") and adapter_size == 0:
+    return (f"--train_mode={mode} needs adapters: give --adapter_size > 0 or leave it "
             f"out ({DEFAULT_ADAPTER_SIZE})")
   if adapter_size > 0 and not mode.trains_adapters:
     return (f"--train_mode={mode} trains no adapters: leave --adapter_size out or give "

@@ -26,6 +26,8 @@ class TrainMode:
 
   Modes (Houlsby et al. 2019 and its baselines):
     adapters: adapters, every LayerNorm and the task head (the paper's method).
+    adapters_only: adapters and the task head, the LayerNorms frozen (as
+      AdapterHub's train_adapter: such a task exports to its format).
     full: everything (full fine-tuning).
     layer_norm: every LayerNorm and the head.
     head: the task head only (frozen features).
@@ -35,14 +37,14 @@ class TrainMode:
   name: str
   top_layers: int = 0
 
-  NAMES = ("adapters", "full", "layer_norm", "head", "top_layers")
+  NAMES = ("adapters", "adapters_only", "full", "layer_norm", "head", "top_layers")
 
   @classmethod
   def parse(cls, text: str) -> "TrainMode":
     name, _, k = text.partition(":")
     if name not in cls.NAMES or (name == "top_layers") != bool(k):
-      raise ValueError(f"unknown train mode {text!r}; expected one of adapters, full, "
-                       "layer_norm, head, top_layers:K")
+      raise ValueError(f"unknown train mode {text!r}; expected one of adapters, "
+                       "adapters_only, full, layer_norm, head, top_layers:K")
     if not k:
       return cls(name)
     if not k.isdigit():
@@ -55,7 +57,7 @@ class TrainMode:
   @property
   def trains_adapters(self) -> bool:
     """Whether a model's adapters, where it has them, train in this mode."""
-    return self.name in ("adapters", "full")
+    return self.name in ("adapters", "adapters_only", "full")
 
   def trains(self, tf1_name: str, num_layers: int) -> bool:
     role = variable_role(tf1_name)
@@ -63,6 +65,8 @@ class TrainMode:
       return True
     if self.name == "adapters":
       return role in ("adapter", "layer_norm")
+    if self.name == "adapters_only":
+      return role == "adapter"
     if self.name == "layer_norm":
       return role == "layer_norm"
     if self.name == "top_layers":
@@ -85,9 +89,9 @@ def set_trainable(model: keras.Model, mode: TrainMode) -> List[keras.Variable]:
   """
   names = model.tf1_variable_map()
   num_layers = model.config.num_hidden_layers
-  if mode.name == "adapters" and not any(
+  if mode.name in ("adapters", "adapters_only") and not any(
       variable_role(n) == "adapter" for n in names):
-    raise ValueError("train mode 'adapters' needs adapter_size > 0")
+    raise ValueError(f"train mode '{mode}' needs adapter_size > 0")
   if mode.name == "top_layers" and mode.top_layers > num_layers:
     raise ValueError(f"train mode {mode}: the model has only {num_layers} layers")
   unused = getattr(model, "unused_variable_prefixes", ())
