@@ -76,7 +76,8 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--sides", default="tf,torch", help="tf, torch or both.")
   p.add_argument("--rounds", type=int, default=2, help="Processes per framework, alternating.")
-  p.add_argument("--warmup_steps", type=int, default=4)
+  p.add_argument("--warmup_steps", type=int, default=8,
+                 help="Untimed steps first (PyTorch needs several to reach its speed).")
   p.add_argument("--profiled_steps", type=int, default=3)
   p.add_argument("--seq_length", type=int, default=64)
   p.add_argument("--batch_size", type=int, default=32)
