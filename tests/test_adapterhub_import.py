@@ -3,7 +3,8 @@ against the real `adapters` library: tests/fixtures/interop/adapterhub/ holds
 adapters that AdapterHub saved (save_adapter, with their heads) and the logits it
 computed with them; adapterhub_export/ holds adapters made here, exported, with
 the logits AdapterHub computed after load_adapter (scripts/interop_fixtures/,
-run in their own venvs). Nothing here imports torch."""
+run in their own venvs). Nothing here imports torch. interop_base (conftest) is
+that tiny base, converted once."""
 
 import functools
 import io
@@ -54,16 +55,6 @@ MAPPED = {
 }
 # Heads of one linear layer on the pooled output (layers=1, use_pooler): a bank takes them.
 POOLED_HEADS = ("double_seq_bn_relu_scaled", "seq_bn_tanh_scaled")
-
-
-@pytest.fixture(scope="module")
-def interop_base(tmp_path_factory):
-  """The fixtures' tiny Hugging Face base, converted as a user converts theirs."""
-  out = str(tmp_path_factory.mktemp("interop") / "base")
-  convert_checkpoint.hf_bert_to_google(os.path.join(FIXTURES, "base"), out)
-  return {"init_checkpoint": os.path.join(out, "bert_model.ckpt"),
-          "bert_config_file": os.path.join(out, "bert_config.json"),
-          "vocab_file": os.path.join(out, "vocab.txt")}
 
 
 def _inputs():
@@ -442,3 +433,10 @@ def test_adapters_trained_with_frozen_layer_norms_export(interop_base, tmp_path)
       str(tmp_path / "back"), dict(task="t", max_seq_length=12, do_lower_case=True))
   np.testing.assert_allclose(_logits(interop_base, back), _logits(interop_base, trained),
                              atol=1e-5, rtol=0)
+
+
+def test_no_pytorch_library_was_imported():
+  """Reading torch.save files and AdapterHub's directories and writing them (above,
+  in this process) needs none of PyTorch, adapters or transformers."""
+  import sys  # pylint: disable=import-outside-toplevel
+  assert not {"torch", "adapters", "transformers"} & set(sys.modules)
