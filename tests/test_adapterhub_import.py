@@ -268,9 +268,11 @@ def _fixed_inputs_tsv(directory):
   return directory
 
 
-@pytest.mark.parametrize("name", ["double_seq_bn", "seq_bn_tanh_scaled"])
+@pytest.mark.parametrize("name", ["double_seq_bn", "double_seq_bn_ln_after",
+                                  "seq_bn_tanh_scaled"])
 def test_run_classifier_predicts_with_an_imported_adapter(interop_base, tmp_path, name):
-  """The command's --adapter_checkpoint (its activation and design taken from the file)
+  """The command's --adapter_checkpoint (its activation, own LayerNorm, design and
+  scaling taken from the file)
   gives AdapterHub's probabilities on the fixed inputs, written as text."""
   adapter = str(tmp_path / "adapter_model")
   _convert(_import_argv(interop_base, os.path.join(HUB, name), adapter))([])
