@@ -32,7 +32,8 @@ def gelu(x):
   intermediate_size] cost a fifth of a CPU's adapter step. XLA compiles once
   per shape, which pays only where shapes repeat; tiny tensors never gain.
   """
-  if x.shape.is_fully_defined() and x.shape.num_elements() >= _FUSE_FROM_ELEMENTS:
+  shape = tf.TensorShape(x.shape)  # x may be a NumPy array when called eagerly.
+  if shape.is_fully_defined() and shape.num_elements() >= _FUSE_FROM_ELEMENTS:
     y, derivative = _gelu_fused(x)
   else:
     y, derivative = _gelu_and_derivative(x)

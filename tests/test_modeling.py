@@ -1,6 +1,7 @@
 """The Keras BERT against Model Garden's BertEncoder and an independent NumPy pass."""
 
 import json
+import math
 import os
 
 import keras
@@ -441,13 +442,21 @@ def test_one_activation_table_for_hidden_act_and_adapters():
   np.testing.assert_array_equal(get_activation("relu")(x), np.maximum(x, 0.0))
   np.testing.assert_allclose(get_activation("tanh")(x), np.tanh(x), atol=1e-6)
   np.testing.assert_array_equal(get_activation("linear")(x), x)
-  with pytest.raises(ValueError, match=r"'swish'.*'gelu', 'relu', 'tanh', 'linear'"):
-    get_activation("swish")
-  with pytest.raises(ValueError, match="swish"):
-    AdapterConfig(activation="swish")
-  swish = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_act="swish"))
-  with pytest.raises(ValueError, match="swish"):
-    modeling.TransformerBlock(swish, modeling.NO_ADAPTERS)
+  # AdapterHub's non-linearities (PyTorch's definitions).
+  x64 = x.astype(np.float64)
+  np.testing.assert_allclose(get_activation("swish")(x), x64 / (1.0 + np.exp(-x64)), atol=1e-6)
+  np.testing.assert_allclose(get_activation("gelu_erf")(x),
+                             0.5 * x64 * (1.0 + np.vectorize(math.erf)(x64 / np.sqrt(2.0))),
+                             atol=1e-6)
+  np.testing.assert_allclose(get_activation("leaky_relu")(x), np.where(x > 0, x, 0.01 * x),
+                             atol=1e-7)
+  with pytest.raises(ValueError, match=r"'mish'.*'gelu', 'relu', 'tanh', 'linear', 'swish'"):
+    get_activation("mish")
+  with pytest.raises(ValueError, match="mish"):
+    AdapterConfig(activation="mish")
+  mish = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_act="mish"))
+  with pytest.raises(ValueError, match="mish"):
+    modeling.TransformerBlock(mish, modeling.NO_ADAPTERS)
   relu = modeling.BertConfig.from_dict(dict(tiny_bert.TINY_CONFIG, hidden_act="relu"))
   block = modeling.TransformerBlock(relu, AdapterConfig(size=2, activation="tanh"))
   assert block.intermediate.activation is get_activation("relu")

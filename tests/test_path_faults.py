@@ -44,6 +44,7 @@ from adapter_bert.storage import path_checks
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = os.path.join(REPO, "data", "glue", "MRPC")
 SQUAD_DEV = os.path.join(REPO, "data", "squad", "dev-v1.1.json")
+INTEROP = os.path.join(REPO, "tests", "fixtures", "interop")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 IN_FILE, IN_DIR, IN_ANY, CKPT, OUT_DIR, OUT_FILE = (
@@ -58,7 +59,7 @@ FAULTS = {IN_FILE: ("missing", "directory", "gs"), IN_DIR: ("missing", "file", "
 
 
 @pytest.fixture(scope="module")
-def good(base, tmp_path_factory):
+def good(base, interop_base, tmp_path_factory):
   """Valid paths for the flags not under test."""
   d = tmp_path_factory.mktemp("good")
   results = d / "results.json"
@@ -68,7 +69,7 @@ def good(base, tmp_path_factory):
   (d / "adapter_model").mkdir()
   for name in ("bank", "run", "hf", "model", "data_root"):
     (d / name).mkdir()
-  return dict(base, results=str(results), grid=str(d / "grid.json"), pred=str(d / "pred.json"),
+  return dict(base, interop=interop_base, results=str(results), grid=str(d / "grid.json"), pred=str(d / "pred.json"),
               adapter_model=str(d / "adapter_model"), **{
                   n: str(d / n) for n in ("bank", "run", "hf", "model", "data_root")})
 
@@ -86,6 +87,15 @@ def _classifier(g, out, **more):
 def _encoder(g, out):
   return dict(bert_config_file=g["bert_config_file"], vocab_file=g["vocab_file"],
               init_checkpoint=g["init_checkpoint"], output_dir=out)
+
+
+def _adapter_import(g, out):
+  """convert_checkpoint.py's flags besides the AdapterHub / PEFT directory: the
+  fixtures' tiny base (tests/fixtures/interop/)."""
+  base = g["interop"]
+  return dict(init_checkpoint=base["init_checkpoint"],
+              bert_config_file=base["bert_config_file"], output_dir=out, task_name="t",
+              labels="positive,negative,neutral", max_seq_length=12)
 
 
 # command -> (module, how it runs, argv of valid flags, {path flag: kind}). The flag
@@ -122,6 +132,12 @@ COMMANDS = {
             tf2_checkpoint=CKPT, bert_config_file=IN_FILE, vocab_file=IN_FILE)),
     "convert_checkpoint.py --hub_dir": (convert_checkpoint, "global", lambda g, out: _flags(
         hub_dir=g["model"], output_dir=out), dict(hub_dir=IN_DIR)),
+    "convert_checkpoint.py --peft_dir": (convert_checkpoint, "global", lambda g, out: _flags(
+        peft_dir=os.path.join(INTEROP, "peft", "seq_cls_qv"), **_adapter_import(g, out)), dict(
+            peft_dir=IN_DIR, init_checkpoint=CKPT)),
+    "convert_checkpoint.py --adapterhub_dir": (convert_checkpoint, "global", lambda g, out: _flags(
+        adapterhub_dir=os.path.join(INTEROP, "adapterhub", "seq_bn"), **_adapter_import(g, out)), dict(
+            adapterhub_dir=IN_DIR)),
     "experiments.ablation": (ablation, "absl", lambda g, out: _classifier(
         g, g["run"], ablation_dir=out), dict(ablation_dir=OUT_DIR, data_dir=IN_DIR)),
     "experiments.multitask_comparison": (multitask_comparison, "absl", lambda g, out: _flags(
