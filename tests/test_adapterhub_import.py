@@ -6,7 +6,6 @@ the logits AdapterHub computed after load_adapter (scripts/interop_fixtures/,
 run in their own venvs). Nothing here imports torch. interop_base (conftest) is
 that tiny base, converted once."""
 
-import functools
 import io
 import json
 import os
@@ -19,9 +18,9 @@ import pytest
 import safetensors.numpy
 import scipy.special
 import tensorflow as tf
-from absl import flags
 
 import convert_checkpoint
+import convert_command
 import modeling
 import run_classifier
 from adapter_bert import errors
@@ -136,26 +135,6 @@ def test_torch_file_reader_builds_arrays_and_nothing_else(tmp_path):
     adapterhub.read_torch_file(blob.getvalue(), "evil.bin")
 
 
-def _convert(argv):
-  fv = flags.FlagValues()
-  convert_checkpoint.define_flags(fv)
-  fv(["convert_checkpoint.py"] + argv)
-  return functools.partial(convert_checkpoint.main, flag_values=fv)
-
-
-def _fails(capsys, argv):
-  """Runs convert_checkpoint as its command does; the message of its one ERROR line."""
-  main = _convert(argv)
-  capsys.readouterr()
-  with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(main)([])
-  assert exit_info.value.code == 2
-  err = capsys.readouterr().err
-  lines = [line for line in err.splitlines() if line.startswith("ERROR")]
-  assert "Traceback" not in err and len(lines) == 1 and err.endswith(lines[0] + "\n"), err
-  return lines[0]
-
-
 def _import_argv(base, adapterhub_dir, out):
   return [f"--adapterhub_dir={adapterhub_dir}", f"--init_checkpoint={base['init_checkpoint']}",
           f"--bert_config_file={base['bert_config_file']}", f"--output_dir={out}",
@@ -205,7 +184,7 @@ def _edited(tmp_path, name="double_seq_bn", head=None, **changes):
 def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path, changes,
                                                  message):
   hub_dir, config_path = _edited(tmp_path, **changes)
-  line = _fails(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
   assert line == f"ERROR: {config_path}: AdapterHub option {message}" or line.startswith(
       f"ERROR: {config_path}: AdapterHub option {message}"), line
   assert not (tmp_path / "out").exists()
@@ -220,7 +199,7 @@ def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path,
 ])
 def test_unsupported_heads_refused_in_one_line(capsys, interop_base, tmp_path, head, message):
   hub_dir, head_path = _edited(tmp_path, head=head)
-  line = _fails(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
   assert line.startswith(f"ERROR: {head_path}: AdapterHub option {message}"), line
 
 
@@ -228,17 +207,17 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   out = str(tmp_path / "out")
   hub_dir = os.path.join(HUB, "seq_bn")
   argv = _import_argv(interop_base, hub_dir, out)
-  line = _fails(capsys, argv[:4] + ["--labels=a,b"])
+  line = convert_command.one_error_line(capsys, argv[:4] + ["--labels=a,b"])
   assert "--labels gives 2 labels, the adapter's classifier has 3 outputs" in line
-  line = _fails(capsys, [f"--adapterhub_dir={hub_dir}", f"--output_dir={out}"])
+  line = convert_command.one_error_line(capsys, [f"--adapterhub_dir={hub_dir}", f"--output_dir={out}"])
   assert "--adapterhub_dir needs --init_checkpoint" in line
   headless = tmp_path / "headless"
   shutil.copytree(hub_dir, headless)
   os.remove(headless / "head_config.json")
-  line = _fails(capsys, _import_argv(interop_base, str(headless), out))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(headless), out))
   assert "no head_config.json: save the adapter with its head" in line
   (headless / "pytorch_adapter.bin").write_bytes(b"not a zip")
-  line = _fails(capsys, _import_argv(interop_base, str(headless), out))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(headless), out))
   assert "pytorch_adapter.bin: not a PyTorch state dict this reader takes" in line
   extra = tmp_path / "extra"
   shutil.copytree(os.path.join(HUB, "double_seq_bn_gelu_size8"), extra)
@@ -246,7 +225,7 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   tensors["bert.encoder.layer.0.attention.output.adapters.task.gate.weight"] = np.zeros(
       (1, 32), np.float32)
   (extra / "adapter.safetensors").write_bytes(safetensors.numpy.save(tensors))
-  line = _fails(capsys, _import_argv(interop_base, str(extra), out))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(extra), out))
   assert "1 tensors this converter does not map (no counterpart here): encoder.layer.0." \
          "attention.output.adapters.task.gate.weight" in line, line
   assert not os.path.exists(out)
@@ -275,7 +254,7 @@ def test_run_classifier_predicts_with_an_imported_adapter(interop_base, tmp_path
   scaling taken from the file)
   gives AdapterHub's probabilities on the fixed inputs, written as text."""
   adapter = str(tmp_path / "adapter_model")
-  _convert(_import_argv(interop_base, os.path.join(HUB, name), adapter))([])
+  convert_command.main_with(_import_argv(interop_base, os.path.join(HUB, name), adapter))([])
   out = str(tmp_path / "run")
   run_main(run_classifier, task_name="tsv", data_dir=_fixed_inputs_tsv(str(tmp_path / "data")),
            text_a_column="text_a", text_b_column="text_b", label_column="label",
@@ -328,7 +307,7 @@ def test_export_is_what_adapterhub_loaded(interop_base, tmp_path, name):
   committed = os.path.join(EXPORTS, name)
   source = os.path.join(committed, "adapter_model")
   out = str(tmp_path / "adapterhub")
-  _convert([f"--export_adapterhub={source}", f"--init_checkpoint={interop_base['init_checkpoint']}",
+  convert_command.main_with([f"--export_adapterhub={source}", f"--init_checkpoint={interop_base['init_checkpoint']}",
             f"--output_dir={out}", "--base_model_name_or_path=tests/fixtures/interop/base"])([])
   written = sorted(os.listdir(out))
   assert written == sorted([adapterhub.CONFIG_FILE, adapterhub.HEAD_CONFIG_FILE,
@@ -394,15 +373,15 @@ def test_export_refusals(capsys, interop_base, tmp_path):
                          f"--init_checkpoint={interop_base['init_checkpoint']}"]
   lora = adapter_file("lora", AdapterConfig(size=4, design="lora"))
   assert "adapter design lora (size 4) has no AdapterHub bottleneck equivalent (LoRA: " \
-         "--export_peft)" in _fails(capsys, argv(lora))
+         "--export_peft)" in convert_command.one_error_line(capsys, argv(lora))
   trained = adapter_file("ln", AdapterConfig(size=4), layer_norm_value=0.5)
   assert ("its LayerNorms were trained (bert/encoder/layer_1/output/LayerNorm/gamma is not "
-          "the base's): AdapterHub's adapters keep the base's LayerNorms") in _fails(
+          "the base's): AdapterHub's adapters keep the base's LayerNorms") in convert_command.one_error_line(
               capsys, argv(trained))
-  assert "--export_adapterhub needs --init_checkpoint" in _fails(capsys, argv(trained)[:2])
+  assert "--export_adapterhub needs --init_checkpoint" in convert_command.one_error_line(capsys, argv(trained)[:2])
   assert not (tmp_path / "out").exists()
   untrained = adapter_file("houlsby", AdapterConfig(size=4))  # The base's LayerNorms: exported.
-  _convert(argv(untrained))([])
+  convert_command.main_with(argv(untrained))([])
   assert (tmp_path / "out" / "adapter.safetensors").exists()
 
 
@@ -425,7 +404,7 @@ def test_adapters_trained_with_frozen_layer_norms_export(interop_base, tmp_path)
   assert not [v for v in header["variables"] if modeling.variable_role(v) == "layer_norm"]
   assert header["adapter_config"]["activation"] == "swish"
   hub = str(tmp_path / "hub")
-  _convert([f"--export_adapterhub={trained}", f"--output_dir={hub}",
+  convert_command.main_with([f"--export_adapterhub={trained}", f"--output_dir={hub}",
             f"--init_checkpoint={interop_base['init_checkpoint']}"])([])
   config = json.load(open(os.path.join(hub, adapterhub.CONFIG_FILE)))["config"]
   assert (config["non_linearity"], config["original_ln_before"], config["reduction_factor"]) == (

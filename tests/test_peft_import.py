@@ -3,7 +3,6 @@ the real `peft`: tests/fixtures/interop/peft/ holds adapters that PEFT saved and
 the logits PEFT computed with them (scripts/interop_fixtures/peft_lora.py, run
 in its own venv). Nothing here imports torch."""
 
-import functools
 import json
 import os
 import shutil
@@ -12,11 +11,10 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import tensorflow as tf
-from absl import flags
 
 import convert_checkpoint
+import convert_command
 import modeling
-from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import peft_lora
@@ -95,26 +93,6 @@ def test_imported_adapter_without_lora_differs(interop_base, tmp_path):
   assert np.abs(_logits(interop_base, saved) - _expected("seq_cls_qv", "logits.json")).max() > 1e-3
 
 
-def _convert(argv):
-  fv = flags.FlagValues()
-  convert_checkpoint.define_flags(fv)
-  fv(["convert_checkpoint.py"] + argv)
-  return functools.partial(convert_checkpoint.main, flag_values=fv)
-
-
-def _fails(capsys, argv):
-  """Runs convert_checkpoint as its command does; the message of its one ERROR line."""
-  main = _convert(argv)
-  capsys.readouterr()
-  with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(main)([])
-  assert exit_info.value.code == 2
-  err = capsys.readouterr().err
-  lines = [line for line in err.splitlines() if line.startswith("ERROR")]
-  assert "Traceback" not in err and len(lines) == 1 and err.endswith(lines[0] + "\n"), err
-  return lines[0]
-
-
 def _import_argv(base, peft_dir, out, labels="a,b,c"):
   return [f"--peft_dir={peft_dir}", f"--init_checkpoint={base['init_checkpoint']}",
           f"--bert_config_file={base['bert_config_file']}", f"--output_dir={out}",
@@ -125,7 +103,7 @@ def test_command_imports_and_bank_serves_it(interop_base, tmp_path):
   """convert_checkpoint --peft_dir writes a file a bank adds (its base's fingerprint)
   and serving.export serves, with PEFT's logits."""
   out = str(tmp_path / "adapter_model")
-  _convert(_import_argv(interop_base, os.path.join(PEFT, "layer_norms"), out))([])
+  convert_command.main_with(_import_argv(interop_base, os.path.join(PEFT, "layer_norms"), out))([])
   header = adapter_weights.read_adapter_header(out)
   assert header["metadata"]["labels"] == ["a", "b", "c"]
   bank = str(tmp_path / "bank")
@@ -172,7 +150,7 @@ def _edited(tmp_path, name="seq_cls_qv", **changes):
 def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path, changes,
                                                  message):
   peft_dir = _edited(tmp_path, **changes)
-  line = _fails(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
   assert line.startswith(f"ERROR: {peft_dir}/adapter_config.json: {message}"), line
   assert not (tmp_path / "out").exists()
 
@@ -180,10 +158,10 @@ def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path,
 def test_real_peft_refusals(capsys, interop_base, tmp_path):
   """What PEFT itself saved for DoRA, and for LoRA on key and the dense layers."""
   out = str(tmp_path / "out")
-  line = _fails(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_dora"), out,
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_dora"), out,
                                      "a,b"))
   assert "use_dora=true: not supported" in line
-  line = _fails(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_key_dense"), out,
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_key_dense"), out,
                                      "a,b"))
   assert "target_modules" in line or "LoRA on bert.encoder.layer.0.attention" in line, line
   assert not os.path.exists(out)
@@ -213,26 +191,26 @@ def _with_tensors(tmp_path, extra, drop=()):
 ])
 def test_unmappable_tensors_refused(capsys, interop_base, tmp_path, extra, drop, message):
   peft_dir = _with_tensors(tmp_path, extra, drop)
-  line = _fails(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
   assert f"{peft_dir}/adapter_model.safetensors: {message}" in line, line
 
 
 def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   out = str(tmp_path / "out")
-  line = _fails(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out, "a,b"))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out, "a,b"))
   assert "--labels gives 2 labels, the adapter's classifier has 3 outputs" in line
   not_torch = tmp_path / "bin"
   not_torch.mkdir()
   shutil.copy(os.path.join(PEFT, "seq_cls_qv", "adapter_config.json"), not_torch)
   (not_torch / "adapter_model.bin").write_bytes(b"not a zip")
-  line = _fails(capsys, _import_argv(interop_base, str(not_torch), out))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(not_torch), out))
   assert "adapter_model.bin: not a PyTorch state dict" in line, line
   os.remove(not_torch / "adapter_model.bin")
-  line = _fails(capsys, _import_argv(interop_base, str(not_torch), out))
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(not_torch), out))
   assert f"{not_torch}: no adapter_model.safetensors (or adapter_model.bin) here" in line, line
-  line = _fails(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}"])
+  line = convert_command.one_error_line(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}"])
   assert "--peft_dir needs the converted base" in line
-  line = _fails(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out)[:-1])
+  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out)[:-1])
   assert "--max_seq_length=128: not in [3, 64] (max_position_embeddings of" in line
   # Another base: a model of other sizes.
   other = tmp_path / "other_base"
@@ -243,7 +221,7 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   (other / "model.safetensors").write_bytes(safetensors.numpy.save(tensors))
   (other / "config.json").write_text(json.dumps(dict(config, num_hidden_layers=1)))
   convert_checkpoint.hf_bert_to_google(str(other), str(tmp_path / "other_google"))
-  line = _fails(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}",
+  line = convert_command.one_error_line(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}",
                          f"--init_checkpoint={tmp_path / 'other_google' / 'bert_model.ckpt'}",
                          f"--bert_config_file={tmp_path / 'other_google' / 'bert_config.json'}",
                          "--labels=a,b,c", "--max_seq_length=32"])
@@ -256,7 +234,7 @@ def test_export_is_what_peft_loaded(interop_base, tmp_path):
   PEFT (exported/logits.json) predicts what this project predicts."""
   source = os.path.join(PEFT, "exported", "adapter_model")
   out = str(tmp_path / "peft")
-  _convert([f"--export_peft={source}", f"--output_dir={out}",
+  convert_command.main_with([f"--export_peft={source}", f"--output_dir={out}",
             "--base_model_name_or_path=tests/fixtures/interop/base"])([])
   committed = os.path.join(PEFT, "exported", "peft")
   for name in (peft_lora.CONFIG_FILE, peft_lora.WEIGHTS_FILE):
@@ -292,7 +270,7 @@ def test_export_refuses_other_designs(capsys, base, tmp_path):
   from adapter_bert.runtime import trainable  # pylint: disable=import-outside-toplevel
   trainable.set_trainable(model, trainable.TrainMode("adapters"))
   source = adapter_weights.save_adapter_weights(model, str(tmp_path / "houlsby"))
-  line = _fails(capsys, [f"--export_peft={source}", f"--output_dir={tmp_path / 'out'}"])
+  line = convert_command.one_error_line(capsys, [f"--export_peft={source}", f"--output_dir={tmp_path / 'out'}"])
   assert "adapter design houlsby: PEFT's LoRA format holds LoRA adapters only" in line
 
 
