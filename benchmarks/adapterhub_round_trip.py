@@ -122,7 +122,6 @@ def _run(*argv):
 
 
 def main(args):
-  sys.path.insert(0, REPO)
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # pylint: disable=import-outside-toplevel,unused-import

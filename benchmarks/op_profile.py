@@ -46,10 +46,10 @@ import sys
 import tempfile
 import time
 
+import bench_harness as harness  # Standard library only: both venvs import it.
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import bench_harness as harness  # noqa: E402  (standard library only)
 
 AH_PYTHON = os.path.join(HERE, ".venv-adapterhub", "bin", "python")
 TF_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
@@ -137,7 +137,6 @@ def tf_side(args):
   import tensorflow as tf
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-  sys.path.insert(0, REPO)
   import benchmark  # For its MiniLM shape.
   import modeling
   import optimization
@@ -398,7 +397,6 @@ def main(argv=None):
     if not os.path.exists(AH_PYTHON):
       sys.exit(f"{AH_PYTHON} not found: install AdapterHub first (benchmarks/README.md)")
     if args.hf_dir is None:
-      sys.path.insert(0, HERE)
       import adapterhub_side_by_side as ah
       args.hf_dir = ah.default_hf_dir(TF_PYTHON)
   cpu = subprocess.run([TF_PYTHON, "-c", "from adapter_bert.runtime import machine; "

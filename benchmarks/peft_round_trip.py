@@ -115,7 +115,6 @@ def _torch(args, **extra):
 
 
 def main(args):
-  sys.path.insert(0, REPO)
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import convert_checkpoint  # pylint: disable=import-outside-toplevel

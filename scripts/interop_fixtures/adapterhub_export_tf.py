@@ -24,16 +24,15 @@ import tempfile
 
 import numpy as np
 
+import convert_checkpoint
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import adapterhub
+from adapter_bert.checkpoints import checkpoint_io
+from adapter_layers import AdapterConfig
+import modeling
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, REPO)
-
-import convert_checkpoint  # pylint: disable=wrong-import-position
-from adapter_bert.checkpoints import adapter_weights  # pylint: disable=wrong-import-position
-from adapter_bert.checkpoints import adapterhub  # pylint: disable=wrong-import-position
-from adapter_bert.checkpoints import checkpoint_io  # pylint: disable=wrong-import-position
-from adapter_layers import AdapterConfig  # pylint: disable=wrong-import-position
-import modeling  # pylint: disable=wrong-import-position
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "interop")
 OUT = os.path.join(FIXTURES, "adapterhub_export")

@@ -68,12 +68,16 @@ def _write_json(path, value):
 
 def _relative_base(peft_dir):
   """save_pretrained records the base's absolute path: the fixture names it from the
-  repository's root instead, and drops the model card (README.md) that repeats it."""
+  repository's root instead, and drops the model card (README.md) that repeats it.
+  PEFT keeps target_modules as a set, saved in the string hash's order: sorted here
+  so that the fixture is the same on every run."""
   os.remove(os.path.join(peft_dir, "README.md"))
   path = os.path.join(peft_dir, "adapter_config.json")
   with open(path) as f:
     config = json.load(f)
   config["base_model_name_or_path"] = "tests/fixtures/interop/base"
+  if isinstance(config.get("target_modules"), list):
+    config["target_modules"] = sorted(config["target_modules"])
   with open(path, "w") as f:
     json.dump(config, f, indent=2, sort_keys=True)
     f.write("\n")
@@ -83,7 +87,6 @@ def _torch_side():
   import peft  # pylint: disable=import-outside-toplevel
   import torch  # pylint: disable=import-outside-toplevel
   import transformers  # pylint: disable=import-outside-toplevel
-  sys.path.insert(0, HERE)
   import tiny_base  # pylint: disable=import-outside-toplevel
 
   with open(INPUTS) as f:
@@ -141,7 +144,6 @@ def _torch_side():
 def _export_source():
   """The project's side (its venv, no torch): a random LoRA adapter file on the
   converted tiny base, its export, and its logits."""
-  sys.path.insert(0, REPO)
   os.chdir(REPO)
   import numpy as np  # pylint: disable=import-outside-toplevel
   import convert_checkpoint  # pylint: disable=import-outside-toplevel
