@@ -20,7 +20,7 @@ import scipy.special
 import tensorflow as tf
 
 import convert_checkpoint
-import convert_command
+import interop_checks
 import modeling
 import run_classifier
 from adapter_bert import errors
@@ -32,7 +32,7 @@ from adapter_bert.serving import export
 from adapter_layers import AdapterConfig
 from test_run_classifier import run_main
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "interop")
+FIXTURES = interop_checks.FIXTURES
 HUB = os.path.join(FIXTURES, "adapterhub")
 EXPORTS = os.path.join(FIXTURES, "adapterhub_export")
 
@@ -56,12 +56,6 @@ MAPPED = {
 POOLED_HEADS = ("double_seq_bn_relu_scaled", "seq_bn_tanh_scaled")
 
 
-def _inputs():
-  with open(os.path.join(FIXTURES, "inputs.json")) as f:
-    inputs = json.load(f)
-  return {k: np.array(inputs[k], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
-
-
 def _expected(directory, name="logits.json"):
   with open(os.path.join(directory, name)) as f:
     return np.array(json.load(f)["logits"])
@@ -73,22 +67,10 @@ def _import(base, name, out, **metadata):
       dict(dict(task=name, max_seq_length=12, do_lower_case=True), **metadata))
 
 
-def _logits(base, adapter_file):
-  """The logits of a classifier that loads `adapter_file` as --adapter_checkpoint does."""
-  header = adapter_weights.read_adapter_header(adapter_file)
-  config = modeling.BertConfig.from_json_file(base["bert_config_file"])
-  model = modeling.BertClassifier(config, len(header["metadata"]["labels"]) or 1,
-                                  AdapterConfig.from_dict(header["adapter_config"]))
-  model.ensure_built()
-  model_setup.load_base(model, init_checkpoint=base["init_checkpoint"],
-                        adapter_checkpoint=adapter_file)
-  return model(_inputs(), training=False).numpy()
-
-
 @pytest.mark.parametrize("name", sorted(MAPPED))
 def test_imported_adapter_predicts_what_adapterhub_predicts(interop_base, tmp_path, name):
   saved = _import(interop_base, name, str(tmp_path / "adapter_model"))
-  np.testing.assert_allclose(_logits(interop_base, saved), _expected(os.path.join(HUB, name)),
+  np.testing.assert_allclose(interop_checks.adapter_file_logits(interop_base, saved), _expected(os.path.join(HUB, name)),
                              atol=1e-5, rtol=0)
   header = adapter_weights.read_adapter_header(saved)
   assert AdapterConfig.from_dict(header["adapter_config"]) == MAPPED[name]
@@ -110,7 +92,7 @@ def test_the_fixtures_test_each_part(interop_base, tmp_path):
     h = dict(header, adapter_config=dict(header["adapter_config"], **config))
     with open(path, "wb") as f:
       f.write(safetensors.numpy.save(arrays, metadata={"header": json.dumps(h)}))
-    return np.abs(_logits(interop_base, saved) - expected).max()
+    return np.abs(interop_checks.adapter_file_logits(interop_base, saved) - expected).max()
 
   assert rewritten(activation="gelu") > 1e-4  # The tanh GELU instead of the erf one.
   assert rewritten(activation="swish") > 1e-4
@@ -184,7 +166,7 @@ def _edited(tmp_path, name="double_seq_bn", head=None, **changes):
 def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path, changes,
                                                  message):
   hub_dir, config_path = _edited(tmp_path, **changes)
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
   assert line == f"ERROR: {config_path}: AdapterHub option {message}" or line.startswith(
       f"ERROR: {config_path}: AdapterHub option {message}"), line
   assert not (tmp_path / "out").exists()
@@ -199,7 +181,7 @@ def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path,
 ])
 def test_unsupported_heads_refused_in_one_line(capsys, interop_base, tmp_path, head, message):
   hub_dir, head_path = _edited(tmp_path, head=head)
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, hub_dir, str(tmp_path / "out")))
   assert line.startswith(f"ERROR: {head_path}: AdapterHub option {message}"), line
 
 
@@ -207,17 +189,17 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   out = str(tmp_path / "out")
   hub_dir = os.path.join(HUB, "seq_bn")
   argv = _import_argv(interop_base, hub_dir, out)
-  line = convert_command.one_error_line(capsys, argv[:4] + ["--labels=a,b"])
+  line = interop_checks.one_error_line(capsys, argv[:4] + ["--labels=a,b"])
   assert "--labels gives 2 labels, the adapter's classifier has 3 outputs" in line
-  line = convert_command.one_error_line(capsys, [f"--adapterhub_dir={hub_dir}", f"--output_dir={out}"])
+  line = interop_checks.one_error_line(capsys, [f"--adapterhub_dir={hub_dir}", f"--output_dir={out}"])
   assert "--adapterhub_dir needs --init_checkpoint" in line
   headless = tmp_path / "headless"
   shutil.copytree(hub_dir, headless)
   os.remove(headless / "head_config.json")
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(headless), out))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, str(headless), out))
   assert "no head_config.json: save the adapter with its head" in line
   (headless / "pytorch_adapter.bin").write_bytes(b"not a zip")
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(headless), out))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, str(headless), out))
   assert "pytorch_adapter.bin: not a PyTorch state dict this reader takes" in line
   extra = tmp_path / "extra"
   shutil.copytree(os.path.join(HUB, "double_seq_bn_gelu_size8"), extra)
@@ -225,7 +207,7 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   tensors["bert.encoder.layer.0.attention.output.adapters.task.gate.weight"] = np.zeros(
       (1, 32), np.float32)
   (extra / "adapter.safetensors").write_bytes(safetensors.numpy.save(tensors))
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(extra), out))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, str(extra), out))
   assert "1 tensors this converter does not map (no counterpart here): encoder.layer.0." \
          "attention.output.adapters.task.gate.weight" in line, line
   assert not os.path.exists(out)
@@ -235,7 +217,7 @@ def _fixed_inputs_tsv(directory):
   """The fixed inputs' rows as text (whole words of the vocabulary), a tsv task's dev.tsv."""
   vocab = open(os.path.join(FIXTURES, "base", "vocab.txt")).read().split("\n")
   rows = []
-  for ids in _inputs()["input_ids"]:
+  for ids in interop_checks.inputs()["input_ids"]:
     words = [vocab[i] for i in ids if i]
     first = words.index("[SEP]")
     rows.append((" ".join(words[1:first]), " ".join(words[first + 1:-1])))
@@ -254,7 +236,7 @@ def test_run_classifier_predicts_with_an_imported_adapter(interop_base, tmp_path
   scaling taken from the file)
   gives AdapterHub's probabilities on the fixed inputs, written as text."""
   adapter = str(tmp_path / "adapter_model")
-  convert_command.main_with(_import_argv(interop_base, os.path.join(HUB, name), adapter))([])
+  interop_checks.main_with(_import_argv(interop_base, os.path.join(HUB, name), adapter))([])
   out = str(tmp_path / "run")
   run_main(run_classifier, task_name="tsv", data_dir=_fixed_inputs_tsv(str(tmp_path / "data")),
            text_a_column="text_a", text_b_column="text_b", label_column="label",
@@ -289,7 +271,7 @@ def test_bank_serves_imported_adapters(interop_base, tmp_path):
   with pytest.raises(errors.UserError, match="a bank holds tasks that trained adapters, "
                                              "LayerNorms and the head only"):
     adapter_bank.add_task(bank, "seq_bn", saved["seq_bn"])
-  inputs = _inputs()
+  inputs = interop_checks.inputs()
   for name in POOLED_HEADS:  # One SavedModel each: their activations differ (relu, tanh).
     export_dir = str(tmp_path / f"export_{name}")
     export.export(bank, export_dir, task_names=[name], token_ids_only=True)
@@ -307,7 +289,7 @@ def test_export_is_what_adapterhub_loaded(interop_base, tmp_path, name):
   committed = os.path.join(EXPORTS, name)
   source = os.path.join(committed, "adapter_model")
   out = str(tmp_path / "adapterhub")
-  convert_command.main_with([f"--export_adapterhub={source}", f"--init_checkpoint={interop_base['init_checkpoint']}",
+  interop_checks.main_with([f"--export_adapterhub={source}", f"--init_checkpoint={interop_base['init_checkpoint']}",
             f"--output_dir={out}", "--base_model_name_or_path=tests/fixtures/interop/base"])([])
   written = sorted(os.listdir(out))
   assert written == sorted([adapterhub.CONFIG_FILE, adapterhub.HEAD_CONFIG_FILE,
@@ -320,7 +302,7 @@ def test_export_is_what_adapterhub_loaded(interop_base, tmp_path, name):
     check = json.load(f)
   assert check["equal_to_1e-5"] and check["max_abs_diff"] <= 1e-5
   tf_logits = _expected(committed, "tf_logits.json")
-  np.testing.assert_allclose(_logits(interop_base, source), tf_logits, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(interop_checks.adapter_file_logits(interop_base, source), tf_logits, atol=1e-5, rtol=0)
   np.testing.assert_allclose(check["torch_logits"], tf_logits, atol=1e-5, rtol=0)
   # And back: the export imports to the same predictions.
   back = convert_checkpoint.adapterhub_to_adapter_model(
@@ -331,7 +313,7 @@ def test_export_is_what_adapterhub_loaded(interop_base, tmp_path, name):
   assert again.header["metadata"]["labels"] == original.header["metadata"]["labels"]
   for variable, value in original.arrays.items():
     np.testing.assert_allclose(again.arrays[variable], value, atol=0, rtol=0, err_msg=variable)
-  np.testing.assert_allclose(_logits(interop_base, back), tf_logits, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(interop_checks.adapter_file_logits(interop_base, back), tf_logits, atol=1e-5, rtol=0)
 
 
 def test_import_then_export_gives_their_tensors_back(interop_base, tmp_path):
@@ -373,15 +355,15 @@ def test_export_refusals(capsys, interop_base, tmp_path):
                          f"--init_checkpoint={interop_base['init_checkpoint']}"]
   lora = adapter_file("lora", AdapterConfig(size=4, design="lora"))
   assert "adapter design lora (size 4) has no AdapterHub bottleneck equivalent (LoRA: " \
-         "--export_peft)" in convert_command.one_error_line(capsys, argv(lora))
+         "--export_peft)" in interop_checks.one_error_line(capsys, argv(lora))
   trained = adapter_file("ln", AdapterConfig(size=4), layer_norm_value=0.5)
   assert ("its LayerNorms were trained (bert/encoder/layer_1/output/LayerNorm/gamma is not "
-          "the base's): AdapterHub's adapters keep the base's LayerNorms") in convert_command.one_error_line(
+          "the base's): AdapterHub's adapters keep the base's LayerNorms") in interop_checks.one_error_line(
               capsys, argv(trained))
-  assert "--export_adapterhub needs --init_checkpoint" in convert_command.one_error_line(capsys, argv(trained)[:2])
+  assert "--export_adapterhub needs --init_checkpoint" in interop_checks.one_error_line(capsys, argv(trained)[:2])
   assert not (tmp_path / "out").exists()
   untrained = adapter_file("houlsby", AdapterConfig(size=4))  # The base's LayerNorms: exported.
-  convert_command.main_with(argv(untrained))([])
+  interop_checks.main_with(argv(untrained))([])
   assert (tmp_path / "out" / "adapter.safetensors").exists()
 
 
@@ -404,7 +386,7 @@ def test_adapters_trained_with_frozen_layer_norms_export(interop_base, tmp_path)
   assert not [v for v in header["variables"] if modeling.variable_role(v) == "layer_norm"]
   assert header["adapter_config"]["activation"] == "swish"
   hub = str(tmp_path / "hub")
-  convert_command.main_with([f"--export_adapterhub={trained}", f"--output_dir={hub}",
+  interop_checks.main_with([f"--export_adapterhub={trained}", f"--output_dir={hub}",
             f"--init_checkpoint={interop_base['init_checkpoint']}"])([])
   config = json.load(open(os.path.join(hub, adapterhub.CONFIG_FILE)))["config"]
   assert (config["non_linearity"], config["original_ln_before"], config["reduction_factor"]) == (
@@ -412,7 +394,7 @@ def test_adapters_trained_with_frozen_layer_norms_export(interop_base, tmp_path)
   back = convert_checkpoint.adapterhub_to_adapter_model(
       hub, interop_base["init_checkpoint"], interop_base["bert_config_file"],
       str(tmp_path / "back"), dict(task="t", max_seq_length=12, do_lower_case=True))
-  np.testing.assert_allclose(_logits(interop_base, back), _logits(interop_base, trained),
+  np.testing.assert_allclose(interop_checks.adapter_file_logits(interop_base, back), interop_checks.adapter_file_logits(interop_base, trained),
                              atol=1e-5, rtol=0)
 
 

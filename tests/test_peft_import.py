@@ -13,25 +13,19 @@ import safetensors.numpy
 import tensorflow as tf
 
 import convert_checkpoint
-import convert_command
+import interop_checks
 import modeling
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import peft_lora
-from adapter_bert.runtime import model_setup
 from adapter_bert.serving import export
 from adapter_layers import AdapterConfig
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "interop")
+FIXTURES = interop_checks.FIXTURES
 PEFT = os.path.join(FIXTURES, "peft")
 # Fixture -> the labels it is imported with (a regression: none).
 IMPORTED = {"seq_cls_qv": ["a", "b", "c"], "rslora": ["no", "yes"], "torch_file": ["a", "b"],
             "query_layer1": ["a", "b", "c"], "layer_norms": ["a", "b", "c"], "regression": []}
-
-
-def _inputs():
-  with open(os.path.join(FIXTURES, "inputs.json")) as f:
-    return {k: np.array(v, np.int32) for k, v in json.load(f).items()}
 
 
 def _expected(*path):
@@ -45,24 +39,11 @@ def _import(base, name, out, labels):
       dict(task=name, labels=labels, max_seq_length=12, do_lower_case=True))
 
 
-def _logits(base, adapter_file):
-  """The logits of a classifier that loads `adapter_file` as --adapter_checkpoint does."""
-  header = adapter_weights.read_adapter_header(adapter_file)
-  config = modeling.BertConfig.from_json_file(base["bert_config_file"])
-  labels = header["metadata"]["labels"]
-  model = modeling.BertClassifier(config, len(labels) or 1,
-                                  AdapterConfig.from_dict(header["adapter_config"]))
-  model.ensure_built()
-  model_setup.load_base(model, init_checkpoint=base["init_checkpoint"],
-                        adapter_checkpoint=adapter_file)
-  return model(_inputs(), training=False).numpy()
-
-
 @pytest.mark.parametrize("name", sorted(IMPORTED))
 def test_imported_adapter_predicts_what_peft_predicts(interop_base, tmp_path, name):
   saved = _import(interop_base, name, str(tmp_path / "adapter_model"), IMPORTED[name])
   expected = _expected(name, "logits.json")
-  np.testing.assert_allclose(_logits(interop_base, saved), expected, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(interop_checks.adapter_file_logits(interop_base, saved), expected, atol=1e-5, rtol=0)
   header = adapter_weights.read_adapter_header(saved)
   assert header["metadata"]["is_regression"] == (name == "regression")
   assert header["adapter_config"]["design"] == "lora"
@@ -90,7 +71,7 @@ def test_imported_adapter_without_lora_differs(interop_base, tmp_path):
   zeroed = {n: (np.zeros_like(a) if "/adapters/" in n else a) for n, a in arrays.items()}
   with open(path, "wb") as f:
     f.write(safetensors.numpy.save(zeroed, metadata={"header": json.dumps(header)}))
-  assert np.abs(_logits(interop_base, saved) - _expected("seq_cls_qv", "logits.json")).max() > 1e-3
+  assert np.abs(interop_checks.adapter_file_logits(interop_base, saved) - _expected("seq_cls_qv", "logits.json")).max() > 1e-3
 
 
 def _import_argv(base, peft_dir, out, labels="a,b,c"):
@@ -103,7 +84,7 @@ def test_command_imports_and_bank_serves_it(interop_base, tmp_path):
   """convert_checkpoint --peft_dir writes a file a bank adds (its base's fingerprint)
   and serving.export serves, with PEFT's logits."""
   out = str(tmp_path / "adapter_model")
-  convert_command.main_with(_import_argv(interop_base, os.path.join(PEFT, "layer_norms"), out))([])
+  interop_checks.main_with(_import_argv(interop_base, os.path.join(PEFT, "layer_norms"), out))([])
   header = adapter_weights.read_adapter_header(out)
   assert header["metadata"]["labels"] == ["a", "b", "c"]
   bank = str(tmp_path / "bank")
@@ -115,7 +96,7 @@ def test_command_imports_and_bank_serves_it(interop_base, tmp_path):
   assert adapter_bank.task_names(bank) == ["t"]
   export_dir = str(tmp_path / "export")
   export.export(bank, export_dir, token_ids_only=True)
-  inputs = _inputs()
+  inputs = interop_checks.inputs()
   loaded = tf.saved_model.load(export_dir)
   served = loaded.serve_token_ids(
       inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
@@ -150,7 +131,7 @@ def _edited(tmp_path, name="seq_cls_qv", **changes):
 def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path, changes,
                                                  message):
   peft_dir = _edited(tmp_path, **changes)
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
   assert line.startswith(f"ERROR: {peft_dir}/adapter_config.json: {message}"), line
   assert not (tmp_path / "out").exists()
 
@@ -158,10 +139,10 @@ def test_unsupported_options_refused_in_one_line(capsys, interop_base, tmp_path,
 def test_real_peft_refusals(capsys, interop_base, tmp_path):
   """What PEFT itself saved for DoRA, and for LoRA on key and the dense layers."""
   out = str(tmp_path / "out")
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_dora"), out,
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_dora"), out,
                                      "a,b"))
   assert "use_dora=true: not supported" in line
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_key_dense"), out,
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "refused_key_dense"), out,
                                      "a,b"))
   assert "target_modules" in line or "LoRA on bert.encoder.layer.0.attention" in line, line
   assert not os.path.exists(out)
@@ -191,26 +172,26 @@ def _with_tensors(tmp_path, extra, drop=()):
 ])
 def test_unmappable_tensors_refused(capsys, interop_base, tmp_path, extra, drop, message):
   peft_dir = _with_tensors(tmp_path, extra, drop)
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, peft_dir, str(tmp_path / "out")))
   assert f"{peft_dir}/adapter_model.safetensors: {message}" in line, line
 
 
 def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   out = str(tmp_path / "out")
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out, "a,b"))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out, "a,b"))
   assert "--labels gives 2 labels, the adapter's classifier has 3 outputs" in line
   not_torch = tmp_path / "bin"
   not_torch.mkdir()
   shutil.copy(os.path.join(PEFT, "seq_cls_qv", "adapter_config.json"), not_torch)
   (not_torch / "adapter_model.bin").write_bytes(b"not a zip")
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(not_torch), out))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, str(not_torch), out))
   assert "adapter_model.bin: not a PyTorch state dict" in line, line
   os.remove(not_torch / "adapter_model.bin")
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, str(not_torch), out))
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, str(not_torch), out))
   assert f"{not_torch}: no adapter_model.safetensors (or adapter_model.bin) here" in line, line
-  line = convert_command.one_error_line(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}"])
+  line = interop_checks.one_error_line(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}"])
   assert "--peft_dir needs the converted base" in line
-  line = convert_command.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out)[:-1])
+  line = interop_checks.one_error_line(capsys, _import_argv(interop_base, os.path.join(PEFT, "seq_cls_qv"), out)[:-1])
   assert "--max_seq_length=128: not in [3, 64] (max_position_embeddings of" in line
   # Another base: a model of other sizes.
   other = tmp_path / "other_base"
@@ -221,7 +202,7 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   (other / "model.safetensors").write_bytes(safetensors.numpy.save(tensors))
   (other / "config.json").write_text(json.dumps(dict(config, num_hidden_layers=1)))
   convert_checkpoint.hf_bert_to_google(str(other), str(tmp_path / "other_google"))
-  line = convert_command.one_error_line(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}",
+  line = interop_checks.one_error_line(capsys, [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}", f"--output_dir={out}",
                          f"--init_checkpoint={tmp_path / 'other_google' / 'bert_model.ckpt'}",
                          f"--bert_config_file={tmp_path / 'other_google' / 'bert_config.json'}",
                          "--labels=a,b,c", "--max_seq_length=32"])
@@ -234,7 +215,7 @@ def test_export_is_what_peft_loaded(interop_base, tmp_path):
   PEFT (exported/logits.json) predicts what this project predicts."""
   source = os.path.join(PEFT, "exported", "adapter_model")
   out = str(tmp_path / "peft")
-  convert_command.main_with([f"--export_peft={source}", f"--output_dir={out}",
+  interop_checks.main_with([f"--export_peft={source}", f"--output_dir={out}",
             "--base_model_name_or_path=tests/fixtures/interop/base"])([])
   committed = os.path.join(PEFT, "exported", "peft")
   for name in (peft_lora.CONFIG_FILE, peft_lora.WEIGHTS_FILE):
@@ -243,7 +224,7 @@ def test_export_is_what_peft_loaded(interop_base, tmp_path):
       assert mine.read() == theirs.read(), name
   with open(os.path.join(PEFT, "exported", "check.json")) as f:
     assert json.load(f)["max_abs_logit_difference"] < 1e-5
-  np.testing.assert_allclose(_logits(interop_base, source), _expected("exported", "logits.json"),
+  np.testing.assert_allclose(interop_checks.adapter_file_logits(interop_base, source), _expected("exported", "logits.json"),
                              atol=1e-5, rtol=0)
   # And back: the import of the export is the adapter file it came from.
   config = json.loads(open(os.path.join(out, peft_lora.CONFIG_FILE)).read())
@@ -270,7 +251,7 @@ def test_export_refuses_other_designs(capsys, base, tmp_path):
   from adapter_bert.runtime import trainable  # pylint: disable=import-outside-toplevel
   trainable.set_trainable(model, trainable.TrainMode("adapters"))
   source = adapter_weights.save_adapter_weights(model, str(tmp_path / "houlsby"))
-  line = convert_command.one_error_line(capsys, [f"--export_peft={source}", f"--output_dir={tmp_path / 'out'}"])
+  line = interop_checks.one_error_line(capsys, [f"--export_peft={source}", f"--output_dir={tmp_path / 'out'}"])
   assert "adapter design houlsby: PEFT's LoRA format holds LoRA adapters only" in line
 
 
