@@ -270,9 +270,8 @@ def task_dataset(options: startup.RunOptions, task, index, split, examples, toke
   filled with empty rows), as run_classifier.py's (classifier_task.predict_record)."""
   record_file = _record(options, task, split, examples, tokenizer, batch_size)
   if options.pack_sequences:
-    stats = records.packing_stats(record_file, options.max_seq_length)
-    batch_size = stats.rows_per_batch(batch_size, num_replicas)
-    logging.info("  %s", stats.describe(batch_size))
+    batch_size, _ = records.packed_batch_rows(record_file, options.max_seq_length,
+                                              batch_size, num_replicas)
   return with_task_index(classifier_features.make_dataset(
       record_file, options.max_seq_length, batch_size, is_training=False,
       drop_remainder=options.use_tpu, is_regression=task.is_regression,

@@ -258,10 +258,8 @@ def packed_rows_per_batch(run: startup.Run, record_file: str, batch_size: int) -
   the record, rounded up to a multiple of the replicas): --*_batch_size keeps
   counting features, and training keeps the original's steps (a SQuAD epoch is
   counted in questions, not features), each over as many features as unpacked."""
-  stats = records.packing_stats(record_file, run.options.max_seq_length)
-  rows = stats.rows_per_batch(batch_size, run.strategy.num_replicas_in_sync)
-  logging.info("  %s", stats.describe(rows))
-  return rows
+  return records.packed_batch_rows(record_file, run.options.max_seq_length, batch_size,
+                                   run.strategy.num_replicas_in_sync)[0]
 
 
 def train(run: startup.Run, examples, writer: squad_data.FeatureWriter) -> None:

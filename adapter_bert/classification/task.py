@@ -23,7 +23,6 @@ from typing import Dict, Mapping, Optional, Protocol
 import numpy as np
 import scipy.special
 import tensorflow as tf
-from absl import logging
 
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import metrics as classifier_metrics
@@ -118,9 +117,8 @@ def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
   a batch is the rows that hold `batch_size` examples on average (measured on
   the record), one entry per example comes back all the same."""
   if pack_sequences:
-    stats = records.packing_stats(record_file, max_seq_length)
-    batch_size = stats.rows_per_batch(batch_size, strategy.num_replicas_in_sync)
-    logging.info(stats.describe(batch_size))
+    batch_size, _ = records.packed_batch_rows(record_file, max_seq_length, batch_size,
+                                              strategy.num_replicas_in_sync)
   dataset = classifier_features.make_dataset(record_file, max_seq_length, batch_size,
                                              is_training=False, drop_remainder=drop_remainder,
                                              is_regression=is_regression,

@@ -30,8 +30,9 @@ stream, evaluation and prediction windows in record order, their examples
 carrying `input_index` as above.
 """
 
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
+from absl import logging
 import tensorflow as tf
 
 from adapter_bert.runtime import packing
@@ -160,6 +161,19 @@ def packing_stats(record_files: Union[str, Sequence[str]],
   windows = tf.data.TFRecordDataset(record_files).batch(_PACK_WINDOW).map(
       lambda records: tf.io.parse_example(records, features))
   return packing.measure(windows, max_seq_length)
+
+
+def packed_batch_rows(record_files: Union[str, Sequence[str]], max_seq_length: int,
+                      examples_per_batch: int,
+                      num_replicas: int) -> Tuple[int, packing.PackingStats]:
+  """The packed rows that hold `examples_per_batch` examples on average (measured
+  on the records, rounded up to a multiple of the replicas), so that a batch
+  size flag keeps counting examples; logs the packing's line. Returns (rows,
+  the PackingStats)."""
+  stats = packing_stats(record_files, max_seq_length)
+  rows = stats.rows_per_batch(examples_per_batch, num_replicas)
+  logging.info(stats.describe(rows))
+  return rows, stats
 
 
 def _packed_batches(serialized, decode, rows_per_batch: int, max_seq_length: int,

@@ -246,15 +246,15 @@ def pack_training(run: Run, record_file: str) -> int:
     errors.UserError: if that gives no training step.
   """
   options = run.options
-  stats = records.packing_stats(record_file, options.max_seq_length)
-  rows = stats.rows_per_batch(options.train_batch_size, run.strategy.num_replicas_in_sync)
+  rows, stats = records.packed_batch_rows(record_file, options.max_seq_length,
+                                          options.train_batch_size,
+                                          run.strategy.num_replicas_in_sync)
   steps = loop.steps_for_epochs(stats.num_rows, rows, options.num_train_epochs)
   if steps < 1:
     raise errors.UserError(
         f"num_train_steps = int({stats.num_rows} packed rows / {rows} rows a batch * "
         f"--num_train_epochs={options.num_train_epochs}) = 0: lower --train_batch_size "
         f"or raise --num_train_epochs")
-  logging.info(stats.describe(rows))
   # The loop's train_batch_size becomes the examples a step holds on average,
   # which progress lines count (examples/sec); run_config.json keeps the flag's.
   run.settings = dataclasses.replace(
