@@ -34,6 +34,8 @@ raw text.
 
 import os
 
+# First, before TensorFlow: the package imports it without what Keras needs not here.
+import adapter_bert  # pylint: disable=unused-import
 from absl import app
 from absl import flags
 from absl import logging

@@ -20,6 +20,8 @@ import posixpath
 import random
 from typing import Dict, List, Optional
 
+# First, before TensorFlow: the package imports it without what Keras needs not here.
+import adapter_bert  # pylint: disable=unused-import
 from absl import app
 from absl import flags
 from absl import logging

@@ -24,9 +24,6 @@ from typing import Dict, Mapping, Optional
 
 from absl import logging
 import numpy as np
-import scipy.special
-import scipy.stats
-import sklearn.metrics
 
 from adapter_bert.classification.processors import canonical_task_name
 from adapter_bert.storage import file_io
@@ -80,6 +77,7 @@ def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
                        f"got shape {logits.shape}")
     predictions = scores[:, 0][mask]
     labels = label_ids.astype(np.float64)[mask]
+    import scipy.stats  # pylint: disable=g-import-not-at-top,import-outside-toplevel  # On use: below.
     return {
         "eval_loss": np.float32(np.mean((predictions - labels) ** 2)),
         "eval_pearson": np.float32(scipy.stats.pearsonr(predictions, labels)[0]),
@@ -89,6 +87,10 @@ def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
   if logits.ndim != 2:
     raise ValueError(f"expected logits [N, num_labels], got shape {logits.shape}")
   labels = label_ids.astype(np.int64)
+  # Imported on use: SciPy adds ~15 MiB to the process, scikit-learn (with the pandas
+  # it imports) ~120 more, and a run that only trains needs neither (adapter_bert/__init__.py).
+  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import scipy.special
   log_probs = scipy.special.log_softmax(logits, axis=-1)
   per_example_loss = -log_probs[np.arange(labels.shape[0]), labels]
   predictions = np.argmax(logits, axis=-1)
@@ -97,6 +99,8 @@ def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
       "eval_accuracy": np.float32(np.mean(predictions == labels)),
       "eval_loss": np.float32(np.mean(per_example_loss[mask])),
   }
+  if name in F1_TASKS or name in MCC_TASKS:
+    import sklearn.metrics
   if name in F1_TASKS:
     results["eval_f1"] = np.float32(sklearn.metrics.f1_score(
         labels, predictions, pos_label=1, average="binary", zero_division=0.0))

@@ -21,7 +21,6 @@ import os
 from typing import Dict, Mapping, Optional, Protocol
 
 import numpy as np
-import scipy.special
 import tensorflow as tf
 
 from adapter_bert.classification import features as classifier_features
@@ -145,6 +144,7 @@ def per_example_loss(logits: np.ndarray, labels: np.ndarray, is_regression: bool
   logits = np.asarray(logits, np.float64)
   if is_regression:
     return (logits[:, 0] - np.asarray(labels, np.float64)) ** 2
+  import scipy.special  # pylint: disable=g-import-not-at-top,import-outside-toplevel  # ~15 MiB: on use.
   log_probs = scipy.special.log_softmax(logits, axis=-1)
   return -log_probs[np.arange(len(labels)), np.asarray(labels, np.int64)]
 
@@ -173,6 +173,7 @@ def probabilities(logits: np.ndarray, is_regression: bool) -> np.ndarray:
   """Class probabilities [N, num_labels], or scores [N] for regression."""
   if is_regression:
     return np.asarray(logits)[:, 0]
+  import scipy.special  # pylint: disable=g-import-not-at-top,import-outside-toplevel  # ~15 MiB: on use.
   return scipy.special.softmax(np.asarray(logits, np.float64), axis=-1).astype(np.float32)
 
 
