@@ -26,7 +26,6 @@ Every layer and model is Keras-serializable (`get_config`/`from_config`, package
 
 import dataclasses
 import json
-import math
 from typing import Dict, NamedTuple, Tuple
 
 import keras
@@ -39,7 +38,7 @@ from adapter_bert import errors
 # The head and two fast layers live apart; modeling.ClassifierHead etc. as before.
 from adapter_bert.layers.head import (  # pylint: disable=unused-import
     ClassifierHead, HeadWeightsFirst, classifier_logits)
-from adapter_bert.layers.ops import Dropout, LayerNorm, TokenDense
+from adapter_bert.layers.ops import Dropout, LayerNorm, TokenDense, attention
 from adapter_bert.storage import input_files
 
 NO_ADAPTERS = AdapterConfig(size=0)
@@ -360,13 +359,8 @@ class TransformerBlock(_Serializable, keras.layers.Layer):
     q = split(self._adapt("query", self.query(tokens), tokens, given, shape))
     k = split(self.key(tokens))
     v = split(self._adapt("value", self.value(tokens), tokens, given, shape))
-    scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
-    # Softmax in float32 under mixed precision (no-op casts otherwise): its
-    # exponentials and sums are where 16-bit formats lose the most.
-    scores = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
-    probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
-    probs = self.attention_dropout(probs, training=training)
-    context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
+    context = attention(q, k, v, attention_bias, self.attention_dropout, training)
+    context = tf.transpose(context, [0, 2, 1, 3])  # [batch, seq, heads, size]
     context = tf.reshape(context, [-1, self.config.hidden_size])
     h = self.hidden_dropout(self.attention_output(context), training=training)
     norm = lambda y: _normalize(self.attention_layer_norm, y, given.attention_layer_norm, shape)

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
+from adapter_bert.layers import ops as modeling_ops
 import modeling
 import numpy_bert
 import tiny_bert
@@ -259,6 +260,44 @@ def test_layer_norm_is_keras_forward_with_a_closed_form_gradient():
   block = modeling.TransformerBlock(modeling.BertConfig(**tiny_bert.TINY_CONFIG),
                                     modeling.NO_ADAPTERS)
   assert type(block.attention_layer_norm) is modeling.LayerNorm
+
+
+def test_attention_recomputes_the_op_by_op_attention_for_its_gradient():
+  rng = np.random.default_rng(1)
+  q, k, v = (tf.constant(rng.normal(size=(2, 3, 6, 4)), tf.float32) for _ in range(3))
+  dy = tf.constant(rng.normal(size=(2, 3, 6, 4)), tf.float32)
+  padding = np.zeros((2, 1, 1, 6), np.float32)
+  padding[1, ..., 4:] = -10000.0
+  packed = np.where(np.array([0, 0, 0, 1, 1, 2])[:, None] == np.array([0, 0, 0, 1, 1, 2]),
+                    0.0, -10000.0).astype(np.float32)[None, None].repeat(2, 0)
+
+  def op_by_op(q, k, v, bias, dropout, training):  # TransformerBlock's ops before.
+    scores = tf.matmul(q, k, transpose_b=True) * (1.0 / 2.0) + bias
+    return tf.matmul(dropout(tf.nn.softmax(scores, -1), training=training), v)
+
+  def outputs_and_gradients(fn, bias, training, seed):
+    dropout = modeling.Dropout(0.3, seed=seed)
+
+    @tf.function  # A graph, as training runs it (the recomputation's control dependency).
+    def run():
+      with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        y = fn(q, k, v, tf.constant(bias), dropout, training)
+      return [y] + tape.gradient(y, [q, k, v], dy)
+
+    return [t.numpy() for t in run()] + [dropout.seed_generator.state.numpy()]
+
+  for bias in (padding, packed):
+    for training in (True, False):
+      got = outputs_and_gradients(modeling_ops.attention, bias, training, seed=4)
+      want = outputs_and_gradients(op_by_op, bias, training, seed=4)
+      np.testing.assert_array_equal(got[0], want[0])  # The same ops, the same mask.
+      for g, w in zip(got[1:4], want[1:4]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+      np.testing.assert_array_equal(got[4], want[4])  # One mask drawn, as the layer's.
+  # The mask is the dropout's: another seed gives other outputs and gradients.
+  other = outputs_and_gradients(modeling_ops.attention, padding, True, seed=5)
+  assert not np.allclose(other[3], outputs_and_gradients(op_by_op, padding, True, 4)[3])
 
 
 def _dropout_outputs(rate, shape, seed=3, calls=1):

@@ -1,7 +1,11 @@
-"""Three Keras layers BERT is made of, each faster than Keras' own on a CPU.
+"""Three Keras layers BERT is made of, each faster than Keras' own on a CPU, and
+its attention core, which keeps less memory for the backward pass.
 
-modeling.py re-exports them (modeling.Dropout, modeling.TokenDense, modeling.LayerNorm).
+modeling.py re-exports the layers (modeling.Dropout, modeling.TokenDense,
+modeling.LayerNorm).
 """
+
+import math
 
 import keras
 import tensorflow as tf
@@ -36,16 +40,32 @@ class Dropout(keras.layers.Dropout):
       return inputs
     if self.rate >= 1:
       return tf.zeros_like(inputs)
-    threshold = int(round(self.rate * _DROPOUT_LEVELS))
-    size = tf.size(inputs)
+    return inputs * self.mask(tf.shape(inputs), self.next_seed(), inputs.dtype)
+
+  def next_seed(self) -> tf.Tensor:
+    """The seed of the next mask: [2] int32, from the random state (advanced)."""
     seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
-    seed = _replica_seed(seed)
+    return _replica_seed(seed)
+
+  def mask(self, shape, seed: tf.Tensor, dtype) -> tf.Tensor:
+    """The scaled keep mask (0 or 1 / keep probability) of `shape` for `seed`."""
+    return self.scaled(self.keep(shape, seed), dtype)
+
+  def keep(self, shape, seed: tf.Tensor) -> tf.Tensor:
+    """Which elements of `shape` the mask of `seed` keeps: bool, the same for the same seed."""
+    size = tf.reduce_prod(shape)
     words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
                                         dtype=tf.uint32)
     bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
-    keep = tf.reshape(bits >= tf.constant(threshold, tf.uint16), tf.shape(inputs))
-    scale = _DROPOUT_LEVELS / (_DROPOUT_LEVELS - threshold)
-    return inputs * (tf.cast(keep, inputs.dtype) * scale)
+    return tf.reshape(bits >= tf.constant(self._threshold(), tf.uint16), shape)
+
+  def scaled(self, keep: tf.Tensor, dtype) -> tf.Tensor:
+    """`keep` as the mask the input is multiplied by: 0, or 1 over the keep probability."""
+    threshold = self._threshold()
+    return tf.cast(keep, dtype) * (_DROPOUT_LEVELS / (_DROPOUT_LEVELS - threshold))
+
+  def _threshold(self) -> int:
+    return int(round(self.rate * _DROPOUT_LEVELS))
 
 
 _DROPOUT_LEVELS = 2 ** 16  # The values 16 random bits take.
@@ -120,7 +140,9 @@ def _layer_norm(x, gamma, beta, epsilon: float):
     outputs = x * inv + (-mean * inv + beta)
 
     def grad(dy):
-      with tf.name_scope("LayerNorm_gradient"):  # Named for benchmarks/op_profile.py.
+      # Held until dy exists, as attention's recomputation (below) is, or every
+      # LayerNorm's x^ would be computed as soon as the forward pass made x.
+      with tf.name_scope("LayerNorm_gradient"), tf.control_dependencies([dy]):
         normalized = (x - mean) * scale
         g = dy * gamma
         dx = scale * (g - tf.reduce_mean(g, -1, keepdims=True)
@@ -131,3 +153,61 @@ def _layer_norm(x, gamma, beta, epsilon: float):
     return outputs, grad
 
   return normalize(x, gamma, beta)
+
+
+def attention(q, k, v, bias, dropout: Dropout, training=None):
+  """Scaled dot-product attention with dropout on the probabilities, as BERT's:
+  dropout(softmax(q k^T / sqrt(size) + bias)) v, every tensor [batch, heads, seq, size]
+  and bias [batch, 1, 1 or seq, seq]. The softmax runs in float32 under mixed
+  precision (no-op casts otherwise): its exponentials and sums are where 16-bit
+  formats lose the most. bias gets no gradient.
+
+  The forward pass is the op-by-op one (the same results) and draws its mask
+  from `dropout`'s random state, as the layer would. For the backward pass it
+  keeps only the mask's bits (bool): the probabilities are computed again from
+  q and k, where differentiating the ops one by one keeps the probabilities,
+  the float mask and the dropped probabilities of every layer, [batch, heads,
+  seq, seq] each, until the backward pass reaches it. Adapter training at seq
+  64, batch 32 peaked 150 MiB lower for 1.03-1.05x the step time
+  (benchmarks/README.md, "Memory").
+  """
+  scale = 1.0 / math.sqrt(q.shape[-1])
+  drop = bool(training) and dropout.rate > 0
+  if drop and dropout.rate >= 1:
+    return tf.zeros_like(v)
+  seed = dropout.next_seed() if drop else None
+
+  def probabilities(q, k, bias):
+    scores = tf.matmul(q, k, transpose_b=True) * scale
+    scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
+    return tf.nn.softmax(scores, axis=-1)
+
+  @tf.custom_gradient
+  def context(q, k, v, bias):
+    probs = tf.cast(probabilities(q, k, bias), q.dtype)
+    keep = dropout.keep(tf.shape(probs), seed) if drop else None
+    if drop:
+      probs *= dropout.scaled(keep, probs.dtype)
+
+    def grad(dcontext):
+      # The control dependency holds the recomputation until this layer's turn in
+      # the backward pass: a graph runs an op once its inputs exist, and q and k
+      # exist since the forward pass (every layer's probabilities would be alive).
+      with tf.name_scope("attention_gradient"), tf.control_dependencies([dcontext]):
+        probs = probabilities(q, k, bias)
+        kept = tf.cast(probs, q.dtype)
+        dkept = tf.matmul(dcontext, v, transpose_b=True)
+        if drop:
+          mask = dropout.scaled(keep, kept.dtype)
+          kept *= mask
+          dkept *= mask
+        dv = tf.matmul(kept, dcontext, transpose_a=True)
+        dkept = tf.cast(dkept, tf.float32)
+        # Softmax: dscores = p (dp - sum(dp p)), in float32 as the forward pass.
+        dscores = probs * (dkept - tf.reduce_sum(dkept * probs, -1, keepdims=True))
+        dscores = tf.cast(dscores * scale, q.dtype)
+        return tf.matmul(dscores, k), tf.matmul(dscores, q, transpose_a=True), dv, None
+
+    return tf.matmul(probs, v), grad
+
+  return context(q, k, v, bias)
