@@ -168,8 +168,8 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
   q and k, where differentiating the ops one by one keeps the probabilities,
   the float mask and the dropped probabilities of every layer, [batch, heads,
   seq, seq] each, until the backward pass reaches it. Adapter training at seq
-  64, batch 32 peaked 150 MiB lower for 1.03-1.05x the step time
-  (benchmarks/README.md, "Memory").
+  64, batch 32 peaked 140-160 MiB lower, at 0.99-1.01x the step time on a
+  quiet machine and 1.03-1.05x on a busy one (benchmarks/README.md, "Memory").
   """
   scale = 1.0 / math.sqrt(q.shape[-1])
   drop = bool(training) and dropout.rate > 0
