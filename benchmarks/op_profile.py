@@ -120,7 +120,8 @@ def tf_group(node, op_type):
   if "BatchMatMul" in op_type or "Einsum" in op_type or "Transpose" in op_type:
     return "attention batched matmuls"
   if op_type in ("Softmax", "_MklSoftmax") or re.search(
-      r"/layer_\d+/(mul|add|sub|Sum|truediv)", node):  # Scale, mask add, softmax gradient.
+      r"/layer_\d+/(mul|add|sub|Sum|truediv)", node) or (  # Scale, mask add, softmax gradient,
+      "/attention_gradient/" in node):  # and their recomputation (layers.ops.attention).
     return "softmax, mask add, scale"
   if "/embeddings/" in node:
     return "embeddings"

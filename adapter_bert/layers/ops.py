@@ -185,9 +185,11 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
   @tf.custom_gradient
   def context(q, k, v, bias):
     probs = tf.cast(probabilities(q, k, bias), q.dtype)
-    keep = dropout.keep(tf.shape(probs), seed) if drop else None
+    keep = None
     if drop:
-      probs *= dropout.scaled(keep, probs.dtype)
+      with tf.name_scope(dropout.name):  # As the layer's own ops (benchmarks/op_profile.py).
+        keep = dropout.keep(tf.shape(probs), seed)
+        probs *= dropout.scaled(keep, probs.dtype)
 
     def grad(dcontext):
       # The control dependency holds the recomputation until this layer's turn in
@@ -198,9 +200,10 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
         kept = tf.cast(probs, q.dtype)
         dkept = tf.matmul(dcontext, v, transpose_b=True)
         if drop:
-          mask = dropout.scaled(keep, kept.dtype)
-          kept *= mask
-          dkept *= mask
+          with tf.name_scope(dropout.name):
+            mask = dropout.scaled(keep, kept.dtype)
+            kept *= mask
+            dkept *= mask
         dv = tf.matmul(kept, dcontext, transpose_a=True)
         dkept = tf.cast(dkept, tf.float32)
         # Softmax: dscores = p (dp - sum(dp p)), in float32 as the forward pass.
