@@ -354,6 +354,20 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
                           "adapter_size 8; leave --adapter_size out to take it from them")
 
 
+def _assert_same_task_results(got_dir, want_dir):
+  """Each task's test_results.tsv and eval_results.txt values equal to 1e-5."""
+  for task in TASK_NAMES:
+    np.testing.assert_allclose(
+        np.loadtxt(os.path.join(got_dir, task, "test_results.tsv"), ndmin=2),
+        np.loadtxt(os.path.join(want_dir, task, "test_results.tsv"), ndmin=2), atol=1e-5)
+    want, got = (dict(line.split(" = ") for line in open(
+        os.path.join(d, task, "eval_results.txt")).read().splitlines())
+                 for d in (want_dir, got_dir))
+    assert got.keys() == want.keys()
+    for key in set(want) - {"checkpoint_path"}:  # The weights' paths: tested on their own.
+      assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
+
+
 def _check_eval_predictions(out):
   """Each task's eval_predictions.tsv, one row per dev example in the dev set's
   order, gives the task's eval_results.txt: accuracy of the argmax against the dev
@@ -383,15 +397,7 @@ def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tm
   run_main(**_flags(base, multitask_adapters="hyperformer", do_predict=True, do_eval=True,
                     adapter_checkpoint=os.path.join(out, "adapter_model"), output_dir=again,
                     pad_to_max_seq_length=True))
-  for task in TASK_NAMES:
-    np.testing.assert_allclose(
-        np.loadtxt(os.path.join(again, task, "test_results.tsv"), ndmin=2),
-        np.loadtxt(os.path.join(out, task, "test_results.tsv"), ndmin=2), atol=1e-5)
-    want, got = (dict(line.split(" = ") for line in open(
-        os.path.join(d, task, "eval_results.txt")).read().splitlines()) for d in (out, again))
-    assert got.keys() == want.keys()
-    for key in set(want) - {"checkpoint_path"}:  # The weights' paths: the test above.
-      assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
+  _assert_same_task_results(again, out)
 
 
 def test_packed_evaluation_and_prediction_give_the_same_results(base, hyperformer_run,
@@ -406,15 +412,7 @@ def test_packed_evaluation_and_prediction_give_the_same_results(base, hyperforme
   counts = [(int(a), int(b)) for a, b in re.findall(r"packed (\d+) examples into (\d+) rows",
                                                      caplog.text)]
   assert counts and any(examples > rows for examples, rows in counts)
-  for task in TASK_NAMES:
-    np.testing.assert_allclose(
-        np.loadtxt(os.path.join(packed, task, "test_results.tsv"), ndmin=2),
-        np.loadtxt(os.path.join(out, task, "test_results.tsv"), ndmin=2), atol=1e-5)
-    want, got = (dict(line.split(" = ") for line in open(
-        os.path.join(d, task, "eval_results.txt")).read().splitlines()) for d in (out, packed))
-    assert got.keys() == want.keys()
-    for key in set(want) - {"checkpoint_path"}:
-      assert float(got[key]) == pytest.approx(float(want[key]), abs=1e-5), (task, key)
+  _assert_same_task_results(packed, out)
   _check_eval_predictions(packed)  # One row per dev example, in the dev set's order.
 
 
