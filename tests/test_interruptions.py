@@ -415,6 +415,46 @@ def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
   assert len(fingerprints) == 1
 
 
+def test_a_device_lost_during_evaluation_is_one_line_and_the_rerun_evaluates(
+    command, uninterrupted, tmp_path, monkeypatch):
+  """UnavailableError out of the compiled prediction loop (a TPU preempted during
+  --do_eval): one line saying what to rerun, the SIGTERM status, no result file;
+  the same command then writes the uninterrupted run's eval_results.txt."""
+  out = str(tmp_path / "out")
+  shutil.copytree(uninterrupted, out)
+  os.remove(os.path.join(out, "eval_results.txt"))
+  eval_only = dict(command, do_train=False, do_predict=False, output_dir=out)
+
+  def lost(*args, **kwargs):
+    del args, kwargs
+
+    def failing(iterator, num_steps):
+      del iterator, num_steps
+      raise tf.errors.UnavailableError(None, None, "Socket closed\nmore")
+    return failing
+
+  monkeypatch.setattr(loop, "predict_function", lost)
+  records = _Records()
+  logger = py_logging.getLogger("absl")
+  logger.addHandler(records)
+  try:
+    with pytest.raises(SystemExit) as exit_info:
+      run_main(**eval_only)
+  finally:
+    logger.removeHandler(records)
+  assert exit_info.value.code == stop_signals.TERMINATED_EXIT_STATUS
+  lines = [m for m in records.messages if "unavailable" in m]
+  assert lines == [
+      "The TPU (or another device of the run) became unavailable during batch 1 of 2 of an "
+      "evaluation or prediction (Socket closed): preempted or restarted. Run the same "
+      "command again to redo it: nothing of it was written (exit status 143)"], lines
+  assert not os.path.exists(os.path.join(out, "eval_results.txt"))
+  monkeypatch.undo()
+  run_main(**eval_only)
+  assert _read(os.path.join(out, "eval_results.txt")) == _read(
+      os.path.join(uninterrupted, "eval_results.txt"))
+
+
 def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
     command, tmp_path, monkeypatch):
   """No --init_checkpoint: the frozen random base cannot be rebuilt from files.

@@ -43,6 +43,7 @@ from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import packing
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.runtime import trainable
@@ -401,6 +402,63 @@ def test_every_adapter_design_compiles_for_tpu(design):
     assert not {id(v) for v in fused} & {id(v) for v in model.tf1_variable_map().values()}
 
 
+CONDITIONALS = {"If", "StatelessIf", "Case", "StatelessCase"}
+
+
+def _predict_loop_graph(model, batches, num_steps=2):
+  """The graph of runtime/loop.predict's compiled loop over `batches`, as predict runs it."""
+  dataset = tf.data.Dataset.from_tensor_slices(batches[0][0]).batch(BATCH, drop_remainder=True)
+  dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensor_slices(
+      batches[0][1]).batch(BATCH, drop_remainder=True)))
+  dataset = loop._with_positions(dataset)  # pylint: disable=protected-access
+  strategy = tf.distribute.get_strategy()
+  iterator = iter(strategy.experimental_distribute_dataset(dataset))
+  function = loop.predict_function(strategy, model)
+  return function.get_concrete_function(iterator, tf.constant(num_steps)).graph.as_graph_def()
+
+
+def _functions_under_conditionals(graph_def):
+  """The names of the functions a conditional op of the graph (or of its functions)
+  calls as a branch, and every function those call in turn."""
+  library = {f.signature.name: f for f in graph_def.library.function}
+  conditionals = [n for n in _graph_nodes(graph_def) if n.op in CONDITIONALS]
+  todo = [n.attr[key].func.name for n in conditionals
+          for key in ("then_branch", "else_branch") if key in n.attr]
+  todo += [f.name for n in conditionals for f in n.attr["branches"].list.func]
+  seen = set()
+  while todo:
+    name = todo.pop()
+    if name in seen or name not in library:
+      continue
+    seen.add(name)
+    for node in library[name].node_def:
+      todo += [a.func.name for a in node.attr.values() if a.func.name]
+      todo += [f.name for a in node.attr.values() for f in a.list.func]
+      if node.op in library:
+        todo.append(node.op)
+  return seen
+
+
+def test_the_predict_loop_runs_the_model_outside_any_conditional():
+  """runtime/loop.predict counts its batches on the host and runs them in a
+  tf.range loop, as training: the replicated step (and the model in it) is
+  under no tf.cond, the least-trodden shape under TPUStrategy."""
+  model = _design_model("houlsby")
+  rng = np.random.default_rng(0)
+  features = {"input_ids": rng.integers(1, 99, (3 * BATCH, 16)).astype(np.int32),
+              "input_mask": np.ones([3 * BATCH, 16], np.int32),
+              "segment_ids": np.zeros([3 * BATCH, 16], np.int32)}
+  graph_def = _predict_loop_graph(model, [(features, np.zeros([3 * BATCH], np.int32))])
+  products = {"MatMul", "BatchMatMulV2"}
+  assert {n.op for n in _graph_nodes(graph_def)} >= products  # The model is in the trace.
+  library = {f.signature.name: f for f in graph_def.library.function}
+  under = {n.op for name in _functions_under_conditionals(graph_def)
+           for n in library[name].node_def}
+  assert not under & products, f"the model runs under a conditional: {sorted(under)[:20]}"
+  # Exactly the batches counted on the host: no end-of-input test on the device.
+  assert "IteratorGetNextAsOptional" not in {n.op for n in _graph_nodes(graph_def)}
+
+
 REPLICAS = 4
 
 
@@ -464,7 +522,71 @@ def test_every_replica_gets_the_same_single_task_each_step(base, tmp_path):
   assert resumed == from_start[len(from_start) - len(resumed):]
 
 
+def replica_dropout():
+  """The tiny classifier's forward pass with dropout, XLA-compiled in each replica of
+  a two-replica MirroredStrategy (fresh interpreter, as replica_task_ids): the
+  replica-id branch of layers/ops._replica_seed is compiled, as a TPU core's step
+  compiles it. Returns each replica's HLO size and logits."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+  with strategy.scope():
+    model = _design_model("houlsby")
+  rng = np.random.default_rng(0)
+  features = {"input_ids": tf.constant(rng.integers(1, 99, (BATCH, 16)), tf.int32),
+              "input_mask": tf.ones([BATCH, 16], tf.int32),
+              "segment_ids": tf.zeros([BATCH, 16], tf.int32)}
+  forward = tf.function(lambda f: model(f, training=True), jit_compile=True)
+
+  def replica_step():
+    context = tf.distribute.get_replica_context()
+    assert context.num_replicas_in_sync == 2
+    hlo = forward.experimental_get_compiler_ir(features)(stage="hlo")
+    assert "<=" not in hlo, "a bounded dynamic dimension in the HLO"
+    return forward(features)
+
+  logits = strategy.experimental_local_results(strategy.run(replica_step))
+  # A packed global batch of 2 rows x 3 slots, a row a replica: 3 real examples in
+  # all, 2 on replica 0. Each replica's loss is its share of the global mean.
+  per_example = [[1.0, 2.0, 9.0], [4.0, 9.0, 9.0]]
+  lengths = [[5, 3, 0], [7, 0, 0]]
+  values = strategy.experimental_distribute_values_from_function(
+      lambda context: (tf.constant([per_example[context.replica_id_in_sync_group]]),
+                       tf.constant([lengths[context.replica_id_in_sync_group]])))
+  shares = strategy.run(tf.function(packing.mean_over_examples), args=values)
+  return {"logits": [t.numpy().tolist() for t in logits],
+          "shares": [float(t) for t in strategy.experimental_local_results(shares)]}
+
+
+def test_replicas_compile_their_dropout_and_draw_distinct_masks():
+  """Under two replicas each replica's dropout folds its replica id into the seed
+  (layers/ops._replica_seed), compiled by XLA as a TPU compiles it; the same
+  inputs then give each replica other logits. (The packed step's cross-replica
+  mean cannot be compiled this way: MirroredStrategy's all-reduce inside a
+  compiled replica function is a merge_call it does not support; it runs under
+  MirroredStrategy in tests/test_distribution.py.)"""
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+  done = subprocess.run([sys.executable, os.path.abspath(__file__), "--replica_dropout"],
+                        env=env, capture_output=True, text=True, timeout=300, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  result = json.loads(done.stdout.strip().splitlines()[-1])
+  first, second = (np.array(x) for x in result["logits"])
+  assert first.shape == second.shape == (BATCH, 2)
+  assert np.all(np.isfinite(first)) and not np.allclose(first, second)
+  # The packed loss's count of real examples is summed across replicas: (1 + 2) / 3
+  # and 4 / 3, which add up to the one-device mean over the 3 examples.
+  assert result["shares"] == pytest.approx([1.0, 4.0 / 3.0])
+
+
 if __name__ == "__main__":
   import json  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
-  print(json.dumps(replica_task_ids(*sys.argv[1:])))
+  if sys.argv[1:] == ["--replica_dropout"]:
+    print(json.dumps(replica_dropout()))
+  else:
+    print(json.dumps(replica_task_ids(*sys.argv[1:])))
