@@ -54,7 +54,12 @@ The command puts three modules of checkpoints/ together:
 """
 
 import posixpath
+import sys
 from typing import Dict, Optional
+
+# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start(sys.argv if __name__ == "__main__" else None)
 
 from absl import app
 from absl import flags

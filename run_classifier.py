@@ -21,7 +21,12 @@ BANK/tasks/<--bank_task> (bank/adapter_bank.py).
 
 import dataclasses
 import os
+import sys
 from typing import Optional
+
+# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start(sys.argv if __name__ == "__main__" else None)
 
 from absl import app
 from absl import flags

@@ -33,9 +33,12 @@ raw text.
 """
 
 import os
+import sys
 
-# First, before TensorFlow: the package imports it without what Keras needs not here.
-import adapter_bert  # pylint: disable=unused-import
+# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start(sys.argv if __name__ == "__main__" else None)
+
 from absl import app
 from absl import flags
 from absl import logging

@@ -39,7 +39,12 @@ import io
 import json
 import math
 import posixpath
+import sys
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start(sys.argv if __name__ == "__main__" else None)
 
 from absl import app
 from absl import flags

@@ -44,6 +44,10 @@ import sys
 import threading
 from typing import Callable, Dict, List, Optional, Sequence
 
+# First, before anything imports TensorFlow: without the TPU library, which the runs need.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start_parent(sys.argv if __name__ == "__main__" else None)
+
 from absl import app
 from absl import flags
 import tensorflow as tf
@@ -127,6 +131,10 @@ class Sweep:
     """Runs the pending points (`parallel` at a time); returns counts by status."""
     pending = self.pending()
     commands = self.commands(pending)  # Bad settings fail here, before any run.
+    if self.parallel > 1 and any(launch.uses_tpu(c) for c in commands):
+      raise grid_lib.GridError(
+          f"--parallel={self.parallel} with --use_tpu: a TPU runs one run at a time (its "
+          "chips open in one process); give --parallel=1")
     tables.write_json(os.path.join(self.output_dir, SWEEP_FILE),
                       {"grid": self.grid.to_json(), "program": self.program})
     self.log(f"{len(self.points)} points, {len(self.points) - len(pending)} done before, "

@@ -7,9 +7,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Before anything imports TensorFlow, as in the commands: the package imports it
-# without the packages Keras does not need here (adapter_bert/__init__.py).
-import adapter_bert  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+# Before anything imports TensorFlow, as the commands do: TensorFlow and Keras
+# without the packages Keras does not need here (adapter_bert/cli/launch.py).
+from adapter_bert.cli import launch  # pylint: disable=g-import-not-at-top,wrong-import-position
+launch.import_frameworks()
 
 import tiny_bert  # pylint: disable=g-import-not-at-top,wrong-import-position
 

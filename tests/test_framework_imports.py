@@ -1,5 +1,5 @@
 """What the entry points import: TensorFlow and Keras without the packages Keras
-imports only for features this project does not use (adapter_bert/__init__.py).
+imports only for features this project does not use (adapter_bert/cli/launch.py).
 
 A fresh interpreter is the thing tested: the test process itself imported most
 of them long ago.

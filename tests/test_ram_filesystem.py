@@ -155,7 +155,8 @@ class InProcess:
   command's main in this process (where ram:// is), its log lines as its output."""
   SCRIPTS = {"run_classifier.py": run_classifier, "run_multitask.py": run_multitask}
 
-  def __init__(self, cmd, stdout=None, stderr=None, cwd=None):
+  def __init__(self, cmd, stdout=None, stderr=None, cwd=None, env=None):
+    del env  # In this process: its environment is the test's.
     del stdout, stderr, cwd
     script = self.SCRIPTS[os.path.basename(cmd[1])]
     fv = flags.FlagValues()

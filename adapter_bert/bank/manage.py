@@ -15,7 +15,12 @@ usage (argparse), status 2.
 import argparse
 import json
 import posixpath
+import sys
 from typing import List, Optional
+
+# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start(sys.argv if __name__ == "__main__" else None)
 
 import tensorflow as tf
 from absl import logging

@@ -88,7 +88,7 @@ def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
     raise ValueError(f"expected logits [N, num_labels], got shape {logits.shape}")
   labels = label_ids.astype(np.int64)
   # Imported on use: SciPy adds ~15 MiB to the process, scikit-learn (with the pandas
-  # it imports) ~120 more, and a run that only trains needs neither (adapter_bert/__init__.py).
+  # it imports) ~120 more, and a run that only trains needs neither (adapter_bert/cli/launch.py).
   # pylint: disable=g-import-not-at-top,import-outside-toplevel
   import scipy.special
   log_probs = scipy.special.log_softmax(logits, axis=-1)

@@ -1,5 +1,8 @@
 """The command line of the entry points: their shared flags and the checks on them.
 
+  launch       each command's first call, before TensorFlow loads: a TPU VM's
+               runtime (PJRT), TPU_LOAD_LIBRARY, the frameworks without unused packages
+  tpu_flags    the Cloud TPU flags (read by launch too, so without TensorFlow)
   flags        the flag definitions the entry points share (run_classifier.py,
                run_squad.py, run_multitask.py, experiments/ablation.py,
                serving/export.py), each with its checks

@@ -21,6 +21,8 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.classification import processors
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import path_flags
+# Parsed before TensorFlow loads too (cli/launch.py): a module without it.
+from adapter_bert.cli.tpu_flags import define_tpu_flags  # pylint: disable=unused-import
 from adapter_bert.fusion import model as fusion_model
 from adapter_bert.runtime import model_setup
 from adapter_bert.storage import path_checks
@@ -143,26 +145,6 @@ def define_packing_flag(flag_values=_FLAGS):
       "--pack_sequences fills rows of --max_seq_length: drop --group_by_length" if group else
       "--pack_sequences fills rows of --max_seq_length: drop --nopad_to_max_seq_length"
       if pad_to_max is False else None)
-
-
-def define_tpu_flags(flag_values=_FLAGS):
-  """The original's Cloud TPU flags."""
-  fv = _on(flag_values)
-  flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.", **fv)
-  flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training. This should be "
-                      "either the name used when creating the Cloud TPU, or a "
-                      "grpc://ip.address.of.tpu:8470 url, or local: this TPU VM's own TPU. "
-                      "Not given: local on a TPU VM (Colab's too), else TPU_NAME or "
-                      "COLAB_TPU_ADDR (a TPU Node, which reads and writes gs:// paths only).",
-                      **fv)
-  flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located "
-                      "in.", **fv)
-  flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud "
-                      "TPU-enabled project.", **fv)
-  flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.", **fv)
-  flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of "
-                       "TPU cores to use (the TPU system reports its own count; a "
-                       "different one is logged).", **fv)
 
 
 def check_training_flags(flag_values, positive_ints):

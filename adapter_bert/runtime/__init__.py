@@ -9,5 +9,6 @@
   stop_signals  Ctrl-C and SIGTERM (preemption) as a request to stop at the next host call
   records       TFRecord feature files -> batched tf.data pipelines
   distribution  the tf.distribute strategy (TPU, multi-worker, mirrored, one device)
+  tpu_target    the TPU that --use_tpu means, found without TensorFlow
   machine       the CPU a run or a benchmark ran on, in one line
 """

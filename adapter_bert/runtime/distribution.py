@@ -1,18 +1,18 @@
 """Picks the tf.distribute strategy: TPU, several machines, several devices, or one."""
 
-import dataclasses
-import glob
 import json
 import os
 import socket
 import sys
 import threading
-from typing import Callable, List, Mapping, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 
 from adapter_bert import errors
+# Found before TensorFlow loads too (cli/launch.py), so they live in a module without it.
+from adapter_bert.runtime.tpu_target import TpuTarget, device_files, find_tpu  # pylint: disable=unused-import
 
 # TPUClusterResolver and the TPU connection wait without a time limit on an
 # address that does not answer (a grpc:// address, the GCE metadata server that
@@ -51,70 +51,6 @@ def create_strategy(use_tpu: bool = False, tpu_name: Optional[str] = None,
   if len(tf.config.list_logical_devices("GPU")) > 1:
     return tf.distribute.MirroredStrategy()
   return tf.distribute.get_strategy()
-
-
-@dataclasses.dataclass(frozen=True)
-class TpuTarget:
-  """The TPU a --use_tpu run uses, and how it was found."""
-  tpu: str  # TPUClusterResolver's `tpu`: "local", "grpc://HOST:PORT" or a TPU's name.
-  found_by: str  # "--tpu_name", "--master", or what in the machine's environment.
-
-  @property
-  def flag(self) -> str:
-    """How error messages name it: the flag, or what stood in for it."""
-    if self.found_by.startswith("--"):
-      return f"{self.found_by}={self.tpu}"
-    return f"--tpu_name (not given; {self.found_by}: {self.tpu})"
-
-  @property
-  def remote(self) -> bool:
-    """A TPU Node at a known address: its host, not this machine, reads and
-    writes every file the TensorFlow ops name (checkpoints, records, outputs).
-    (A TPU Node given by name has its address only once it is looked up.)"""
-    return self.tpu.startswith("grpc://")
-
-
-# A TPU VM's own variables (Colab's TPU VM runtime; Cloud TPU VM images).
-_TPU_VM_VARIABLES = ("COLAB_TPU_1VM", "TPU_ACCELERATOR_TYPE")
-
-
-def device_files(dev: str = "/dev") -> List[str]:
-  """The TPU chips' device files on this machine: /dev/accel* (v2-v4) or
-  /dev/vfio/N (v5e and later; /dev/vfio/vfio, the driver's own, is on any
-  machine that loads it)."""
-  return sorted(glob.glob(os.path.join(dev, "accel*")) + [
-      p for p in glob.glob(os.path.join(dev, "vfio", "*")) if os.path.basename(p).isdigit()])
-
-
-def find_tpu(tpu_name: Optional[str], master: Optional[str], env: Mapping[str, str],
-             devices: Sequence[str]) -> TpuTarget:
-  """The TPU that --use_tpu means: the flags', else this machine's TPU, else the
-  environment's TPU Node. Pure: `env` and `devices` (device_files()) are the machine.
-
-  On a TPU VM there is no TPU name to look up, and TPUClusterResolver(tpu=None)
-  fails there ("Please provide a TPU Name"): its TPU is "local".
-
-  Raises:
-    errors.UserError: no flag, no TPU VM and no TPU Node in the environment.
-  """
-  if tpu_name:
-    return TpuTarget(tpu_name, "--tpu_name")
-  if master:
-    return TpuTarget(master, "--master")
-  if devices:
-    return TpuTarget("local", f"a TPU VM, {devices[0]}")
-  for variable in _TPU_VM_VARIABLES:
-    if env.get(variable):
-      return TpuTarget("local", f"a TPU VM, {variable}={env[variable]}")
-  if env.get("TPU_NAME"):
-    return TpuTarget(env["TPU_NAME"], "TPU_NAME")
-  if env.get("COLAB_TPU_ADDR"):  # Colab's TPU Node: "HOST:PORT".
-    address = env["COLAB_TPU_ADDR"]
-    return TpuTarget(address if "://" in address else "grpc://" + address, "COLAB_TPU_ADDR")
-  raise errors.UserError(
-      "--use_tpu: no TPU found (not a TPU VM: no /dev/accel* or /dev/vfio/N, no "
-      + " or ".join(_TPU_VM_VARIABLES) + "; no TPU_NAME or COLAB_TPU_ADDR): give "
-      "--tpu_name=local on a TPU VM, or the TPU Node's name or grpc://HOST:8470")
 
 
 def connect_tpu(target: TpuTarget, zone: Optional[str] = None,

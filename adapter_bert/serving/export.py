@@ -78,7 +78,12 @@ import json
 import os
 import posixpath
 import tempfile
+import sys
 from typing import Callable, Dict, List, Optional, Sequence
+
+# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start(sys.argv if __name__ == "__main__" else None)
 
 from absl import app
 from absl import flags

@@ -26,6 +26,7 @@ import tensorflow as tf
 import adapter_layers
 from experiments.points import grid as grid_lib
 from experiments.points import tables
+from adapter_bert.cli import launch
 from adapter_bert.runtime import machine
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
@@ -198,6 +199,7 @@ def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = No
     log.write(f"==== {datetime.datetime.now().isoformat(timespec='seconds')} "
               f"{' '.join(cmd)}\n")
     log.flush()
+    popen_args.setdefault("env", launch.child_environment(os.environ))
     process = popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     **popen_args)
     if on_start is not None:

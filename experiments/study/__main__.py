@@ -1,5 +1,11 @@
 """`python -m experiments.study`: the evidence study's command (command.py)."""
 
+import sys
+
+# First, before anything imports TensorFlow: without the TPU library, which the runs need.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.start_parent(sys.argv if __name__ == "__main__" else None)
+
 from absl import app
 from absl import flags
 
