@@ -99,6 +99,61 @@ def test_two_steps_match_numpy_with_per_variable_decay():
   assert np.abs(w.numpy() - ref[kernel][0]).max() > 1e-3
 
 
+def _adamw_np(p, g, m, v, t, lr, rate, b1=0.9, b2=0.999, eps=1e-6):
+  """PyTorch's AdamW (torch.optim.AdamW's documented algorithm) for one variable,
+  at its t-th update."""
+  p = p * (1.0 - lr * rate)
+  m = b1 * m + (1.0 - b1) * g
+  v = b2 * v + (1.0 - b2) * g * g
+  m_hat, v_hat = m / (1.0 - b1 ** t), v / (1.0 - b2 ** t)
+  return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+def test_bias_correction_is_adamw_and_the_original_has_none():
+  """--optimizer=adamw: three steps equal PyTorch's AdamW algorithm in NumPy and
+  Keras' own AdamW (epsilon made negligible: Keras adds it to sqrt(v) before the
+  correction); the original's first update is 1 / sqrt(1 - 0.999) / (1 / (1 - 0.9))
+  = 3.16 times larger for a constant gradient."""
+  rng = np.random.default_rng(1)
+  value = rng.normal(size=(4, 3)).astype(np.float32)
+  grads = [rng.normal(scale=1e-2, size=(4, 3)).astype(np.float32) for _ in range(3)]
+  ref = (value.astype(np.float64), 0.0, 0.0)
+  w = _scoped_variable("bert/encoder/layer_0/output/dense/kernel", value)
+  opt = optimization.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.01,
+                                     global_clipnorm=None, bias_correction=True)
+  for t, g in enumerate(grads, start=1):
+    opt.apply_gradients([(g, w)])
+    ref = _adamw_np(*ref[:1], g, *ref[1:], t, 0.1, 0.01)
+  np.testing.assert_allclose(w.numpy(), ref[0], rtol=1e-5, atol=1e-6)
+
+  tiny_eps = [optimization.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.01,
+                                           global_clipnorm=None, bias_correction=True,
+                                           epsilon=1e-12),
+              keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01, epsilon=1e-12)]
+  results = []
+  for optimizer in tiny_eps:
+    v = _scoped_variable("bert/encoder/layer_0/output/dense/kernel", value)
+    for g in grads:
+      optimizer.apply_gradients([(g, v)])
+    results.append(v.numpy())
+  np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+  first = {}
+  for name, corrected in optimization.OPTIMIZERS.items():
+    v = _scoped_variable("w", np.zeros(3, np.float32))
+    optimization.AdamWeightDecay(learning_rate=1.0, weight_decay_rate=0.0,
+                                 global_clipnorm=None, epsilon=0.0,
+                                 bias_correction=corrected).apply_gradients(
+                                     [(np.full(3, 0.5, np.float32), v)])
+    first[name] = -v.numpy()[0]
+  assert first["adamw"] == pytest.approx(1.0, rel=1e-5)
+  assert first["bert"] == pytest.approx(0.1 / np.sqrt(0.001), rel=1e-5)
+  # The schedule's optimizer carries the name's correction, and its config keeps it.
+  made = optimization.create_optimizer(1e-3, 10, 1, optimizer="adamw")
+  assert made.bias_correction and not optimization.create_optimizer(1e-3, 10, 1).bias_correction
+  assert optimization.AdamWeightDecay.from_config(made.get_config()).bias_correction
+
+
 def test_global_norm_clipping():
   a = _scoped_variable("a/kernel", np.zeros((2, 2)))
   b = _scoped_variable("b/kernel", np.zeros((3,)))

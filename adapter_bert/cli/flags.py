@@ -17,6 +17,7 @@ ones), so that no two scripts' same-named flags ever meet in one FlagValues.
 from absl import flags
 
 import adapter_layers
+import optimization
 from adapter_bert.bank import adapter_bank
 from adapter_bert.classification import processors
 from adapter_bert.cli import flag_checks
@@ -106,6 +107,11 @@ def define_training_flags(flag_values=_FLAGS, splits=("train", "eval", "predict"
     help_text = predict_help if split == "predict" and predict_help else help_text
     flags.DEFINE_integer(name, default, help_text, **fv)
   flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.", **fv)
+  flags.DEFINE_enum("optimizer", "bert", list(optimization.OPTIMIZERS),
+                    "bert: the original's AdamWeightDecay, Adam without bias correction; "
+                    "adamw: the same with Adam's bias correction (PyTorch's AdamW), whose "
+                    "first updates are about 3x smaller (safer at adapter learning rates "
+                    "around 1e-3).", **fv)
   flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.",
                      **fv)
   flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "

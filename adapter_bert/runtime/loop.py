@@ -63,6 +63,7 @@ class TrainSettings:
   iterations_per_loop: int = 1000
   keep_checkpoint_max: int = 5
   jit_compile: bool = False
+  optimizer: str = "bert"  # A name of optimization.OPTIMIZERS.
 
   @classmethod
   def for_epochs(cls, num_examples: int, num_train_epochs: float,
@@ -90,7 +91,8 @@ def steps_for_epochs(num_examples: int, batch_size: int, num_train_epochs: float
 
 def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
           dataset: tf.data.Dataset, settings: TrainSettings,
-          base_reference: Optional[dict] = None) -> Dict[str, float]:
+          base_reference: Optional[dict] = None,
+          chance_loss: Optional[float] = None) -> Dict[str, float]:
   """Trains `model.trainable_variables` to `settings.num_train_steps`.
 
   The model is created under `strategy.scope()`, with its initial checkpoint
@@ -104,6 +106,8 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
       `drop_remainder=True` (static shapes), yielding (features, labels).
     base_reference: `run_checkpoints.base_reference(...)` of the model: the
       checkpoints then hold only the trained variables (None: the whole model).
+    chance_loss: the loss of a model that ignores its inputs (ln of the label
+      count): a loss that stays there after warm-up gets one WARNING (ChanceWatch).
   Returns:
     {"loss": mean loss of the last host call, "global_step": final step}.
   Raises:
@@ -114,6 +118,7 @@ def train(strategy: tf.distribute.Strategy, model: keras.Model, loss_fn: LossFn,
       is saved from that step on.
   """
   training = _set_up_training(strategy, model, loss_fn, dataset, settings, base_reference)
+  training.chance_watch = ChanceWatch(chance_loss, settings) if chance_loss else None
   try:
     return _run_training(training)
   finally:
@@ -137,6 +142,7 @@ class _Training:
   step: int  # The step the loop starts from.
   is_chief: bool  # Writes to output_dir (the others to write_dir, removed after).
   write_dir: str
+  chance_watch: Optional["ChanceWatch"] = None
 
 
 def _set_up_training(strategy, model, loss_fn, dataset, settings,
@@ -183,7 +189,8 @@ def create_optimizer(strategy: tf.distribute.Strategy, model: keras.Model,
         settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
         settings.weight_decay_rate, settings.adapter_weight_decay_rate,
         # A multi-task model's per-task variables (multitask/model.py).
-        [optimization.variable_name(v) for v in getattr(model, "task_row_variables", ())])
+        [optimization.variable_name(v) for v in getattr(model, "task_row_variables", ())],
+        optimizer=settings.optimizer)
     optimizer.build(model.trainable_variables)  # Slots exist before a restore fills them.
     if model.dtype_policy.name == "mixed_float16":
       # float16 gradients underflow without it. The checkpoint keeps the inner
@@ -259,6 +266,8 @@ def _run_training(t: _Training) -> Dict[str, float]:
       bad = np.flatnonzero(~np.isfinite(losses))
       if bad.size:  # Before anything of this call is saved.
         raise _diverged(f"the loss is {losses[bad[0]]}", step + int(bad[0]) + 1, settings)
+      if t.chance_watch is not None:
+        t.chance_watch.record(step, losses)
       step += n
       loss = float(np.mean(losses))
       line = t.progress.record(step, n, loss, time.monotonic() - call_start)
@@ -279,6 +288,48 @@ def _run_training(t: _Training) -> Dict[str, float]:
                      t.manager.latest_checkpoint, stop_signals.exit_status(signum))
         raise stop_signals.Stopped(signum)
   return {"loss": loss, "global_step": step}
+
+
+class ChanceWatch:
+  """Warns once when the loss stays at chance level after warm-up.
+
+  A model that ignores its inputs and predicts the labels' prior has the loss
+  ln(labels) (balanced labels). Training that sits there from the end of
+  warm-up on has collapsed, which the original's Adam without bias correction
+  does at adapter learning rates around 1e-3 (its first updates are about 3x
+  Adam's: optimization.py). Checked over `window` steps after warm-up: the
+  warm-up's length, at least 10.
+  """
+
+  TOLERANCE = 0.02  # Of chance_loss: a learning model leaves that band within its first epoch.
+
+  def __init__(self, chance_loss: float, settings: TrainSettings):
+    self.chance_loss = chance_loss
+    self.settings = settings
+    self.window = max(settings.num_warmup_steps, 10)
+    self.after_warmup = []  # Per-step losses from the end of warm-up on.
+    self.warned = False
+
+  def record(self, first_step: int, losses: np.ndarray) -> None:
+    """The losses of the steps after `first_step` (a host call's)."""
+    warmup = self.settings.num_warmup_steps
+    self.after_warmup += [float(l) for i, l in enumerate(losses, start=first_step + 1)
+                          if i > warmup]
+    if self.warned or len(self.after_warmup) < self.window:
+      return
+    recent = float(np.mean(self.after_warmup[-self.window:]))
+    if abs(recent - self.chance_loss) <= self.TOLERANCE * self.chance_loss:
+      self.warned = True
+      last = first_step + len(losses)
+      logging.warning(
+          "WARNING: the training loss is at chance level: %.4f over steps %d-%d, after "
+          "warm-up, against ln(labels) = %.4f: the model predicts the labels' prior, "
+          "ignoring its inputs. Likely a learning rate too high for the optimizer (--optimizer="
+          "%s%s): lower --learning_rate (now %g)%s, and start in a new --output_dir",
+          recent, last - self.window + 1, last, self.chance_loss, self.settings.optimizer,
+          ", Adam without bias correction, whose first updates are about 3x Adam's"
+          if self.settings.optimizer == "bert" else "", self.settings.learning_rate,
+          " or use --optimizer=adamw" if self.settings.optimizer == "bert" else "")
 
 
 def _log_lost_device(error: tf.errors.OpError, during: str, then: str) -> None:

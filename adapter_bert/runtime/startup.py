@@ -13,6 +13,7 @@ or output_dir fails before any output.
 """
 
 import dataclasses
+import math
 from typing import Callable, Mapping, Optional, Sequence
 
 import keras
@@ -50,6 +51,7 @@ class RunOptions:
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
   adapter_weight_decay_rate: float = 0.01
+  optimizer: str = "bert"  # optimization.OPTIMIZERS
   save_checkpoints_steps: int = 1000
   iterations_per_loop: int = 1000
   # Input batches (runtime/records.py).
@@ -123,7 +125,7 @@ def train_settings(options: RunOptions, num_examples: int) -> loop.TrainSettings
       output_dir=options.output_dir, train_batch_size=options.train_batch_size,
       learning_rate=options.learning_rate,
       adapter_weight_decay_rate=options.adapter_weight_decay_rate,
-      save_checkpoints_steps=options.save_checkpoints_steps,
+      optimizer=options.optimizer, save_checkpoints_steps=options.save_checkpoints_steps,
       iterations_per_loop=options.iterations_per_loop, jit_compile=options.use_xla)
 
 
@@ -222,9 +224,11 @@ def train(run: Run, loss_fn: loop.LossFn, dataset: tf.data.Dataset,
     is the last step, run.checkpoint_path its checkpoint.
   """
   options = run.options
+  labels = run.config.get("label_list") or ()
   run.global_step = loop.train(
       run.strategy, run.model, loss_fn, dataset, run.settings,
-      model_setup.base_reference(run.model, options.model, options.output_dir))["global_step"]
+      model_setup.base_reference(run.model, options.model, options.output_dir),
+      chance_loss=math.log(len(labels)) if len(labels) > 1 else None)["global_step"]
   run.checkpoint_path = model_setup.weights_evaluated(options.model, options.output_dir)
   return model_setup.save_adapter_model(run.model, options.model, options.output_dir, dict(
       metadata, max_seq_length=options.max_seq_length, do_lower_case=options.do_lower_case,
