@@ -676,7 +676,6 @@ for _design in (Houlsby(), Pfeiffer(), Parallel(), LoRA()):
   register_design(_design)
 
 # The built-in designs a model can have (the --adapter_design flag's values),
-# and each one's placement and scaling where none is given.
+# and each one's placement where none is given.
 DESIGNS = tuple(n for n, d in _REGISTRY.items() if d.selectable)
 DEFAULT_PLACEMENTS = {n: _REGISTRY[n].default_placement for n in DESIGNS}
-DEFAULT_SCALING = {n: _REGISTRY[n].default_scaling for n in DESIGNS}

@@ -43,10 +43,6 @@ from adapter_bert.storage import input_files
 
 NO_ADAPTERS = AdapterConfig(size=0)
 
-# The TF1 scope of the adapter after each sub-layer (adapter-bert's names).
-ADAPTER_SCOPES = {"attention": "attention/output", "feed_forward": "output"}
-
-
 class AdapterPlace(NamedTuple):
   """A place of a layer where adapters act (adapter_layers.PLACES): the
   attribute (and Keras name) of a model's own weights there, the field of
@@ -65,11 +61,6 @@ ADAPTER_PLACES = {
     "query": AdapterPlace("query_lora", "query_adapters", "attention/self/query/adapters"),
     "value": AdapterPlace("value_lora", "value_adapters", "attention/self/value/adapters"),
 }
-
-
-def adapter_scopes(adapter_config: AdapterConfig) -> Tuple[str, ...]:
-  """The TF1 scopes, under each `bert/encoder/layer_N`, of a model's adapters."""
-  return tuple(ADAPTER_SCOPES[s] for s in adapter_config.sublayers)
 
 
 @dataclasses.dataclass

@@ -153,10 +153,6 @@ class InGraphTokenizer(tf.Module):
         max_chars_per_token=max_input_chars_per_word,
         token_out_type=tf.int64, unknown_token=unk_token)
 
-  def token_id(self, token: str) -> int:
-    """Returns the id of `token` (e.g. "[CLS]") in the vocab, as a Python int."""
-    return self.vocab[token]
-
   def _normalize(self, texts: tf.Tensor) -> tf.Tensor:
     """Returns the string Tensor (same shape) cleaned, lower-cased, accents stripped."""
     texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8",

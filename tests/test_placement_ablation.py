@@ -92,7 +92,8 @@ def test_parameter_counts_and_variable_names_of_each_placement(placement):
   names = model.tf1_variable_map()
   assert sorted(n for n in names if modeling.variable_role(n) == "adapter") == (
       _adapter_names(placement))
-  assert modeling.adapter_scopes(model.adapter_config) == _SCOPES[placement]
+  assert tuple(modeling.ADAPTER_PLACES[s].scope.rsplit("/", 1)[0]
+               for s in model.adapter_config.sublayers) == _SCOPES[placement]
   block = model.bert.transformer_layers[0]
   assert (block.attention_adapters is None) == (placement == "feed_forward")
   assert (block.output_adapters is None) == (placement == "attention")

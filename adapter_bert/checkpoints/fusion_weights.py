@@ -17,7 +17,7 @@ import modeling
 
 # The scope of a place's fusion layer under the place's adapter scope.
 FUSION_SCOPE = "fusion"
-# Where a Transformer layer's adapters sit (modeling.ADAPTER_SCOPES' keys), in call order.
+# Where a Transformer layer's adapters sit (modeling.ADAPTER_PLACES' keys), in call order.
 _SUBLAYERS = ("attention", "feed_forward")
 
 # The metadata keys of a fusion task's adapter file (fusion/fused_tasks.py): the
@@ -28,7 +28,7 @@ FINGERPRINTS_KEY = "fusion_fingerprints"
 
 def places(config: modeling.BertConfig, adapter_config: AdapterConfig) -> Dict[tuple, str]:
   """(layer, sub-layer) -> the TF1 scope of the adapters there, in call order."""
-  return {(i, s): f"bert/encoder/layer_{i}/{modeling.ADAPTER_SCOPES[s]}/adapters"
+  return {(i, s): f"bert/encoder/layer_{i}/{modeling.ADAPTER_PLACES[s].scope}"
           for i in range(config.num_hidden_layers) for s in _SUBLAYERS
           if s in adapter_config.sublayers}
 

@@ -86,7 +86,7 @@ def stack_fusions(config: modeling.BertConfig, tasks: Sequence,
       members = [name for name, (_, c) in union.items() if sublayer in c.sublayers]
       if not members:
         continue
-      scope = f"bert/encoder/layer_{i}/{modeling.ADAPTER_SCOPES[sublayer]}/adapters"
+      scope = f"bert/encoder/layer_{i}/{modeling.ADAPTER_PLACES[sublayer].scope}"
       shared = tuple(_adapter(union[n][0].arrays, scope, union[n][1]) for n in members)
       rows = [_fusion_row(fusions.get(t.name), scope, sublayer, members, hidden)
               for t in tasks]

@@ -151,7 +151,7 @@ class MultiTaskClassifier(modeling.HeadWeightsFirst, keras.Model):
     for i, layer in enumerate(self.hypernetwork(tf.constant(task, tf.int32))):
       for position, adapters in (("attention", layer.attention_adapters),
                                  ("feed_forward", layer.feed_forward_adapters)):
-        prefix = f"bert/encoder/layer_{i}/{modeling.ADAPTER_SCOPES[position]}/adapters"
+        prefix = f"bert/encoder/layer_{i}/{modeling.ADAPTER_PLACES[position].scope}"
         for name, value in adapters[0].by_tf1_name().items():
           value = keras.ops.convert_to_numpy(value)
           # The Adapter layer's biases are [1, n], as adapter-bert's.
