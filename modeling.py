@@ -26,7 +26,7 @@ Every layer and model is Keras-serializable (`get_config`/`from_config`, package
 
 import dataclasses
 import json
-from typing import Dict, NamedTuple, Tuple
+from typing import Dict, NamedTuple
 
 import keras
 import tensorflow as tf
