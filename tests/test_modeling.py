@@ -43,6 +43,10 @@ def _encoder(config_path, ckpt, adapter_config=modeling.NO_ADAPTERS):
   return encoder
 
 
+def _gelu_erf(x):  # A named function: Model Garden serializes the activation by name.
+  return tf.nn.gelu(x, approximate=False)
+
+
 def _model_garden_outputs(config_path, ckpt, inputs, tmp_path):
   """Model Garden's BertEncoder loaded through its own TF1 converter."""
   from official.legacy.bert import configs
@@ -50,6 +54,8 @@ def _model_garden_outputs(config_path, ckpt, inputs, tmp_path):
   import tf_keras
 
   mg_config = configs.BertConfig.from_json_file(config_path)
+  if mg_config.hidden_act == "gelu_erf":  # Model Garden's "gelu" is the tanh one.
+    mg_config.hidden_act = _gelu_erf
   out = os.path.join(str(tmp_path), "mg", "ckpt")
   converter.convert_checkpoint(mg_config, out, ckpt, checkpoint_model_name="encoder")
   encoder = converter._create_bert_model(mg_config)
