@@ -142,3 +142,13 @@ TASK_NAMES = st.one_of(st.sampled_from(["tsv", "TSV", "sst-2", "SST2", "mrpc", "
 DIR_NAMES = st.one_of(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,8}", fullmatch=True),
                       hostile_text().map(lambda t: t.replace("/", "").replace("\x00", "")[:40])
                       .filter(lambda t: t.strip() not in ("", ".", "..")))
+
+
+# Text the in-graph tokenizer treats as Python's (tokenization.InGraphTokenizer's
+# docstring: characters whose Unicode data changed after Unicode 14 differ; these
+# blocks are older), as the raw bytes a SavedModel's text signature takes.
+_SERVING_TEXT = st.one_of(hostile_text(True), st.text(
+    alphabet=st.characters(max_codepoint=0x2fff, blacklist_categories=("Cs", "Cn", "Co")),
+    max_size=30))
+SERVING_BYTES = st.one_of(_SERVING_TEXT.map(lambda t: t.encode("utf-8")),
+                          st.builds(invalid_utf8, _SERVING_TEXT, st.data()))

@@ -188,18 +188,9 @@ def test_multitask_task_lists_read_tasks_or_refuse_in_one_line(names, dirs, trai
 # --- The SavedModel's raw text: tokenizer and per-example packing
 
 
-# Text the in-graph tokenizer treats as Python's (its docstring: characters whose
-# Unicode data changed after Unicode 14 differ; these blocks are older).
-_SERVING_TEXT = st.one_of(gen.hostile_text(True), st.text(
-    alphabet=st.characters(max_codepoint=0x2fff, blacklist_categories=("Cs", "Cn", "Co")),
-    max_size=30))
-_BYTES = st.one_of(_SERVING_TEXT.map(lambda t: t.encode("utf-8")),
-                   st.builds(lambda t, data: gen.invalid_utf8(t, data), _SERVING_TEXT,
-                             st.data()))
-
-
 @settings(**gen.SETTINGS)
-@given(pairs=st.lists(st.tuples(_BYTES, _BYTES, st.integers(3, 12)), min_size=1, max_size=4))
+@given(pairs=st.lists(st.tuples(gen.SERVING_BYTES, gen.SERVING_BYTES, st.integers(3, 12)),
+                      min_size=1, max_size=4))
 # Found by this test: a b truncated away at max_seq_length 3 or 4 had kept a second [SEP].
 @example(pairs=[(b"", b"x" * 5000, 3), (b"a", b"a", 4), (b"\xff", b"a b", 3)])
 def test_serving_raw_text_packs_as_run_classifier(vocab_file, tokenizer, pairs):

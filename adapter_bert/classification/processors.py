@@ -14,7 +14,8 @@ Conventions shared by every processor, as in the original:
     except MNLI, whose guid uses the file's `index` column as the original.
   * Test examples get a dummy label (the first of `get_labels()`, 0.0 for
     STS-B): predictions never look at it, and feature conversion needs one.
-  * Blank lines are skipped (the original crashed on them). A missing or
+  * Blank lines are skipped (the original crashed on them), except in a tsv
+    task's file of one column, where a blank line is an empty text. A missing or
     undecodable file, a row with more or fewer columns than the file's header
     (or, without one, than the task reads), a train/dev label outside
     `get_labels()` and a file without examples are `errors.UserError`s that
@@ -544,8 +545,10 @@ class TsvProcessor(DataProcessor):
       index.append(None if name is None else header.index(name))
     rows = []
     for i, line in enumerate(lines):
-      if i == 0 or not line:
+      if i == 0 or (not line and len(header) > 1):
         continue
+      if not line:  # One column: a blank line is an empty text, kept so that the
+        line = TsvLine([""], line.path, line.line_number)  # predictions keep its rows.
       check_width(line, len(header), lines[0])
       values = [None if k is None else line[k] for k in index]
       rows.append((i, line, *values))
