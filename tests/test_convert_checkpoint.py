@@ -338,16 +338,21 @@ def _assert_matches_model_garden(encoder, google):
   np.testing.assert_allclose(outputs["pooled_output"].numpy(), pooled, atol=1e-4)
 
 
-def test_tf2_checkpoint_converts(tmp_path):
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_erf"])
+def test_tf2_checkpoint_converts(tmp_path, hidden_act):
+  """With the activation its bert_config.json names, also one Model Garden lacks
+  (gelu_erf had ended in its ValueError)."""
   encoder = _model_garden_encoder()
   prefix = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "tf2" / "ckpt"))
   config_file = tmp_path / "bert_config.json"
-  config_file.write_text(TINY_JSON)
+  config_file.write_text(TINY_JSON.replace('"gelu"', json.dumps(hidden_act)))
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join("tok%d\n" % n for n in range(99)))
   out = str(tmp_path / "google")
   convert_checkpoint.tf2_bert_encoder_to_google(
       out, checkpoint=prefix, bert_config_file=str(config_file), vocab_file=str(vocab))
+  with open(os.path.join(out, "bert_config.json")) as f:
+    assert json.load(f)["hidden_act"] == hidden_act
   google = _read_google(out)
   assert len(google) == 39
   mg = {w.name[:-2]: w.numpy() for w in encoder.weights}
