@@ -32,17 +32,41 @@ def gelu(x):
   intermediate_size] cost a fifth of a CPU's adapter step. XLA compiles once
   per shape, which pays only where shapes repeat; tiny tensors never gain.
   """
+  return _with_derivative(x, _gelu_fused, _gelu_and_derivative)
+
+
+def _with_derivative(x, fused, unfused):
+  """(y, its gradient function) from `fused` or `unfused`(x) -> (y, dy/dx)."""
   shape = tf.TensorShape(x.shape)  # x may be a NumPy array when called eagerly.
   if shape.is_fully_defined() and shape.num_elements() >= _FUSE_FROM_ELEMENTS:
-    y, derivative = _gelu_fused(x)
+    y, derivative = fused(x)
   else:
-    y, derivative = _gelu_and_derivative(x)
+    y, derivative = unfused(x)
 
   def gradient(dy):
     with tf.name_scope("gelu_gradient"):  # Named for profiles (benchmarks/op_profile.py).
       return dy * derivative
 
   return y, gradient
+
+
+@tf.custom_gradient
+def gelu_erf(x):
+  """The exact GELU x Phi(x) (PyTorch's and Hugging Face BERT's "gelu"), computed as
+  `gelu` is (its docstring says why): its derivative Phi(x) + x phi(x) in the
+  forward pass, and one XLA kernel for a large static shape."""
+  return _with_derivative(x, _gelu_erf_fused, _gelu_erf_and_derivative)
+
+
+def _gelu_erf_and_derivative(x):
+  cdf = 0.5 * (1.0 + tf.math.erf(x * _SQRT_HALF))
+  pdf = _INV_SQRT_2PI * tf.exp(-0.5 * x * x)
+  return x * cdf, cdf + x * pdf
+
+
+_gelu_erf_fused = tf.function(_gelu_erf_and_derivative, jit_compile=True)
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _gelu_and_derivative(x):
@@ -69,7 +93,7 @@ _FUSE_FROM_ELEMENTS = 2 ** 20
 _ACTIVATIONS = {"gelu": gelu, "relu": keras.activations.relu,
                 "tanh": keras.activations.tanh, "linear": keras.activations.linear,
                 "swish": tf.nn.silu,
-                "gelu_erf": lambda x: tf.nn.gelu(x, approximate=False),
+                "gelu_erf": gelu_erf,
                 "leaky_relu": lambda x: tf.nn.leaky_relu(x, alpha=0.01)}
 ACTIVATION_NAMES = tuple(_ACTIVATIONS)
 

@@ -71,6 +71,7 @@ from adapter_bert.checkpoints import google_release
 from adapter_bert.checkpoints import huggingface
 from adapter_bert.checkpoints import peft_lora
 from adapter_bert.checkpoints import tf2_encoder
+from adapter_bert.classification import processors
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from adapter_bert.runtime import trainable
@@ -171,8 +172,13 @@ def adapterhub_to_adapter_model(adapterhub_dir: str, init_checkpoint: str,
   """
   config = modeling.BertConfig.from_json_file(bert_config_file)
   imported = adapterhub.read_adapterhub(adapterhub_dir, config)
+  head_path = posixpath.join(adapterhub_dir, adapterhub.HEAD_CONFIG_FILE)
+  named = processors.check_labels(imported.labels, "its label2id", head_path)
+  if metadata.get("labels") and named and not adapterhub.placeholder_labels(named):
+    processors.check_labels_agree(metadata["labels"], "--labels", named,
+                                  "the head's label2id", head_path)
   if not metadata.get("labels") and imported.num_labels > 1:
-    metadata = dict(metadata, labels=list(imported.labels))
+    metadata = dict(metadata, labels=named or [str(i) for i in range(imported.num_labels)])
   _check_task_metadata(metadata, imported.num_labels, adapterhub_dir, config, bert_config_file)
   model = modeling.BertClassifier(config, imported.num_labels, imported.adapter_config)
   model.ensure_built()
@@ -190,7 +196,7 @@ def adapterhub_to_adapter_model(adapterhub_dir: str, init_checkpoint: str,
 def _check_task_metadata(metadata: Dict[str, object], num_labels: int, path: str,
                          config: modeling.BertConfig, bert_config_file: str) -> None:
   """An imported adapter's labels fit its head, its max_seq_length the base."""
-  labels = metadata.get("labels") or []
+  labels = processors.check_labels(metadata.get("labels") or [], "--labels")
   if len(labels) != (num_labels if num_labels > 1 else 0):
     raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's classifier has "
                            f"{num_labels} outputs (one: a regression, no --labels)", path)

@@ -14,8 +14,8 @@ convert_checkpoint.py flags); this module runs the rest:
    raw text; then the import exported again and evaluated by the library.
 
 Writes <output_dir>/round_trip.json: the accuracies and how many dev predictions agree
-with the library's. MiniLM's hidden_act is the erf GELU, this project's BERT the tanh
-one (docs/adapters_interop.md): the logits differ slightly.
+with the library's. MiniLM's hidden_act is the erf GELU, which the converter keeps
+(gelu_erf, docs/adapters_interop.md).
 """
 
 import argparse

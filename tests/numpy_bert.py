@@ -15,10 +15,16 @@ on the query and value projections.
 """
 
 import numpy as np
+from scipy import special
 
 
 def gelu(x):
   return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+  """The exact GELU x Phi(x) (Hendrycks & Gimpel, 2016), Hugging Face's "gelu"."""
+  return 0.5 * x * (1.0 + special.erf(x / np.sqrt(2.0)))
 
 
 def layer_norm(x, gamma, beta, eps=1e-12):
@@ -60,8 +66,9 @@ def adapted_sublayer(h, r, w, prefix, norm, design, scaling):
 
 
 def bert_forward(w, num_heads, input_ids, input_mask, segment_ids, design="houlsby",
-                 scaling=1.0):
-  """Returns (sequence_output [B,S,H], pooled_output [B,H]) in float64."""
+                 scaling=1.0, hidden_act=gelu):
+  """Returns (sequence_output [B,S,H], pooled_output [B,H]) in float64; `hidden_act`
+  is the feed-forward layers' non-linearity (the adapters' stays the tanh GELU)."""
   w = {k: np.asarray(v, np.float64) for k, v in w.items()}
   b, s = input_ids.shape
   x = (w["bert/embeddings/word_embeddings"][input_ids]
@@ -95,7 +102,7 @@ def bert_forward(w, num_heads, input_ids, input_mask, segment_ids, design="houls
                          p + "attention/output/adapters/", attention_norm, design, scaling)
     a = attention_norm(a + x)
     output_norm = lambda t: norm(t, "output")
-    f = dense(gelu(dense(a, "intermediate/dense")), "output/dense")
+    f = dense(hidden_act(dense(a, "intermediate/dense")), "output/dense")
     f = adapted_sublayer(f, a, w, p + "output/adapters/", output_norm, design, scaling)
     x = output_norm(f + a)
     n += 1

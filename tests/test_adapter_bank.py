@@ -315,7 +315,8 @@ def _with_metadata(source, out, **changes):
 @pytest.mark.parametrize("changes, message", [
     (dict(labels=["0", "1", "2"]), "its head has 2 outputs but its metadata lists 3 labels"),
     (dict(is_regression=True), r"says is_regression=True with labels \['0', '1'\]"),
-    (dict(labels=[0, 1]), r"its metadata labels \[0, 1\] are not a list of strings"),
+    (dict(labels=[0, 1]), r"its metadata: labels must be strings, got \[0, 1\]"),
+    (dict(labels=["0", "0"]), r"its metadata: label '0' is given twice in \['0', '0'\]"),
     (dict(max_seq_length=65), r"max_seq_length is 65, not an integer in \[3, 64\]"),
     (dict(do_lower_case=False), "trained with do_lower_case=False, adapter bank .* has "
                                 "do_lower_case=True"),

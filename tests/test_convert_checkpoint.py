@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from adapter_bert.checkpoints import huggingface
 from adapter_bert.checkpoints import tf2_encoder
 import convert_checkpoint
 from adapter_bert import errors
+import modeling
+import numpy_bert
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=37, max_position_embeddings=40, type_vocab_size=2,
@@ -114,7 +117,8 @@ def test_hf_converts_with_transposed_kernels(tmp_path, prefix):
       "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
       "bert_model.ckpt.index", "vocab.txt"]
   with open(os.path.join(out, "bert_config.json")) as f:
-    assert f.read() == TINY_JSON
+    # HF's "gelu" is the erf GELU: this project's gelu_erf.
+    assert f.read() == TINY_JSON.replace('"gelu"', '"gelu_erf"')
   google = _read_google(out)
   # 5 embedding tensors + 16 per layer + 2 pooler.
   assert len(google) == 5 + 16 * 2 + 2
@@ -334,16 +338,21 @@ def _assert_matches_model_garden(encoder, google):
   np.testing.assert_allclose(outputs["pooled_output"].numpy(), pooled, atol=1e-4)
 
 
-def test_tf2_checkpoint_converts(tmp_path):
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_erf"])
+def test_tf2_checkpoint_converts(tmp_path, hidden_act):
+  """With the activation its bert_config.json names, also one Model Garden lacks
+  (gelu_erf had ended in its ValueError)."""
   encoder = _model_garden_encoder()
   prefix = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "tf2" / "ckpt"))
   config_file = tmp_path / "bert_config.json"
-  config_file.write_text(TINY_JSON)
+  config_file.write_text(TINY_JSON.replace('"gelu"', json.dumps(hidden_act)))
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join("tok%d\n" % n for n in range(99)))
   out = str(tmp_path / "google")
   convert_checkpoint.tf2_bert_encoder_to_google(
       out, checkpoint=prefix, bert_config_file=str(config_file), vocab_file=str(vocab))
+  with open(os.path.join(out, "bert_config.json")) as f:
+    assert json.load(f)["hidden_act"] == hidden_act
   google = _read_google(out)
   assert len(google) == 39
   mg = {w.name[:-2]: w.numpy() for w in encoder.weights}
@@ -408,3 +417,51 @@ def test_tf2_wrong_config_is_an_error(tmp_path):
   del variables["pooler_transform/bias:0"]
   with pytest.raises(errors.UserError, match="not a BERT checkpoint: .*lacks.*pooler/dense/bias"):
     tf2_encoder.tf2_variables_to_google(variables, TINY)
+
+
+# --- The function the converted weights compute.
+
+
+def _small_hf_state(seed=4):
+  """_hf_state with its projections scaled to stddev 0.2, so the feed-forward
+  layers' pre-activations fall in (-3, 3), where the erf and tanh GELUs differ most."""
+  return {k: v * 0.2 if re.search(r"(dense|query|key|value)\.weight$", k) else v
+          for k, v in _hf_state(seed=seed).items()}
+
+
+@pytest.mark.parametrize("hf_act, reference, other", [
+    ("gelu", numpy_bert.gelu_erf, numpy_bert.gelu),
+    ("gelu_new", numpy_bert.gelu, numpy_bert.gelu_erf)])
+def test_hf_conversion_keeps_the_activation(tmp_path, hf_act, reference, other):
+  """A converted HF BERT computes what transformers computes: HF's "gelu" is the erf
+  GELU (written as gelu_erf), "gelu_new" the tanh one (Google's gelu). The
+  reference is numpy_bert's float64 forward pass with the activation by formula."""
+  state = _small_hf_state()
+  hf_dir = _write_hf_dir(tmp_path / "hf", state, hidden_act=hf_act)
+  out = str(tmp_path / "google")
+  convert_checkpoint.hf_bert_to_google(hf_dir, out)
+  encoder = modeling.BertEncoder(
+      modeling.BertConfig.from_json_file(os.path.join(out, "bert_config.json")))
+  checkpoint_io.load_checkpoint(encoder, os.path.join(out, "bert_model.ckpt"))
+  ids = np.array([[2, 5, 98, 7, 0, 0], [3, 4, 5, 6, 7, 8]], np.int32)
+  mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+  types = np.array([[0, 0, 1, 1, 0, 0], [0, 1, 1, 1, 1, 1]], np.int32)
+  ours = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": types},
+                 training=False)
+  google = _read_google(out)
+  real = mask.astype(bool)
+  for act, agrees in ((reference, True), (other, False)):
+    seq, pooled = numpy_bert.bert_forward(google, 4, ids, mask, types, hidden_act=act)
+    diff = max(np.abs(ours["sequence_output"].numpy()[real] - seq[real]).max(),
+               np.abs(ours["pooled_output"].numpy() - pooled).max())
+    # Float32 rounding (measured below 2e-6); the other GELU is off by 5.5e-4.
+    assert (diff < 1e-5) if agrees else (diff > 1e-4), (act.__name__, diff)
+
+
+def test_hf_activation_without_equivalent_is_one_line(tmp_path):
+  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state(), hidden_act="quick_gelu")
+  with pytest.raises(errors.UserError, match=r"config\.json: hidden_act 'quick_gelu': "
+                     r"this project's BERT computes no exact equivalent \(convertible: "
+                     r"\['gelu', .*'gelu_new'.*\]\)$"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
+  assert sorted(os.listdir(tmp_path)) == ["hf"]

@@ -115,7 +115,10 @@ BAD_FLAGS = {
         "sst-2, sts-b, tsv, wnli, xnli (any case)"),
     "repeated label": (
         "classifier", ["--labels=a,b,a"],
-        "flag --labels=['a', 'b', 'a']: must be a comma list of distinct labels"),
+        "flag --labels=['a', 'b', 'a']: must be a comma list of distinct, non-empty labels"),
+    "empty label": (
+        "classifier", ["--labels=a,,b"],
+        "flag --labels=['a', '', 'b']: must be a comma list of distinct, non-empty labels"),
     "empty output_dir": (
         "classifier", ["--output_dir="], "flag --output_dir=: must be given, not empty"),
     "unknown mixed_precision": (

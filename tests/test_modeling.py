@@ -43,6 +43,10 @@ def _encoder(config_path, ckpt, adapter_config=modeling.NO_ADAPTERS):
   return encoder
 
 
+def _gelu_erf(x):  # A named function: Model Garden serializes the activation by name.
+  return tf.nn.gelu(x, approximate=False)
+
+
 def _model_garden_outputs(config_path, ckpt, inputs, tmp_path):
   """Model Garden's BertEncoder loaded through its own TF1 converter."""
   from official.legacy.bert import configs
@@ -50,6 +54,8 @@ def _model_garden_outputs(config_path, ckpt, inputs, tmp_path):
   import tf_keras
 
   mg_config = configs.BertConfig.from_json_file(config_path)
+  if mg_config.hidden_act == "gelu_erf":  # Model Garden's "gelu" is the tanh one.
+    mg_config.hidden_act = _gelu_erf
   out = os.path.join(str(tmp_path), "mg", "ckpt")
   converter.convert_checkpoint(mg_config, out, ckpt, checkpoint_model_name="encoder")
   encoder = converter._create_bert_model(mg_config)
@@ -201,6 +207,29 @@ def test_gelu_gradient_is_the_tanh_gelu_derivative():
   half = value_and_gradient(tf.cast(x, tf.float16))[1]
   assert half.dtype == tf.float16
   np.testing.assert_allclose(half.numpy(), by_hand, atol=2e-2)
+
+
+@pytest.mark.parametrize("rows", [3, 2048])  # Below and above adapter_layers._FUSE_FROM_ELEMENTS.
+def test_gelu_erf_value_and_gradient_are_the_exact_gelus(rows):
+  """gelu_erf (Hugging Face BERT's "gelu"), with its derivative from the forward pass
+  as BERT's gelu: the formula's values, and TensorFlow's erf GELU differentiated op by op."""
+  x64 = np.random.default_rng(0).normal(0.0, 3.0, (rows, 512))
+  x = tf.constant(x64, tf.float32)
+  gelu_erf = get_activation("gelu_erf")
+
+  @tf.function
+  def value_and_gradient(x, exact):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = gelu_erf(x) if exact else tf.nn.gelu(x, approximate=False)
+    return y, tape.gradient(y, x)
+
+  y, dy_dx = value_and_gradient(x, True)
+  np.testing.assert_allclose(y.numpy(), numpy_bert.gelu_erf(x64), atol=1e-5)
+  by_hand = (0.5 * (1 + np.vectorize(math.erf)(x64 / np.sqrt(2)))
+             + x64 * np.exp(-x64 ** 2 / 2) / np.sqrt(2 * np.pi))
+  np.testing.assert_allclose(dy_dx.numpy(), by_hand, atol=1e-5)
+  np.testing.assert_allclose(dy_dx.numpy(), value_and_gradient(x, False)[1].numpy(), atol=1e-5)
 
 
 def test_gelu_of_a_large_static_shape_is_one_xla_kernel_with_the_same_values():

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import uuid
 
+import hypothesis
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -31,6 +33,7 @@ from adapter_bert import errors
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
+import generated_inputs
 from test_run_classifier import run_main
 import tiny_bert
 import tokenization
@@ -412,6 +415,46 @@ def test_request_errors_name_the_inputs(served):
   # Rows of different lengths are no tensor: the client refuses them before any request.
   with pytest.raises(ValueError, match="non-rectangular"):
     tf.constant([[1, 2, 3], [1, 2]])
+
+
+@hypothesis.settings(**dict(generated_inputs.SETTINGS, max_examples=25))
+@hypothesis.given(pairs=st.lists(
+    st.tuples(generated_inputs.SERVING_BYTES, generated_inputs.SERVING_BYTES,
+              st.sampled_from(sorted(TASKS))), min_size=1, max_size=4))
+def test_generated_raw_text_gets_run_classifiers_inputs_and_a_prediction(served, vocab_base,
+                                                                          pairs):
+  """The SavedModel's text signatures on generated degenerate and hostile bytes (empty,
+  blank, control characters, very long, mixed scripts, invalid UTF-8): the inputs
+  run_classifier.py would feed, and a prediction of the task for every example."""
+  full = _full_tokenizer(vocab_base["vocab_file"])
+  inputs = dict(text_a=tf.constant([a for a, _, _ in pairs]),
+                text_b=tf.constant([b for _, b, _ in pairs]),
+                task=tf.constant([t for _, _, t in pairs]))
+  packed = served.signatures["tokenize"](**inputs)
+  outputs = {k: v.numpy() for k, v in served.signatures["serving_default"](**inputs).items()}
+  for row, (a, b, task) in enumerate(pairs):
+    length = TASKS[task]["max_seq_length"]
+    feature = classifier_features.convert_single_example(9, processors.InputExample(
+        "x", tokenization.convert_to_unicode(a), tokenization.convert_to_unicode(b), "0"),
+        None, length, full)
+    assert packed["input_ids"].numpy()[row, :length].tolist() == feature.input_ids, (a, b)
+    assert packed["segment_ids"].numpy()[row, :length].tolist() == feature.segment_ids
+    probabilities = outputs["probabilities"][row]
+    if TASKS[task]["task_name"] == "STS-B":
+      assert np.isfinite(outputs["score"][row]) and not probabilities.any()
+    else:
+      np.testing.assert_allclose(probabilities.sum(), 1.0, atol=1e-5)
+      labels = [l.decode() for l in outputs["labels"][row]]
+      assert outputs["predicted_label"][row].decode() == labels[int(np.argmax(probabilities))]
+
+
+_FULL = {}
+
+
+def _full_tokenizer(vocab_file):
+  if vocab_file not in _FULL:
+    _FULL[vocab_file] = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  return _FULL[vocab_file]
 
 
 def test_empty_batch_gives_empty_outputs(served):

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from adapter_bert import errors
 from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import postprocess
 import tokenization
 
 # "gallon" is deliberately missing so that it splits into gall ##on.
@@ -362,3 +363,63 @@ def test_sample_train_v2_doc_stride_end_to_end(tmp_path):
   # Every answerable example's answer is inside at least one span.
   found = {f.example_index for f in feats if f.start_position}
   assert found == {i for i, e in enumerate(examples) if not e.is_impossible}
+
+
+# Contexts with nothing to read, and one shorter than the stride (doc_stride=3).
+_DEGENERATE_CONTEXTS = {"empty": "", "blank": " \t\n ", "control": "\x00\x07\x1b",
+                        "short": "milk"}
+
+
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_questions_with_nothing_to_read_get_a_prediction(tokenizer, version):
+  """A question with an empty, blank or control-character context (or an empty
+  question) gets one feature, [CLS] question [SEP] [SEP], and so a prediction:
+  SQuAD v2.0 the empty answer, v1.1 the original's "empty" for a question none of
+  whose candidates fit. The original gave such a question no feature, and v2.0's
+  post-processing failed with an IndexError."""
+  v2 = version == "2.0"
+  paragraphs = [{"context": c, "qas": [{"id": name, "question": "who went?", "answers": []}]}
+                for name, c in _DEGENERATE_CONTEXTS.items()]
+  paragraphs.append({"context": _CONTEXT, "qas": [
+      {"id": "no question", "question": "", "answers": []},
+      {"id": "blank question", "question": "  \x00 ", "answers": []}]})
+  path = _write_json(_ram("degenerate.json"),
+                     {"version": version, "data": [{"title": "t", "paragraphs": paragraphs}]})
+  examples = squad_data.read_squad_examples(path, is_training=False,
+                                            version_2_with_negative=v2)
+  features = _features(examples, tokenizer, is_training=False)
+  empty = [f for f in features if f.example_index < 3]
+  assert [f.tokens for f in empty] == [["[CLS]", "who", "went", "?", "[SEP]", "[SEP]"]] * 3
+  assert all(f.token_to_orig_map == {} for f in empty)
+  # Logits that favour document tokens over [CLS] (the null answer) wherever there are.
+  logits = lambda f: [float(i in f.token_to_orig_map) for i in range(11)]
+  results = [postprocess.RawResult(f.unique_id, logits(f), logits(f)) for f in features]
+  predictions, nbest, null_odds = postprocess.compute_predictions(
+      examples, features, results, n_best_size=3, max_answer_length=5,
+      do_lower_case=True, version_2_with_negative=v2)
+  assert list(predictions) == list(_DEGENERATE_CONTEXTS) + ["no question", "blank question"]
+  nothing = "" if v2 else "empty"
+  assert [predictions[q] for q in ("empty", "blank", "control")] == [nothing] * 3
+  assert predictions["short"] == "milk"
+  assert set(nbest) == set(predictions) and (set(null_odds) == set(predictions) if v2
+                                             else null_odds == {})
+
+
+def test_impossible_training_question_without_context_trains_on_cls(tokenizer):
+  """SQuAD v2.0 training: an impossible question whose context is empty points at [CLS]
+  (the original dropped it), one shorter than the stride gives one span."""
+  path = _write_json(_ram("train.json"), {"version": "2.0", "data": [{"title": "t", "paragraphs": [
+      {"context": "", "qas": [{"id": "a", "question": "who?", "answers": [],
+                               "is_impossible": True}]},
+      {"context": "milk", "qas": [{"id": "b", "question": "what?", "is_impossible": False,
+                                   "answers": [{"text": "milk", "answer_start": 0}]}]}]}]})
+  examples = squad_data.read_squad_examples(path, True, version_2_with_negative=True)
+  features = _features(examples, tokenizer, is_training=True)
+  assert [(f.example_index, f.start_position, f.end_position) for f in features] == [
+      (0, 0, 0), (1, 4, 4)]  # [CLS] what ? [SEP] milk [SEP]
+
+
+def test_an_example_without_features_is_named():
+  example = squad_data.SquadExample("q9", "who?", [])
+  with pytest.raises(ValueError, match="question 'q9' has no feature"):
+    postprocess.compute_predictions([example], [], [], 3, 5, True, True)

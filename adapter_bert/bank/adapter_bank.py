@@ -47,6 +47,7 @@ from absl import logging
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
+from adapter_bert.classification import processors
 from adapter_bert import errors
 import modeling
 from modeling import variable_role
@@ -360,8 +361,9 @@ def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfi
         f"its metadata lacks {', '.join(missing)}: not written by run_classifier.py of "
         f"this version (retrain, or train with --adapter_bank)", path)
   labels = metadata["labels"]
-  if not (isinstance(labels, list) and all(isinstance(l, str) for l in labels)):
+  if not isinstance(labels, list):
     raise errors.UserError(f"its metadata labels {labels!r} are not a list of strings", path)
+  processors.check_labels(labels, "its metadata", path)
   if bool(metadata["is_regression"]) == bool(labels):
     raise errors.UserError(f"its metadata says is_regression={metadata['is_regression']} "
                            f"with labels {labels!r} (regression: no labels)", path)

@@ -23,6 +23,7 @@ from adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
+from adapter_bert.classification import processors
 from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import model_setup
@@ -39,6 +40,9 @@ class Task:
   max_seq_length: int
   base_fingerprint: str
   metadata: dict
+
+  def __post_init__(self):  # Every bank and SavedModel task table is made of these.
+    processors.check_labels(self.labels, f"task {self.name!r}", self.path)
 
   @property
   def num_outputs(self) -> int:

@@ -106,7 +106,7 @@ class Imported(NamedTuple):
   adapter_config: AdapterConfig
   arrays: Dict[str, np.ndarray]  # TF1 name -> float32 array (adapters, head, maybe pooler).
   num_labels: int
-  labels: Tuple[str, ...]  # The head's label names in output order (label2id).
+  labels: Tuple[str, ...]  # The head's label names in output order (label2id); () if none.
   name: str  # The adapter's name in AdapterHub.
 
 
@@ -378,12 +378,22 @@ def _head_arrays(head: Mapping[str, object], tensors: Mapping[str, np.ndarray], 
   return out, num_labels
 
 
-def _labels(head: Mapping[str, object], num_labels: int) -> Tuple[str, ...]:
-  label2id = (head.get("config") or {}).get("label2id") or {}
-  by_id = {i: str(label) for label, i in label2id.items()} if isinstance(label2id, dict) else {}
-  if sorted(by_id) != list(range(num_labels)):
-    return tuple(str(i) for i in range(num_labels))
-  return tuple(by_id[i] for i in range(num_labels))
+def _labels(head: Mapping[str, object], num_labels: int, path: str) -> Tuple[str, ...]:
+  """The head's label names in output order from its label2id; () without one."""
+  label2id = (head.get("config") or {}).get("label2id")
+  if not label2id:
+    return ()
+  ids = sorted(label2id.values()) if isinstance(label2id, dict) else None
+  if ids != list(range(num_labels)):  # JSON keeps one of two equal keys: a label lost.
+    raise errors.UserError(f"label2id {json.dumps(label2id)} does not number the head's "
+                           f"{num_labels} outputs 0..{num_labels - 1} once each", path)
+  return tuple(sorted(label2id, key=label2id.get))
+
+
+def placeholder_labels(labels) -> bool:
+  """Whether `labels` are transformers' default names, LABEL_0, LABEL_1, ...: names
+  nobody chose, which --labels may replace."""
+  return list(labels) == [f"LABEL_{i}" for i in range(len(labels))]
 
 
 def read_adapterhub(adapterhub_dir: str, bert_config) -> Imported:
@@ -431,7 +441,8 @@ def read_adapterhub(adapterhub_dir: str, bert_config) -> Imported:
   head_arrays, num_labels = _head_arrays(
       head, _read_weights(adapterhub_dir, HEAD_WEIGHTS_FILES), name, hidden, head_path)
   arrays.update(head_arrays)
-  return Imported(adapter_config, arrays, num_labels, _labels(head, num_labels), name)
+  return Imported(adapter_config, arrays, num_labels, _labels(head, num_labels, head_path),
+                  name)
 
 
 

@@ -49,16 +49,15 @@ _HF_PARAMS = {
 # Not part of the encoder: index buffers, and the pre-training (MLM/NSP) heads.
 _HF_SKIP = re.compile(r"(.*\.)?(position_ids|token_type_ids)|cls\..*")
 
-# HF activation name -> Google hidden_act, and a note where numerics differ.
+# HF hidden_act (transformers' ACT2FN names) -> the hidden_act of this project's
+# BERT that computes the same function (adapter_layers.get_activation). HF's
+# "gelu" is the exact erf GELU (gelu_erf here); Google BERT's "gelu" is the tanh
+# approximation, HF's "gelu_new". Any other name has no exact equivalent here.
 _HF_ACTIVATIONS = {
-    "gelu": ("gelu", "HF hidden_act 'gelu' is the exact erf GELU; Google BERT's "
-             "'gelu' is the tanh approximation, so outputs differ slightly "
-             "(at most 4.7e-4 absolute per activation)."),
-    "gelu_new": ("gelu", None),  # tanh approximation, as Google's.
-    "gelu_pytorch_tanh": ("gelu", None),
-    "relu": ("relu", None),
-    "tanh": ("tanh", None),
-    "linear": ("linear", None),
+    "gelu": "gelu_erf", "gelu_python": "gelu_erf",
+    "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu",
+    "relu": "relu", "tanh": "tanh", "linear": "linear",
+    "silu": "swish", "swish": "swish", "leaky_relu": "leaky_relu",
 }
 
 
@@ -86,11 +85,11 @@ def bert_config_from_hf(hf_config: Mapping[str, object],
                            hf_config["position_embedding_type"], path)
   act = hf_config.get("hidden_act", "gelu")
   if act not in _HF_ACTIVATIONS:
-    raise errors.UserError("hidden_act %r has no Google BERT equivalent (%s)" % (
-        act, sorted(_HF_ACTIVATIONS)), path)
-  google_act, note = _HF_ACTIVATIONS[act]
-  if note:
-    logging.warning("Note: %s", note)
+    raise errors.UserError("hidden_act %r: this project's BERT computes no exact equivalent "
+                           "(convertible: %s)" % (act, sorted(_HF_ACTIVATIONS)), path)
+  google_act = _HF_ACTIVATIONS[act]
+  logging.info("Note: HF hidden_act %r is written as hidden_act %r, the same function.",
+               act, google_act)
   eps = hf_config.get("layer_norm_eps", 1e-12)
   if eps != 1e-12:
     logging.warning("Note: HF layer_norm_eps=%s; Google BERT uses 1e-12.", eps)

@@ -132,7 +132,9 @@ def _restore_model_garden_encoder(checkpoint: str, config: Mapping[str, object],
       vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
       num_layers=config["num_hidden_layers"], num_attention_heads=config["num_attention_heads"],
       intermediate_size=config["intermediate_size"],
-      activation=tf_utils.get_activation(config["hidden_act"]),
+      # Restoring weights computes nothing: any activation builds the same variables,
+      # and Model Garden knows no "gelu_erf" (nor "swish" as BERT's hidden_act here).
+      activation=tf_utils.get_activation("gelu"),
       max_sequence_length=config["max_position_embeddings"],
       type_vocab_size=config["type_vocab_size"],
       initializer=tf_keras.initializers.TruncatedNormal(stddev=config["initializer_range"]))

@@ -14,7 +14,8 @@ Conventions shared by every processor, as in the original:
     except MNLI, whose guid uses the file's `index` column as the original.
   * Test examples get a dummy label (the first of `get_labels()`, 0.0 for
     STS-B): predictions never look at it, and feature conversion needs one.
-  * Blank lines are skipped (the original crashed on them). A missing or
+  * Blank lines are skipped (the original crashed on them), except in a tsv
+    task's file of one column, where a blank line is an empty text. A missing or
     undecodable file, a row with more or fewer columns than the file's header
     (or, without one, than the task reads), a train/dev label outside
     `get_labels()` and a file without examples are `errors.UserError`s that
@@ -33,6 +34,44 @@ import tensorflow as tf
 from adapter_bert import errors
 
 Label = Union[str, float, None]
+
+
+def labels_problem(labels: Sequence[object]) -> Optional[str]:
+  """What is wrong with a label list (None: nothing). The one check of labels,
+  wherever they come from: --labels, a TSV task's train.tsv, a multi-task run's
+  tasks, an imported adapter's head, a bank's task, a SavedModel's task table.
+  Label ids are list positions, so a label given twice would make two ids one
+  prediction, and an empty one could not be named."""
+  labels = list(labels)
+  if not all(isinstance(label, str) for label in labels):
+    return f"labels must be strings, got {labels!r}"
+  if not all(label.strip() for label in labels):
+    return f"a label is empty or blank in {labels!r}"
+  twice = [label for i, label in enumerate(labels) if label in labels[:i]]
+  if twice:
+    return f"label {twice[0]!r} is given twice in {labels!r}: each label names one class"
+  return None
+
+
+def check_labels(labels: Sequence[object], source: str, path: Optional[str] = None
+                 ) -> List[str]:
+  """labels_problem as errors.UserError, one line naming `source` (where the list
+  was given: "--labels", "task 'sst2'") and `path`, the file it was read from."""
+  problem = labels_problem(labels)
+  if problem:
+    raise errors.UserError(f"{source}: {problem}", path)
+  return list(labels)
+
+
+def check_labels_agree(given: Sequence[str], given_source: str, recorded: Sequence[str],
+                       recorded_source: str, path: Optional[str] = None) -> None:
+  """Two sources of one task's labels must give the same list in the same order (the
+  order is the label ids: the same labels in another order swap predictions)."""
+  if list(given) != list(recorded):
+    raise errors.UserError(f"{given_source} gives the labels {list(given)!r}, but "
+                           f"{recorded_source} has {list(recorded)!r} (label ids are "
+                           f"positions): give the same list in the same order, or leave "
+                           f"{given_source} out to take them from it", path)
 
 
 @dataclasses.dataclass
@@ -468,16 +507,19 @@ class TsvProcessor(DataProcessor):
     self.text_a_column = text_a_column
     self.text_b_column = text_b_column
     self.label_column = label_column
-    self._labels = list(labels) if labels is not None else None
-    if self._labels is not None and len(set(self._labels)) != len(self._labels):
-      raise errors.UserError(f"labels must be unique, got {self._labels}")
+    self._labels = check_labels(labels, "--labels") if labels is not None else None
 
   def get_labels(self):
     if self._labels is None:
       if self.data_dir is None:
         raise ValueError("Task tsv needs data_dir (labels come from train.tsv) or labels")
       path = os.path.join(self.data_dir, "train.tsv")
-      self._labels = sorted({row[-1] for row in self._rows(path, need_label=True)})
+      rows = self._rows(path, need_label=True)
+      for row in rows:
+        if not row[-1].strip():  # A class without a name: no --labels could list it.
+          raise TsvFormatError(f"empty label in column {self.label_column!r}", row[1])
+      self._labels = check_labels(sorted({row[-1] for row in rows}), "train.tsv's labels",
+                                  path)
     return list(self._labels)
 
   def get_train_examples(self, data_dir):
@@ -503,8 +545,10 @@ class TsvProcessor(DataProcessor):
       index.append(None if name is None else header.index(name))
     rows = []
     for i, line in enumerate(lines):
-      if i == 0 or not line:
+      if i == 0 or (not line and len(header) > 1):
         continue
+      if not line:  # One column: a blank line is an empty text, kept so that the
+        line = TsvLine([""], line.path, line.line_number)  # predictions keep its rows.
       check_width(line, len(header), lines[0])
       values = [None if k is None else line[k] for k in index]
       rows.append((i, line, *values))

@@ -336,8 +336,8 @@ def define_classifier_flags(flag_values=_FLAGS):
   for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=flag_values)
     check(flag_values, name, bool, "given, not empty")
-  check(flag_values, "labels", lambda v: v and len(set(v)) == len(v),
-        "a comma list of distinct labels")
+  check(flag_values, "labels", lambda v: v and processors.labels_problem(v) is None,
+        "a comma list of distinct, non-empty labels")
   check(flag_values, "task_name",
         lambda v: processors.canonical_task_name(v) in processors.PROCESSORS,
         "one of " + ", ".join(sorted(processors.PROCESSORS)) + " (any case)")

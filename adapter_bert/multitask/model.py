@@ -30,6 +30,7 @@ import keras
 import tensorflow as tf
 
 from adapter_layers import KERAS_PACKAGE, AdapterConfig
+from adapter_bert.classification import processors
 import modeling
 from adapter_bert.multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
 
@@ -48,6 +49,9 @@ class TaskHead:
   name: str
   labels: tuple  # Index = label id; () for regression.
   is_regression: bool = False
+
+  def __post_init__(self):
+    processors.check_labels(self.labels, f"task {self.name!r}")
 
   @property
   def num_outputs(self) -> int:

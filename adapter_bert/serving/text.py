@@ -99,6 +99,9 @@ def pack_per_example(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor,
   budget = max_seq_length[:, tf.newaxis] - tf.where(has_b, 3, 2)
   keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))  # 0 without b.
   keep_a = tf.minimum(len_a, budget - keep_b)
+  # A b truncated away (max_seq_length 3 or 4) leaves the single-segment layout, as
+  # run_classifier.py's `if tokens_b:` after truncation: no second [SEP].
+  has_b = keep_b > 0
   dense_a = ids_a.to_tensor(0, shape=[None, seq_length])
   dense_b = ids_b.to_tensor(0, shape=[None, seq_length])
 

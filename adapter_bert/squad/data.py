@@ -225,8 +225,15 @@ def _doc_spans(num_doc_tokens: int, max_tokens_for_doc: int,
                doc_stride: int) -> List[_DocSpan]:
   """Sliding windows of up to `max_tokens_for_doc` tokens, `doc_stride` apart.
 
-  The last window ends at the last token (it may be shorter).
+  The last window ends at the last token (it may be shorter). A document without
+  tokens (an empty, blank or control-character context) gets one empty window:
+  the original gave it no feature, so its question had no prediction (SQuAD
+  v2.0's post-processing failed with an IndexError); with [CLS] question [SEP]
+  [SEP] the model still scores the null answer, and v1.1 predicts as for a
+  question none of whose candidates fit.
   """
+  if num_doc_tokens == 0:
+    return [_DocSpan(start=0, length=0)]
   doc_spans = []
   start_offset = 0
   while start_offset < num_doc_tokens:

@@ -39,14 +39,20 @@ RawResult = collections.namedtuple("RawResult",
                                    ["unique_id", "start_logits", "end_logits"])
 
 
-def _as_python_results(all_results, all_features) -> List[RawResult]:
-  """Checks every feature has a result; converts logits to float lists."""
+def _as_python_results(all_results, all_features, all_examples) -> List[RawResult]:
+  """Checks every example has a feature and every feature a result; converts
+  logits to float lists."""
   results = [
       RawResult(unique_id=int(r.unique_id),
                 start_logits=[float(x) for x in r.start_logits],
                 end_logits=[float(x) for x in r.end_logits])
       for r in all_results
   ]
+  featured = {f.example_index for f in all_features}
+  if len(featured) < len(all_examples):  # Model Garden would fail on it with an IndexError.
+    lacking = next(e for i, e in enumerate(all_examples) if i not in featured)
+    raise ValueError("question %r has no feature; convert_examples_to_features gives "
+                     "every example one" % (lacking.qas_id,))
   have = {r.unique_id for r in results}
   missing = [f.unique_id for f in all_features if f.unique_id not in have]
   if missing:
@@ -86,7 +92,7 @@ def compute_predictions(all_examples, all_features, all_results,
     start_logit, end_logit)]}, null score diffs {qid: float}, empty for v1.1),
     all OrderedDicts in example order.
   """
-  results = _as_python_results(all_results, all_features)
+  results = _as_python_results(all_results, all_features, all_examples)
   return _mg.postprocess_output(
       all_examples=all_examples,
       all_features=all_features,

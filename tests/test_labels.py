@@ -1,0 +1,130 @@
+"""Labels given twice or inconsistently, on every path that takes labels: each is
+refused in one line by the one owner of the check (processors.check_labels and
+check_labels_agree), whichever command or file gave them."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from adapter_bert import errors
+from adapter_bert.bank import bank_tasks
+from adapter_bert.classification import processors
+from adapter_bert.multitask import model as multitask_model
+from adapter_bert.multitask import tasks as multitask_tasks
+from adapter_layers import AdapterConfig
+import interop_checks
+
+HUB = os.path.join(interop_checks.FIXTURES, "adapterhub")
+PEFT = os.path.join(interop_checks.FIXTURES, "peft")
+
+
+@pytest.mark.parametrize("labels, message", [
+    (["a", "b", "a"], r"^SOURCE: label 'a' is given twice in \['a', 'b', 'a'\]: each label "
+                      r"names one class$"),
+    (["a", " ", "b"], r"^SOURCE: a label is empty or blank in \['a', ' ', 'b'\]$"),
+    (["0", 1], r"^SOURCE: labels must be strings, got \['0', 1\]$"),
+])
+def test_the_one_check(labels, message):
+  with pytest.raises(errors.UserError, match=message):
+    processors.check_labels(labels, "SOURCE")
+  assert processors.check_labels(("b", "a"), "SOURCE") == ["b", "a"]  # Order is kept.
+
+
+def test_tsv_task_refuses_labels_twice_and_an_empty_train_label(tmp_path):
+  """run_classifier.py --task_name=tsv: --labels given twice (as before), and a
+  train.tsv row without a label, which had become a class named ''."""
+  with pytest.raises(errors.UserError, match=r"^--labels: label 'x' is given twice"):
+    processors.TsvProcessor(labels=["x", "y", "x"])
+  (tmp_path / "train.tsv").write_text("sentence\tlabel\na\tpos\nb\t\nc\tneg\n")
+  processor = processors.TsvProcessor(str(tmp_path))
+  with pytest.raises(errors.UserError,
+                     match=r"train\.tsv:3: empty label in column 'label'$"):
+    processor.get_labels()
+
+
+def test_multitask_task_list_refuses_an_empty_train_label(tmp_path):
+  """run_multitask.py's tsv tasks take their labels from train.tsv the same way."""
+  for name, rows in (("a", "x\tp\ny\tq\n"), ("b", "x\tp\ny\t \n")):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "train.tsv").write_text("sentence\tlabel\n" + rows)
+  tasks = multitask_tasks.tasks_from_flags(
+      ["tsv", "tsv"], [str(tmp_path / "a"), str(tmp_path / "b")], ["sentence"], None,
+      ["label"])
+  assert tasks[0].head().labels == ("p", "q")
+  with pytest.raises(errors.UserError, match=r"b/train\.tsv:3: empty label in column"):
+    tasks[1].head()
+
+
+def test_multitask_heads_and_bank_tasks_refuse_labels_twice():
+  """What a multi-task model records (its task heads) and what a bank or a SavedModel's
+  task table is made of (bank_tasks.Task) hold each label once."""
+  with pytest.raises(errors.UserError, match=r"^task 'nli': label 'yes' is given twice"):
+    multitask_model.TaskHead("nli", ("yes", "no", "yes"))
+  assert multitask_model.TaskHead("sts", (), True).num_outputs == 1
+  with pytest.raises(errors.UserError, match=r"^t/adapter_weights\.safetensors: task 'sst': "
+                     r"label 'pos' is given twice"):
+    bank_tasks.Task(name="sst", path="t/adapter_weights.safetensors",
+                    adapter_config=AdapterConfig(size=2),
+                    arrays={"output_weights": np.zeros((2, 4), np.float32)},
+                    labels=("pos", "pos"), is_regression=False, max_seq_length=8,
+                    base_fingerprint="f", metadata={})
+
+
+def _peft_argv(base, out, labels):
+  return [f"--peft_dir={os.path.join(PEFT, 'seq_cls_qv')}",
+          f"--init_checkpoint={base['init_checkpoint']}",
+          f"--bert_config_file={base['bert_config_file']}", f"--output_dir={out}",
+          f"--labels={labels}", "--task_name=t", "--max_seq_length=12"]
+
+
+def test_peft_import_refuses_labels_twice(capsys, interop_base, tmp_path):
+  """convert_checkpoint.py --peft_dir: three labels for three outputs, one of them twice."""
+  out = str(tmp_path / "out")
+  line = interop_checks.one_error_line(capsys, _peft_argv(interop_base, out, "a,b,a"))
+  assert line == ("ERROR: --labels: label 'a' is given twice in ['a', 'b', 'a']: each label "
+                  "names one class"), line
+  assert not os.path.exists(out)
+
+
+def _hub_with_label2id(tmp_path, label2id):
+  """A copy of an AdapterHub fixture whose head's label2id is `label2id`."""
+  d = str(tmp_path / "hub")
+  shutil.copytree(os.path.join(HUB, "double_seq_bn"), d)
+  path = os.path.join(d, "head_config.json")
+  with open(path) as f:
+    head = json.load(f)
+  head["config"]["label2id"] = label2id
+  with open(path, "w") as f:
+    json.dump(head, f)
+  return d
+
+
+def _hub_argv(base, hub_dir, out, labels=None):
+  return ([f"--adapterhub_dir={hub_dir}", f"--init_checkpoint={base['init_checkpoint']}",
+           f"--bert_config_file={base['bert_config_file']}", f"--output_dir={out}",
+           "--task_name=t", "--max_seq_length=12"] +
+          ([f"--labels={labels}"] if labels else []))
+
+
+def test_adapterhub_import_refuses_labels_that_differ_from_its_head(capsys, interop_base,
+                                                                     tmp_path):
+  """convert_checkpoint.py --adapterhub_dir: --labels in another order than the head's
+  label2id names them would swap predictions; a label2id that loses a label (two
+  labels of one id) had been replaced by "0", "1", "2" without a word."""
+  hub = _hub_with_label2id(tmp_path, {"neg": 0, "mid": 1, "pos": 2})
+  out = str(tmp_path / "out")
+  line = interop_checks.one_error_line(capsys, _hub_argv(interop_base, hub, out, "pos,mid,neg"))
+  assert line == (f"ERROR: {hub}/head_config.json: --labels gives the labels ['pos', 'mid', "
+                  "'neg'], but the head's label2id has ['neg', 'mid', 'pos'] (label ids are "
+                  "positions): give the same list in the same order, or leave --labels out "
+                  "to take them from it"), line
+  assert not os.path.exists(out)
+
+  hub = _hub_with_label2id(tmp_path / "twice", {"neg": 0, "mid": 0, "pos": 2})
+  line = interop_checks.one_error_line(capsys, _hub_argv(interop_base, hub, out))
+  assert line == (f'ERROR: {hub}/head_config.json: label2id {{"neg": 0, "mid": 0, "pos": 2}} '
+                  "does not number the head's 3 outputs 0..2 once each"), line
+  assert not os.path.exists(out)
