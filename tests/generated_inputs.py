@@ -7,8 +7,10 @@ import json
 
 from hypothesis import strategies as st
 
-# Bounded so that every reader's test stays at a few seconds.
-SETTINGS = dict(max_examples=60, deadline=None)
+# Bounded so that every reader's test stays at a few seconds; derandomized so that
+# every run (CI's included) draws the same inputs: a failure is reproducible and
+# never depends on the day. For new inputs, run with derandomize=False by hand.
+SETTINGS = dict(max_examples=60, deadline=None, derandomize=True, database=None)
 
 _SCRIPTS = (
     "abc xyz", "Ünïcödé", "Привет мир", "中文字符", "日本語のテキスト", "한국어", "مرحبا بالعالم",
