@@ -481,11 +481,11 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   options = tf.data.Options()
   options.autotune.enabled = False
   dataset = dataset.with_options(options)
-  num_batches = count_batches(dataset)
-  iterator = iter(strategy.experimental_distribute_dataset(dataset))
   per_call = max(int(iterations_per_loop), 1)
   batches = []
-  with stop_signals.StopSignals() as stop_request:
+  with stop_signals.StopSignals() as stop_request:  # Counting reads the inputs too.
+    num_batches = count_batches(dataset)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
     while len(batches) < num_batches and not stop_request.received:
       n = min(per_call, num_batches - len(batches))
       try:
