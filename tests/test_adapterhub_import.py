@@ -214,6 +214,22 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   assert not os.path.exists(out)
 
 
+def test_an_import_into_a_users_directory_needs_overwrite_and_keeps_their_files(
+    capsys, interop_base, tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "NOTES.md").write_text("the user's")
+  argv = _import_argv(interop_base, os.path.join(HUB, "seq_bn_tanh_scaled"), str(out))
+  line = interop_checks.one_error_line(capsys, argv)
+  assert line == (f"ERROR: {out}: not empty; pass --overwrite to replace what this command "
+                  f"writes there (its other files are kept)")
+  assert os.listdir(out) == ["NOTES.md"]
+  interop_checks.main_with(argv + ["--overwrite"])([])
+  assert sorted(os.listdir(out)) == ["NOTES.md", adapter_weights.CONFIG_FILE,
+                                     adapter_weights.WEIGHTS_FILE]
+  assert (out / "NOTES.md").read_text() == "the user's"
+
+
 def _fixed_inputs_tsv(directory):
   """The fixed inputs' rows as text (whole words of the vocabulary), a tsv task's dev.tsv."""
   vocab = open(os.path.join(FIXTURES, "base", "vocab.txt")).read().split("\n")
