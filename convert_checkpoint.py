@@ -87,12 +87,12 @@ def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "rando
     hf_dir: directory with config.json, vocab.txt and model.safetensors.
     output_dir: directory to create (bert_config.json, vocab.txt, bert_model.ckpt.*).
     missing_pooler: see `hf_tensors_to_google`.
-    overwrite: replace an existing output_dir.
+    overwrite: write into a non-empty output_dir (only the converter's files are replaced).
 
   Returns:
     The BertConfig dict that was written.
   """
-  google_release.check_output_dir(output_dir, overwrite)
+  path_checks.check_output_dir(output_dir, overwrite)
   hf_config, hf_tensors = huggingface.read_hf_checkpoint(hf_dir)
   config = huggingface.bert_config_from_hf(hf_config, posixpath.join(hf_dir, "config.json"))
   tensors = huggingface.hf_tensors_to_google(hf_tensors, config, missing_pooler,
@@ -117,12 +117,12 @@ def tf2_bert_encoder_to_google(
       `checkpoint`, otherwise sizes are inferred from the weights.
     vocab_file: vocab.txt; defaults to the SavedModel's own (`read_tf2_encoder`).
     checkpoint_model_name: the attribute name of the encoder in `checkpoint`.
-    overwrite: replace an existing output_dir.
+    overwrite: write into a non-empty output_dir (only the converter's files are replaced).
 
   Returns:
     The BertConfig dict that was written.
   """
-  google_release.check_output_dir(output_dir, overwrite)
+  path_checks.check_output_dir(output_dir, overwrite)
   if checkpoint is not None and not (bert_config_file and vocab_file):
     raise errors.UserError("--tf2_checkpoint needs --bert_config_file and --vocab_file")
   encoder = tf2_encoder.read_tf2_encoder(saved_model_dir, checkpoint, bert_config_file, vocab_file,
@@ -230,7 +230,8 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_enum("missing_pooler", "random", google_release.MISSING_POOLER_CHOICES,
                     "If an HF checkpoint has no pooler: random (truncated normal, "
                     "fixed seed), identity, or error.", **fv)
-  flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.", **fv)
+  flags.DEFINE_bool("overwrite", False, "Write into a non-empty --output_dir: the "
+                    "command's own files there are replaced, the others kept.", **fv)
   flags.DEFINE_string("peft_dir", None, "PEFT LoRA adapter dir (adapter_config.json, "
                       "adapter_model.safetensors) to convert to an adapter-only file "
                       "(--output_dir) on --init_checkpoint's base.", **fv)
@@ -275,7 +276,7 @@ def main(argv, flag_values=None):
       adapterhub_dir=path_checks.INPUT_DIR, export_adapterhub=path_checks.INPUT_FILE_OR_DIR,
       init_checkpoint=path_checks.CHECKPOINT))
   if F.peft_dir or F.export_peft or F.adapterhub_dir or F.export_adapterhub:
-    google_release.check_output_dir(F.output_dir, F.overwrite)
+    path_checks.check_output_dir(F.output_dir, F.overwrite)
   if (F.adapterhub_dir or F.export_adapterhub) and not F.init_checkpoint:
     raise errors.UserError(f"--{sources[0]} needs --init_checkpoint: the converted base the "
                            "adapter is for")

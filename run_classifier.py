@@ -87,10 +87,16 @@ def _add_to_bank(run: startup.Run, bank_dir: str, bank_task: str, fingerprint: s
   """Adds the trained adapters to the bank, which is created for this base if new."""
   options = run.options
   sources = model_setup.base_reference(run.model, options.model, options.output_dir) or {}
-  adapter_bank.create_bank(bank_dir, adapter_bank.BankBase.of_run(
+  base = adapter_bank.BankBase.of_run(
       fingerprint, run.base.bert_config.to_dict(), sources.get("init_checkpoint"),
-      sources.get("bert_hub_module_handle"), run.base.vocab_file, options.do_lower_case))
-  adapter_bank.add_task(bank_dir, bank_task, os.path.dirname(saved))
+      sources.get("bert_hub_module_handle"), run.base.vocab_file, options.do_lower_case)
+  existing = adapter_bank.find_bank(bank_dir)
+  if existing is not None:
+    adapter_bank.check_base(bank_dir, existing, base.fingerprint, base.bert_config,
+                            base.do_lower_case, "this run's base")
+  # A new bank is created only once the file is checked: a refusal leaves none.
+  adapter_bank.add_task(bank_dir, bank_task, os.path.dirname(saved),
+                        None if existing is not None else base)
 
 
 def train(run: startup.Run, processor, task_name, examples, tokenizer,

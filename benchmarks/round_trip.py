@@ -189,7 +189,7 @@ def project_side(script, args, library, import_flag, export_flag, export_needs_b
     tf.io.gfile.rmtree(bank)
   _run("-m", "adapter_bert.bank.manage", f"--adapter_bank={bank}", "add", TASK, adapter)
   _run("-m", "adapter_bert.serving.export", f"--adapter_bank={bank}",
-       f"--export_dir={served_dir}")
+       f"--export_dir={served_dir}", "--overwrite")
   served = tf.saved_model.load(served_dir)
   predicted = []
   for i in range(0, len(dev_texts), 64):

@@ -87,7 +87,7 @@ def build_export(work_dir, model_dir, train_steps):
       command.append(f"--text_b_column={column_b}")
     _run(command, f"training {task}")
   _run([sys.executable, "-m", "adapter_bert.serving.export", f"--adapter_bank={bank}",
-        f"--export_dir={export_dir}"], "exporting")
+        f"--export_dir={export_dir}", "--overwrite"], "exporting")
   return export_dir
 
 

@@ -19,7 +19,8 @@ but the head at a lower rate.
   .venv/bin/python -m experiments.paper_table --tasks=wordnet_example --merge  # redo one task
 
 Each run's output_dir is output/paper_table/<task>/<method>/ (removed first, so
-the numbers are fresh), with its log in run.log. Results: the JSON
+the numbers are fresh; one that holds files but no run.log, so not a run of
+this script, is refused before any run), with its log in run.log. Results: the JSON
 (--results_json: settings, per-run command, dev accuracy, parameter counts,
 wall time), rewritten after every run so an interrupted sweep keeps what
 finished, and the markdown table (--results_md). Without --merge they hold only
@@ -124,6 +125,18 @@ def run_command(python: str, task: Task, method: Method, settings: Dict[str, obj
       "--iterations_per_loop=50", "--save_checkpoints_steps=100000",
       f"--output_dir={output_dir}",
   ]
+
+
+def check_run_dirs(run_dirs: List[str]) -> None:
+  """Refuses, before any run, a run directory that holds files but no run.log: no
+  run of this script wrote it, and run_one empties a run's directory first."""
+  for directory in run_dirs:
+    if (tf.io.gfile.isdir(directory) and tf.io.gfile.listdir(directory)
+        and not tf.io.gfile.exists(posixpath.join(directory, "run.log"))):
+      raise errors.UserError(
+          "holds files but no run.log (no run of this script wrote it), and each run "
+          "empties its directory first: give another --output_root, or move them away",
+          directory)
 
 
 def run_one(command: List[str], output_dir: str,
@@ -324,6 +337,7 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
   if not tf.io.gfile.exists(posixpath.join(from_root(F.model_dir), "bert_model.ckpt.index")):
     raise app.UsageError(f"{F.model_dir} has no converted model: run demo.sh or "
                          "convert_checkpoint.py first")
+  check_run_dirs([from_root(output_dir) for _, _, output_dir, _ in plan])
   with stop_signals.interrupts():  # The running child saves and ends first.
     results = sweep(plan, settings, results_json, results_md, keep,
                     run=functools.partial(run_one, popen=popen))

@@ -302,6 +302,24 @@ def test_manage_list_and_remove(bank, tmp_path, capsys):
   assert "not an adapter bank: no bank.json" in capsys.readouterr().err
 
 
+def test_adding_a_task_again_keeps_the_users_files_in_the_bank(bank, tmp_path):
+  d = str(tmp_path / "bank")
+  shutil.copytree(bank["dir"], d)
+  notes = {os.path.join(d, "README.md"): b"the user's",
+           os.path.join(d, "tasks", "mrpc", "NOTES.md"): b"the user's, in a task"}
+  for path, content in notes.items():
+    with open(path, "wb") as f:
+      f.write(content)
+  adapter_model = os.path.join(bank["root"], "mrpc", "adapter_model")
+  assert _run_manage("--adapter_bank", d, "add", "mrpc", adapter_model) == 0
+  for path, content in notes.items():
+    with open(path, "rb") as f:
+      assert f.read() == content
+  task = _files(os.path.join(d, "tasks", "mrpc"))
+  assert task.pop("NOTES.md") and task == _files(adapter_model)
+  assert adapter_bank.task_names(d) == ["mrpc", "sts-b"]
+
+
 def _with_metadata(source, out, **changes):
   """A copy of the adapter file `source` whose header metadata has `changes`."""
   _, header, arrays = adapter_weights.read_adapter_file(source)

@@ -25,6 +25,7 @@ import modeling
 import run_classifier
 from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import manage
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import adapterhub
 from adapter_bert.runtime import model_setup
@@ -213,6 +214,22 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   assert not os.path.exists(out)
 
 
+def test_an_import_into_a_users_directory_needs_overwrite_and_keeps_their_files(
+    capsys, interop_base, tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "NOTES.md").write_text("the user's")
+  argv = _import_argv(interop_base, os.path.join(HUB, "seq_bn_tanh_scaled"), str(out))
+  line = interop_checks.one_error_line(capsys, argv)
+  assert line == (f"ERROR: {out}: not empty; pass --overwrite to replace what this command "
+                  f"writes there (its other files are kept)")
+  assert os.listdir(out) == ["NOTES.md"]
+  interop_checks.main_with(argv + ["--overwrite"])([])
+  assert sorted(os.listdir(out)) == ["NOTES.md", adapter_weights.CONFIG_FILE,
+                                     adapter_weights.WEIGHTS_FILE]
+  assert (out / "NOTES.md").read_text() == "the user's"
+
+
 def _fixed_inputs_tsv(directory):
   """The fixed inputs' rows as text (whole words of the vocabulary), a tsv task's dev.tsv."""
   vocab = open(os.path.join(FIXTURES, "base", "vocab.txt")).read().split("\n")
@@ -268,8 +285,7 @@ def test_bank_serves_imported_adapters(interop_base, tmp_path):
       "base_fingerprint"], tmp_path)
   for name in POOLED_HEADS:
     adapter_bank.add_task(bank, name, saved[name])
-  with pytest.raises(errors.UserError, match="a bank holds tasks that trained adapters, "
-                                             "LayerNorms and the head only"):
+  with pytest.raises(errors.UserError, match="holds a pooler of its own"):
     adapter_bank.add_task(bank, "seq_bn", saved["seq_bn"])
   inputs = interop_checks.inputs()
   for name in POOLED_HEADS:  # One SavedModel each: their activations differ (relu, tanh).
@@ -280,6 +296,28 @@ def test_bank_serves_imported_adapters(interop_base, tmp_path):
                                     inputs["segment_ids"], tf.constant([name] * 3))
     np.testing.assert_allclose(served["logits"].numpy(), _expected(os.path.join(HUB, name)),
                                atol=1e-5, rtol=0)
+
+
+def test_a_new_bank_refusing_a_two_layer_head_is_not_created(interop_base, tmp_path, capsys):
+  """AdapterHub's default head (2 layers on [CLS]) imports with its first layer as the
+  file's own pooler, which a bank cannot hold: bank.manage add says so in one line,
+  before it creates anything."""
+  run = tmp_path / "run"
+  adapter_model = _import(interop_base, "seq_bn", str(run / "adapter_model"))
+  with open(run / "run_config.json", "w") as f:  # As a run beside its adapter_model/.
+    json.dump(dict(init_checkpoint=interop_base["init_checkpoint"],
+                   vocab_file=interop_base["vocab_file"], do_lower_case=True), f)
+  bank = tmp_path / "bank"
+  with pytest.raises(SystemExit) as exit_info:
+    errors.exit_on_user_error(manage.main)([f"--adapter_bank={bank}", "add", "seq_bn",
+                                            adapter_model])
+  assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith(f"ERROR: {adapter_model}: holds a pooler of "
+                                                  "its own"), err
+  assert "layers=1, use_pooler=True" in err and "--train_mode" not in err
+  assert not bank.exists()
+  assert sorted(os.listdir(tmp_path)) == ["run"]
 
 
 @pytest.mark.parametrize("name", sorted(os.listdir(EXPORTS)))

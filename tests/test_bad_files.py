@@ -512,12 +512,13 @@ def test_hf_safetensors_missing_empty_or_truncated(tmp_path):
       f"safetensors first)")
 
 
-def test_converter_output_dir_exists(tmp_path):
+def test_converter_output_dir_not_empty(tmp_path):
   out = tmp_path / "google"
   out.mkdir()
-  with pytest.raises(errors.UserError, match="google: exists; pass --overwrite to replace it$"):
+  (out / "mine.txt").write_text("a user's")
+  with pytest.raises(errors.UserError, match="google: not empty; pass --overwrite to replace"):
     convert_checkpoint.hf_bert_to_google(_hf_dir(tmp_path), str(out))
-  assert os.listdir(out) == []
+  assert os.listdir(out) == ["mine.txt"]
 
 
 # ------------------------------------------------------ the real commands, end to end

@@ -236,13 +236,32 @@ def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
   assert sorted(os.listdir(tmp_path)) == ["hf"]
 
 
-def test_existing_output_dir_needs_overwrite(tmp_path):
+def test_a_non_empty_output_dir_needs_overwrite_which_keeps_the_users_files(tmp_path,
+                                                                           caplog):
   hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
-  (tmp_path / "google").mkdir()
-  with pytest.raises(errors.UserError, match="exists; pass --overwrite"):
-    convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
-  convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"), overwrite=True)
-  assert len(_read_google(str(tmp_path / "google"))) == 39
+  out = tmp_path / "google"
+  out.mkdir()  # Empty: taken as it is.
+  convert_checkpoint.hf_bert_to_google(hf_dir, str(out))
+  (out / "NOTES.md").write_text("the user's")
+  (out / "bert_model.ckpt.data-00001-of-00002").write_bytes(b"a stale shard of its own")
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+  with pytest.raises(errors.UserError, match=r"google: not empty; pass --overwrite to replace "
+                     r"what this command writes there \(its other files are kept\)$"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(out))
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+  leftover = tmp_path / ".google.tmp-0123456789ab"  # As a kill mid-conversion leaves it.
+  leftover.mkdir()
+  (leftover / "bert_config.json").write_text("{")
+  with caplog.at_level("INFO", logger="absl"):
+    convert_checkpoint.hf_bert_to_google(hf_dir, str(out), overwrite=True)
+  assert sorted(os.listdir(out)) == ["NOTES.md", "bert_config.json",
+                                     "bert_model.ckpt.data-00000-of-00001",
+                                     "bert_model.ckpt.index", "vocab.txt"]
+  assert (out / "NOTES.md").read_text() == "the user's"
+  assert len(_read_google(str(out))) == 39
+  assert sorted(os.listdir(tmp_path)) == ["google", "hf"]
+  assert [r.getMessage() for r in caplog.records if "interrupted" in r.getMessage()] == [
+      f"Removed {leftover}, left by an interrupted write of {out}"]
 
 
 def test_minilm_package_converts(minilm):

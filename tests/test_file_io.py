@@ -27,20 +27,50 @@ def test_atomic_write_replaces_whole_and_leaves_nothing_on_error(tmp_path, root)
 
 
 @pytest.mark.parametrize("root", ["local", "ram://file_io_dir_test"])
-def test_atomic_directory_replaces_the_whole_directory(tmp_path, root):
+def test_atomic_directory_replaces_its_own_files_and_keeps_the_users(tmp_path, root):
   root = str(tmp_path) if root == "local" else root
   target = f"{root}/out"
-  file_io.atomic_write(f"{target}/stale.txt", "from before")
-  with file_io.AtomicDirectory(target + "/") as tmp:
+  file_io.atomic_write(f"{target}/a.txt", "old a")
+  file_io.atomic_write(f"{target}/own-old.txt", "the writer's, not written again")
+  file_io.atomic_write(f"{target}/notes.txt", "the user's")
+  file_io.atomic_write(f"{target}/sub/user.bin", b"\x00user", binary=True)
+  inode = os.stat(f"{target}/notes.txt").st_ino if root == str(tmp_path) else None
+  with file_io.AtomicDirectory(target + "/", owned=["own-*"]) as tmp:
     file_io.atomic_write(f"{tmp}/a.txt", "a")
-    assert not tf.io.gfile.exists(f"{target}/a.txt")  # Not visible before the end.
-  assert sorted(tf.io.gfile.listdir(target)) == ["a.txt"]
+    assert _tree(target)["a.txt"] == "old a"  # Not visible before the end.
+  assert sorted(_tree(target)) == ["a.txt", "notes.txt", "sub/user.bin"]
+  assert _tree(target)["a.txt"] == "a"
+  assert _tree(target)["notes.txt"] == "the user's"
+  with tf.io.gfile.GFile(f"{target}/sub/user.bin", "rb") as f:
+    assert f.read() == b"\x00user"
+  if inode is not None:  # A hard link: the user's own file, not a copy of it.
+    assert os.stat(f"{target}/notes.txt").st_ino == inode
+  before = _tree(target)
   with pytest.raises(file_io.WriteFailed, match=r"out: cannot write the directory: disk full"):
     with file_io.AtomicDirectory(target) as tmp:
       file_io.atomic_write(f"{tmp}/b.txt", "b")
       raise OSError("disk full")
-  assert sorted(tf.io.gfile.listdir(target)) == ["a.txt"]
+  assert _tree(target) == before
   assert [n.rstrip("/") for n in tf.io.gfile.listdir(root)] == ["out"]
+
+
+@pytest.mark.parametrize("root", ["local", "ram://file_io_leftover_test"])
+def test_the_next_write_removes_what_a_killed_one_left(tmp_path, root, caplog):
+  root = str(tmp_path) if root == "local" else root
+  target = f"{root}/out"
+  # What a write killed before its commit leaves: its hidden temporary, half full.
+  leftover = file_io.temp_path(target)
+  file_io.atomic_write(f"{leftover}/a.txt", "half")
+  other = f"{root}/.other.tmp-0123456789ab"  # Another path's: not this write's to remove.
+  file_io.atomic_write(f"{other}/b.txt", "b")
+  with caplog.at_level("INFO", logger="absl"):
+    with file_io.AtomicDirectory(target) as tmp:
+      file_io.atomic_write(f"{tmp}/a.txt", "a")
+  assert sorted(n.rstrip("/") for n in tf.io.gfile.listdir(root)) == [
+      ".other.tmp-0123456789ab", "out"]
+  assert _tree(target) == {"a.txt": "a"}
+  removed = [r.getMessage() for r in caplog.records if "interrupted write" in r.getMessage()]
+  assert removed == [f"Removed {leftover}, left by an interrupted write of {target}"]
 
 
 def test_temp_path_is_a_hidden_sibling_that_does_not_prefix_the_target():
@@ -69,7 +99,8 @@ def _old_dir(root):
 
 
 def _write_new(target):
-  with file_io.AtomicDirectory(target) as tmp:
+  # Every file there is the writer's own: the new directory replaces the old whole.
+  with file_io.AtomicDirectory(target, owned=["*"]) as tmp:
     file_io.atomic_write(f"{tmp}/c.txt", "new c")
 
 

@@ -5,6 +5,7 @@ import json
 from absl import flags
 import pytest
 
+from adapter_bert import errors
 from experiments import paper_table
 from experiments.points import runs
 
@@ -166,3 +167,34 @@ def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(tmp_path):
   with pytest.raises(paper_table.app.UsageError, match="settings"):
     paper_table.kept_runs(str(results_json), dict(settings, seed=2), set())
   assert paper_table.kept_runs(str(tmp_path / "missing.json"), settings, set()) == []
+
+
+def test_a_run_directory_this_script_did_not_write_is_refused_before_any_run(tmp_path):
+  model_dir, data_root = tmp_path / "model", tmp_path / "data"
+  model_dir.mkdir()
+  data_root.mkdir()
+  (model_dir / "bert_model.ckpt.index").write_bytes(b"")
+  users = tmp_path / "out" / "wordnet_example" / "full"
+  users.mkdir(parents=True)
+  (users / "NOTES.md").write_text("the user's")
+  earlier = tmp_path / "out" / "wordnet_example" / "head"  # An earlier run of the script's.
+  earlier.mkdir()
+  (earlier / "run.log").write_text("")
+
+  def popen(*args, **kwargs):
+    raise AssertionError("no run may start")
+
+  fv = flags.FlagValues()
+  paper_table.define_flags(fv)
+  fv(["paper_table", "--tasks=wordnet_example", "--methods=head,full",
+      f"--model_dir={model_dir}", f"--data_root={data_root}",
+      f"--output_root={tmp_path / 'out'}", f"--results_json={tmp_path / 'table.json'}",
+      f"--results_md={tmp_path / 'table.md'}"])
+  with pytest.raises(errors.UserError) as refused:
+    paper_table.main([], fv, popen=popen)
+  assert str(refused.value) == (
+      f"{users}: holds files but no run.log (no run of this script wrote it), and each run "
+      f"empties its directory first: give another --output_root, or move them away")
+  assert [p.name for p in users.iterdir()] == ["NOTES.md"]
+  assert [p.name for p in earlier.iterdir()] == ["run.log"]
+  assert not (tmp_path / "table.json").exists()

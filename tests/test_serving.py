@@ -704,6 +704,53 @@ def test_user_errors(vocab_base, runs, tmp_path, capsys):
   assert not os.path.exists(out)
 
 
+def _tree(directory):
+  """Every file under `directory` (relative path -> bytes)."""
+  out = {}
+  for root, _, names in os.walk(directory):
+    for n in names:
+      with open(os.path.join(root, n), "rb") as f:
+        out[os.path.relpath(os.path.join(root, n), directory)] = f.read()
+  return out
+
+
+def test_an_export_into_a_users_directory_needs_overwrite_and_keeps_their_files(
+    bank, tmp_path, capsys, caplog):
+  out = tmp_path / "models" / "1"
+  warmup = os.path.join("assets.extra", "tf_serving_warmup_requests")
+  os.makedirs(out / "assets.extra")
+  (out / warmup).write_bytes(b"the user's warmup requests")
+  (out / "README.md").write_text("the user's")
+  users = _tree(out)
+  assert export_error(capsys, adapter_bank=bank, export_dir=out).endswith(
+      f"{out}: not empty; pass --overwrite to replace what this command writes there (its "
+      f"other files are kept)")
+  assert _tree(out) == users
+  fv = flags.FlagValues()
+  serving_export.define_flags(fv)
+  fv(["export", f"--adapter_bank={bank}", f"--export_dir={out}", "--overwrite",
+      "--token_ids_only"])
+  serving_export.main(["export"], fv)
+  assert serving_export.CLIENT_VOCAB_FILE in _tree(out)
+  leftover = tmp_path / "models" / ".1.tmp-0123456789ab"  # As a killed export leaves it.
+  os.makedirs(leftover / "variables")
+  (leftover / "saved_model.pb").write_bytes(b"half")
+  fv(["export", f"--adapter_bank={bank}", f"--export_dir={out}", "--overwrite",
+      "--notoken_ids_only"])
+  with caplog.at_level("INFO", logger="absl"):
+    serving_export.main(["export"], fv)
+  files = _tree(out)
+  assert {k: files[k] for k in users} == users  # The user's files, unchanged.
+  # The previous export's own files went, those of a token-ids export too.
+  assert serving_export.CLIENT_VOCAB_FILE not in files
+  assert {serving_export.SAVED_MODEL_FILE, serving_export.TASKS_FILE,
+          "variables/variables.index"} <= set(files)
+  assert not serving_export.read_tasks_description(str(out))["token_ids_only"]
+  assert os.listdir(tmp_path / "models") == ["1"]
+  assert [r.getMessage() for r in caplog.records if "interrupted write" in r.getMessage()] == [
+      f"Removed {leftover}, left by an interrupted write of {out}"]
+
+
 def test_an_export_to_a_bucket_is_never_polled_half_written(bank, monkeypatch):
   """export to ram:// (a directory rename there moves file by file, as gs://'s copy):
   a server polling the versions never finds saved_model.pb beside a missing file

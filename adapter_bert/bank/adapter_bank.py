@@ -297,6 +297,13 @@ def _check_variables(arrays: Mapping[str, np.ndarray], header: dict,
                      config: modeling.BertConfig, metadata: dict, path: str) -> None:
   """Adapters, LayerNorms and a classifier head, each with the shape of its model's."""
   # Before the names: another frozen set is the reason, not "another model".
+  if any(variable_role(n) == "pooler" for n in arrays):
+    raise errors.UserError(
+        "holds a pooler of its own (as an import of AdapterHub's default 2-layer head on "
+        "[CLS] does: its first layer becomes the pooler); the tasks of a bank share the "
+        "base's frozen pooler: train or import the task with a 1-layer head on the pooler "
+        "(AdapterHub: add_classification_head(name, layers=1, use_pooler=True)), or use "
+        "this file with run_classifier.py --adapter_checkpoint", path)
   num_layer_norms = 2 * (1 + 2 * config.num_hidden_layers)
   if (any(variable_role(n) not in TRAINED_ROLES for n in arrays)
       or sum(variable_role(n) == "layer_norm" for n in arrays) != num_layer_norms):
@@ -382,25 +389,31 @@ def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfi
         f"has do_lower_case={bank.do_lower_case} (one tokenizer serves every task)", path)
 
 
-def add_task(bank_dir: str, task: str, adapter_model: str) -> str:
+def add_task(bank_dir: str, task: str, adapter_model: str,
+             new_base: Optional[BankBase] = None) -> str:
   """Copies a run's adapter-only weights into the bank as `task`.
 
   Args:
     adapter_model: a run's adapter_model/ directory (or its weights file).
+    new_base: where bank_dir holds no bank, the base of the one to create; it
+      is created only once the file is checked, so a refused file leaves none.
   Returns:
     The task's directory in the bank.
   Raises:
     errors.UserError: naming the file, if it is missing or corrupt, trained
       on another base, in a train mode whose frozen set is not the bank's, or
-      without the metadata a bank task needs. The bank is then unchanged.
+      without the metadata a bank task needs. The bank is then unchanged (or
+      not created).
   """
-  bank = open_bank(bank_dir)
+  bank = find_bank(bank_dir) if new_base is not None else open_bank(bank_dir)
   dest = task_dir(bank_dir, task)
   # Validates the whole file (readable, complete), not only its header.
   source, header, arrays = adapter_weights.read_adapter_file(adapter_model)
-  check_task(bank_dir, bank, header, arrays, source)
-  if header["base_fingerprint"] != bank.fingerprint:
-    _refuse_base(bank_dir, bank, header, source)
+  check_task(bank_dir, bank or new_base, header, arrays, source)
+  if header["base_fingerprint"] != (bank or new_base).fingerprint:
+    _refuse_base(bank_dir, bank or new_base, header, source)
+  if bank is None:
+    create_bank(bank_dir, new_base)
   with tf.io.gfile.GFile(source, "rb") as f:
     blob = f.read()
   config_path = posixpath.join(posixpath.dirname(source), adapter_weights.CONFIG_FILE)

@@ -128,9 +128,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     print("\n".join(list_bank(bank_dir)))
   elif args.command == "add":
     adapter_bank.check_task_name(args.task)
-    if not adapter_bank.exists(bank_dir):
-      adapter_bank.create_bank(bank_dir, base_from_run(args.adapter_model))
-    print(adapter_bank.add_task(bank_dir, args.task, args.adapter_model))
+    # A new bank is created only once the file is checked: a refusal leaves none.
+    new_base = None if adapter_bank.find_bank(bank_dir) else base_from_run(args.adapter_model)
+    print(adapter_bank.add_task(bank_dir, args.task, args.adapter_model, new_base))
   else:
     adapter_bank.remove_task(bank_dir, args.task)
 

@@ -24,6 +24,7 @@ from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
 import modeling
 from adapter_bert.storage import file_io
+from adapter_bert.storage import path_checks
 import tokenization
 
 CONFIG_NAME = "bert_config.json"
@@ -146,10 +147,9 @@ def read_bert_config(path: str) -> Dict[str, object]:
   return {k: config[k] for k in BERT_CONFIG_KEYS}
 
 
-def check_output_dir(output_dir: str, overwrite: bool) -> None:
-  # Checked before any work so that a long conversion does not fail at the end.
-  if tf.io.gfile.exists(output_dir) and not overwrite:
-    raise errors.UserError("exists; pass --overwrite to replace it", output_dir)
+# What a converted directory holds of the converter's: replaced by --overwrite
+# (a checkpoint of other shards too); other files there are the user's, kept.
+OWNED = (CONFIG_NAME, VOCAB_NAME, CHECKPOINT_NAME + ".*", "checkpoint")
 
 
 def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
@@ -159,9 +159,9 @@ def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
 
   Everything is written into a temporary directory that then replaces
   output_dir (file_io.AtomicDirectory), so a failed conversion leaves no
-  half-written output_dir.
+  half-written output_dir; files of output_dir that are not OWNED are kept.
   """
-  check_output_dir(output_dir, overwrite)
+  path_checks.check_output_dir(output_dir, overwrite)
   vocab_lines = max(tokenization.load_vocab(vocab_file).values()) + 1
   if vocab_lines > int(config["vocab_size"]):  # Ids beyond the embedding table.
     raise errors.UserError("has %d entries > vocab_size %s" % (vocab_lines,
@@ -169,7 +169,8 @@ def write_google_checkpoint(output_dir: str, config: Mapping[str, object],
   if vocab_lines < int(config["vocab_size"]):
     logging.warning("%s has %d entries < vocab_size %s (padded embedding table).",
                     vocab_file, vocab_lines, config["vocab_size"])
-  with file_io.AtomicDirectory(output_dir, what="the converted model") as tmp_dir:
+  with file_io.AtomicDirectory(output_dir, what="the converted model",
+                               owned=OWNED) as tmp_dir:
     with tf.io.gfile.GFile(posixpath.join(tmp_dir, CONFIG_NAME), "w") as f:
       f.write(bert_config_json(config))
     tf.io.gfile.copy(vocab_file, posixpath.join(tmp_dir, VOCAB_NAME))

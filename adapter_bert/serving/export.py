@@ -20,7 +20,9 @@ head (serving/multitask.py), the WordPiece vocabulary as assets/vocab.txt and th
 tokenizer as TensorFlow ops (tensorflow_text), so it needs neither this
 repository nor Python to run: TensorFlow Serving, or tf.saved_model.load after
 `import tensorflow_text`. Adding a bank's task, or removing any task, is a
-re-export; nothing retrains. EXPORT_DIR is replaced whole (written beside it, then renamed); for
+re-export; nothing retrains. EXPORT_DIR must be new or empty, or given with --overwrite: the
+export is written beside it, then renamed in, and replaces only its own files there (OWNED;
+others, such as TensorFlow Serving's warmup requests, are kept). For
 TensorFlow Serving give a version directory, e.g. models/glue/1 (on gs://, where a rename
 copies file by file, saved_model.pb is moved in last: docs/serving.md).
 
@@ -111,6 +113,10 @@ TASKS_FILE = "assets.extra/tasks.json"
 SAVED_MODEL_FILE = tf.saved_model.SAVED_MODEL_FILENAME_PB
 # The vocabulary of a --token_ids_only export, for its clients' tokenizer.
 CLIENT_VOCAB_FILE = "assets.extra/vocab.txt"
+# An export's own files, replaced by --overwrite; the rest of export_dir is
+# the user's and kept (e.g. TensorFlow Serving's assets.extra/tf_serving_warmup_requests).
+OWNED = (SAVED_MODEL_FILE, "fingerprint.pb", "variables/*", "assets/*", TASKS_FILE,
+         CLIENT_VOCAB_FILE)
 
 
 def _string_spec(name):
@@ -326,7 +332,7 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
            bert_hub_module_handle: Optional[str] = None,
            task_names: Optional[Sequence[str]] = None,
            multitask_run_dir: Optional[str] = None,
-           token_ids_only: bool = False) -> List[bank_tasks.Task]:
+           token_ids_only: bool = False, overwrite: bool = False) -> List[bank_tasks.Task]:
   """Reads and checks the bank or the multi-task run (exactly one of bank_dir and
   multitask_run_dir), then writes the SavedModel to export_dir (module docstring);
   with token_ids_only, the one without a tokenizer.
@@ -335,8 +341,11 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
     The exported tasks, in task-index order.
   Raises:
     errors.UserError: for a bad bank, run, task or base (bank_tasks,
-      multitask_run); export_dir is then untouched.
+      multitask_run), or a non-empty export_dir without `overwrite`
+      (path_checks.check_output_dir); export_dir is then untouched. With
+      `overwrite`, only the export's own files (OWNED) there are replaced.
   """
+  path_checks.check_output_dir(export_dir, overwrite)
   if (bank_dir is None) == (multitask_run_dir is None):
     raise ValueError("export needs exactly one of bank_dir and multitask_run_dir")
   if bank_dir is not None:
@@ -356,8 +365,8 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
     module = build_module(base, tasks, vocab_asset, token_ids_only, fusions)
     # saved_model.pb last: on gs:// the directory is copied file by file, and a
     # server polling for versions loads one as soon as it finds that file.
-    with file_io.AtomicDirectory(export_dir, last=[SAVED_MODEL_FILE],
-                                  what="the export") as tmp:
+    with file_io.AtomicDirectory(export_dir, last=[SAVED_MODEL_FILE], what="the export",
+                                 owned=OWNED) as tmp:
       tf.saved_model.save(module, tmp, signatures=module.signatures())
       tf.io.gfile.makedirs(posixpath.join(tmp, posixpath.dirname(TASKS_FILE)))
       with tf.io.gfile.GFile(posixpath.join(tmp, TASKS_FILE), "w") as f:
@@ -379,8 +388,10 @@ def define_flags(flag_values=flags.FLAGS):
   renamed_flags.define_renamed("bank", "adapter_bank", flag_values)
   flags.DEFINE_string("multitask_run", None, "Instead of --adapter_bank: a run_multitask.py "
                       "output_dir (run_config.json, adapter_model/).", **fv)
-  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (replaced whole).",
-                      **fv)
+  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty "
+                      "directory (see --overwrite).", **fv)
+  flags.DEFINE_bool("overwrite", False, "Write into a non-empty --export_dir: the export's "
+                    "own files there are replaced, the others kept.", **fv)
   cli_flags.define_base_source_flags(
       flag_values, init_checkpoint_help="Base checkpoint to use instead of bank.json's or "
       "run_config.json's (e.g. the same one at another path).",
@@ -408,7 +419,7 @@ def main(argv, flag_values=flags.FLAGS):
       export_dir=path_checks.OUTPUT_DIR, init_checkpoint=path_checks.CHECKPOINT,
       bert_hub_module_handle=path_flags.HUB_HANDLE))
   export(f.adapter_bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks,
-         f.multitask_run, f.token_ids_only)
+         f.multitask_run, f.token_ids_only, f.overwrite)
   print(f.export_dir)
 
 

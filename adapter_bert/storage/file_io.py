@@ -21,6 +21,16 @@ Temporary names are hidden siblings, `.NAME.tmp-<random>`:
     "exists" (and is a directory), so `NAME.tmp` would make NAME appear.
 A process killed mid-write (SIGKILL, power loss) cannot remove its temporary:
 it stays behind, hidden and never read, and the final name keeps the old file.
+The next AtomicDirectory of the same path removes such leftovers (and logs
+it): two writers of one directory at once are not supported anyway, as the
+last to finish would replace the other's.
+
+A directory written where a user keeps other files keeps them: AtomicDirectory
+replaces only the files it writes and those its caller names as its own
+(`owned`); every other file of the old directory is carried into the new one
+(a hard link where the file system has them, else a copy) before the swap.
+Whether a command may write into a non-empty directory at all is
+path_checks.check_output_dir's to say (the --overwrite rule).
 
 A write that the file system refuses (no space left, a directory made
 read-only, a bucket that fails) is the user's environment, not a bug: it
@@ -28,9 +38,11 @@ becomes a `WriteFailed`, a UserError of one line naming the path and what was
 being written, after the temporary is removed (`write_failure`).
 """
 
+import fnmatch
+import os
 import posixpath
 import uuid
-from typing import Sequence
+from typing import List, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -160,7 +172,8 @@ class AtomicFile:
 
 
 class AtomicDirectory(AtomicFile):
-  """An AtomicFile for a directory: the temporary directory replaces `path` whole.
+  """An AtomicFile for a directory: the temporary directory replaces `path`, with
+  the files of `path` that are not the writer's carried over (module docstring).
 
   A directory cannot be swapped by one rename, so `commit` moves the old one
   aside (`.NAME.old-<random>`), moves the new one in, then deletes the old
@@ -176,10 +189,16 @@ class AtomicDirectory(AtomicFile):
   never finds them beside a missing file.
   """
 
-  def __init__(self, path: str, last: Sequence[str] = (), what: str = "the directory"):
+  def __init__(self, path: str, last: Sequence[str] = (), what: str = "the directory",
+               owned: Sequence[str] = ()):
+    """`owned`: glob patterns of paths inside the directory that are the caller's
+    own even where this write does not make them (a SavedModel's variables/*),
+    replaced or removed; every other file the directory holds is kept."""
     super().__init__(path, what)
     self.last = tuple(last)
+    self.owned = tuple(owned)
     recover_directory(self.path)
+    remove_leftovers(self.path)
 
   def __enter__(self) -> str:
     try:
@@ -192,6 +211,7 @@ class AtomicDirectory(AtomicFile):
   def commit(self) -> None:
     backup = None
     if tf.io.gfile.exists(self.path):
+      _keep_others(self.path, self.temp, self.owned)
       backup = _sibling(self.path, _BACKUP_MARK)
       _move(self.path, backup, first=self.last)
     try:
@@ -203,6 +223,52 @@ class AtomicDirectory(AtomicFile):
       raise
     if backup is not None:
       remove_quietly(backup)
+
+
+def _files_under(root: str) -> List[str]:
+  """Paths relative to `root` of every file under it (on ram://, only those that
+  exist: a listing there also holds names that only share a prefix)."""
+  return [posixpath.relpath(posixpath.join(d, n), root)
+          for d, _, names in tf.io.gfile.walk(root) for n in names
+          if tf.io.gfile.exists(posixpath.join(d, n))]
+
+
+def _keep_others(old: str, new: str, owned: Sequence[str]) -> None:
+  """Carries into `new` every file of `old` that `new` does not hold and no
+  pattern of `owned` names: a user's files beside a command's outputs."""
+  new_files = set(_files_under(new))
+  others = [f for f in _files_under(old) if f not in new_files
+            and not any(fnmatch.fnmatchcase(f, p) for p in owned)]
+  for f in others:
+    src, dst = posixpath.join(old, f), posixpath.join(new, f)
+    make_parent_dirs(dst)
+    try:  # A hard link costs no copy, and the file stays the user's own inode.
+      if not _is_local(src):
+        raise OSError("no hard links off the local file system")
+      os.link(src.removeprefix("file://"), dst.removeprefix("file://"))
+    except OSError:
+      tf.io.gfile.copy(src, dst, overwrite=True)
+  if others:
+    logging.info("Kept %d file(s) in %s that this command does not write: %s%s",
+                 len(others), old, ", ".join(others[:5]), ", ..." if len(others) > 5 else "")
+
+
+def remove_leftovers(path: str) -> None:
+  """Removes the temporaries of `path` (`.NAME.tmp-*`) that a killed write left."""
+  path = path.rstrip("/")
+  parent, base = posixpath.split(path)
+  parent = parent or "."
+  if not tf.io.gfile.isdir(parent):
+    return
+  prefix = f".{base}{_TEMP_MARK}"
+  leftovers = sorted(posixpath.join(parent, n.rstrip("/"))
+                     for n in tf.io.gfile.listdir(parent) if n.startswith(prefix))
+  leftovers = [p for p in leftovers if tf.io.gfile.exists(p)]
+  for leftover in leftovers:
+    remove_quietly(leftover)
+  if leftovers:
+    logging.info("Removed %s, left by an interrupted write of %s",
+                 ", ".join(leftovers), path)
 
 
 def recover_directory(path: str) -> None:
@@ -244,9 +310,7 @@ def _move(src: str, dst: str, first: Sequence[str] = (), last: Sequence[str] = (
     return
   # On ram:// a listing also holds names that only share a prefix ("assets" lists
   # ".extra" of "assets.extra/"): those do not exist and are not moved.
-  files = [posixpath.relpath(posixpath.join(d, n), src)
-           for d, _, names in tf.io.gfile.walk(src) for n in names
-           if tf.io.gfile.exists(posixpath.join(d, n))]
+  files = _files_under(src)
   if (first or last) and not _is_local(src):
     files.sort(key=lambda f: (f not in first) + (f in last))
   else:

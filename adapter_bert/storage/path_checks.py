@@ -166,3 +166,19 @@ def check(path: str, kind: str, what: Optional[str] = None) -> None:
     _check_writable_dir(_parent(path) or ".", what)
   else:
     raise ValueError(f"unknown kind of path {kind!r}; one of {KINDS}")
+
+
+def check_output_dir(path: str, overwrite: bool, what: Optional[str] = None,
+                     flag: str = "--overwrite") -> None:
+  """The rule of every command that writes a directory of its own: a directory
+  that already holds files is refused unless `overwrite`, and even then the
+  command replaces only its own files there (file_io.AtomicDirectory keeps the
+  others). Checked before any work, so that a long run does not fail at the end.
+
+  Raises:
+    errors.UserError: `what: not empty; pass --overwrite ...`.
+  """
+  if overwrite or not tf.io.gfile.isdir(path) or not tf.io.gfile.listdir(path):
+    return
+  raise errors.UserError(f"not empty; pass {flag} to replace what this command writes "
+                         f"there (its other files are kept)", what or path)
