@@ -20,8 +20,11 @@ that a resumed run draws the dropout masks the uninterrupted run would have.
 A kill at any moment leaves a usable latest checkpoint: TensorFlow writes the
 files of `model.ckpt-STEP` first and names it in the `checkpoint` state file
 (written to a temporary and renamed) only once they are complete. `latest`
-still checks the one named, and falls back to the newest complete one with a
-warning if its files are missing or unreadable (a partial copy, a deleted file).
+still checks the one named, reading every tensor of it (a `.data` file cut
+short by a full disk or a killed copy has an intact index), and falls back to
+the newest complete one with a one-line warning if its files are missing,
+unreadable or damaged. With none left, training starts from the initial
+weights (the warning says so): a seeded run then reaches the same result.
 
 A save the file system refuses (no space, a read-only directory, a failing
 bucket) ends the run with one line (file_io.WriteFailed) after removing what
@@ -140,8 +143,9 @@ def latest(output_dir: str) -> Optional[str]:
   """The prefix of the run's latest complete checkpoint, None if it has none.
 
   That is the one the `checkpoint` state file names or, should its files be
-  missing or unreadable, the newest complete one before it (with a warning):
-  not None, which would start training over and overwrite what is there.
+  missing, unreadable or damaged (every tensor is read: _damaged), the newest
+  complete one before it (with a warning): not None, which would start training
+  over and overwrite what is there. None where none is left (warned too).
   """
   try:
     state = tf.train.get_checkpoint_state(output_dir)  # None if unreadable.
@@ -185,7 +189,23 @@ def _incomplete(prefix: str) -> Optional[str]:
   counts = {int(re.search(r"-of-(\d+)$", p).group(1)) for p in shards}
   if len(counts) != 1 or len(shards) != counts.pop():
     return "some of its .data files are missing"
-  return None
+  return _damaged(prefix, sorted(shards))
+
+
+def _damaged(prefix: str, shards: List[str]) -> Optional[str]:
+  """checkpoint_io.unreadable_tensor, once per version of the checkpoint's files:
+  latest() runs several times a run, and a rewritten checkpoint is read again."""
+  try:
+    key = (prefix,) + tuple((p, s.length, s.mtime_nsec) for p in [prefix + ".index"] + shards
+                            for s in [tf.io.gfile.stat(p)])
+  except tf.errors.NotFoundError:
+    return "some of its files are missing"
+  if key not in _verified:
+    _verified[key] = checkpoint_io.unreadable_tensor(prefix)
+  return _verified[key]
+
+
+_verified = {}  # _damaged's answers by checkpoint files' (name, size, time).
 
 
 def step_of(path: str) -> int:
@@ -265,7 +285,13 @@ def restore_from(model: keras.Model, path: str, optimizer=None) -> None:
   if optimizer is not None and not rng:
     logging.warning("%s holds no dropout random state (an older checkpoint): the "
                     "resumed run draws other dropout masks than an uninterrupted one", path)
-  status = _checkpoint(model, optimizer, reference, rng).read(path)
+  try:
+    status = _checkpoint(model, optimizer, reference, rng).read(path)
+  except (tf.errors.DataLossError, tf.errors.OutOfRangeError, IndexError) as e:
+    # Damaged since latest() read it (or given directly): one line, not TF's traceback.
+    raise errors.UserError(f"cannot read checkpoint {path} (corrupt or truncated?): "
+                           f"{checkpoint_io.first_line(e)}",
+                           checkpoint_io.data_files(path)) from e
   status.assert_existing_objects_matched()
   # What the model has no place for (e.g. the save counter) is not an error.
   status.expect_partial()
