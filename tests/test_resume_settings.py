@@ -10,6 +10,7 @@ the flag, the recorded value and the new one, before anything is written.
 """
 
 import os
+import re
 import shutil
 
 import pytest
@@ -119,3 +120,13 @@ def test_evaluating_with_other_settings_is_not_a_resume(base, trained, tmp_path)
   run_main(**_command(base, out, do_train=False, do_eval=True, max_seq_length=32))
   assert os.path.exists(os.path.join(out, "eval_results.txt"))
   assert _files(out)[run_config.RUN_CONFIG_FILE] == config
+
+
+def test_the_docs_list_every_setting_safe_to_change():
+  """docs/errors.md's table of settings safe to change on resume is the code's."""
+  with open(os.path.join(REPO, "docs", "errors.md")) as f:
+    section = f.read().split("## Settings safe to change on resume", 1)[1]
+  rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+  listed = {key for row in rows for key in re.findall(r"`([a-z_]+)`", row)
+            if not key.startswith("run_")}
+  assert listed == set(run_config.SAFE_TO_CHANGE_ON_RESUME)

@@ -37,6 +37,8 @@ SAFE_TO_CHANGE_ON_RESUME = {
     "save_checkpoints_steps": "when checkpoints are written, not what trains",
     "keep_checkpoint_max": "how many checkpoints are kept",
     "jit_compile": "--use_xla: how the same steps are compiled (float rounding aside)",
+    "mixed_precision": "the checkpoints are float32 in every precision (docs/tpu.md): the "
+                       "same steps, rounded otherwise; float16 starts a fresh loss scale",
     "use_tpu": "where the steps run; the padding it implies is compared "
                "(pad_to_max_seq_length)",
     "init_checkpoint": "where the base is read from: a checkpoint of trained variables "
