@@ -29,6 +29,7 @@ from absl import flags
 
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
@@ -633,7 +634,7 @@ def _cut_short(path, keep):
 
 
 def test_a_cut_short_latest_data_file_is_skipped_with_one_warning(
-    command, uninterrupted, tmp_path):
+    command, uninterrupted, tmp_path, monkeypatch):
   """The state file names step 20 and its index is whole, but its .data file lost
   its last byte: the rerun reads every tensor, says so in one line, resumes from
   step 16 and ends as the uninterrupted run, step 20 rewritten whole."""
@@ -641,8 +642,13 @@ def test_a_cut_short_latest_data_file_is_skipped_with_one_warning(
   _resumable_copy(uninterrupted, out)
   data = os.path.join(out, "model.ckpt-20.data-00000-of-00001")
   _cut_short(data, -1)
+  reads = []  # The checkpoints read through: those the run found, not those it wrote.
+  unreadable_tensor = checkpoint_io.unreadable_tensor
+  monkeypatch.setattr(checkpoint_io, "unreadable_tensor",
+                      lambda prefix: reads.append(prefix) or unreadable_tensor(prefix))
 
   logs = run_main(**command, output_dir=out)
+  assert reads == [os.path.join(out, f"model.ckpt-{step}") for step in (20, 16)]
   warnings = [m for m in logs if "model.ckpt-20 as the latest checkpoint" in m]
   assert len(warnings) == 1, logs
   assert f"but its data ({data}) is damaged: cannot read " in warnings[0]
@@ -697,3 +703,29 @@ def test_with_every_checkpoint_damaged_training_starts_over_to_the_same_result(
     assert run_checkpoints._damaged(  # pylint: disable=protected-access
         os.path.join(out, f"model.ckpt-{step}"),
         glob.glob(os.path.join(out, f"model.ckpt-{step}.data-*"))) is None
+
+
+def test_evaluating_a_damaged_run_uses_its_newest_sound_checkpoint_or_refuses(
+    command, uninterrupted, tmp_path):
+  """Without training: the newest sound checkpoint is evaluated (and named in the
+  results); with none left, one line naming the latest, as the base's chance-level
+  scores would pass for the run's."""
+  out = str(tmp_path / "out")
+  _resumable_copy(uninterrupted, out)
+  _cut_short(os.path.join(out, "model.ckpt-20.data-00000-of-00001"), -1)
+  evaluate = dict(command, do_train=False, do_predict=False, output_dir=out)
+  run_main(**evaluate)
+  assert "checkpoint_path = model.ckpt-16\n" in _read(os.path.join(out, "eval_results.txt"))
+
+  os.remove(os.path.join(out, "eval_results.txt"))
+  for data in glob.glob(os.path.join(out, "model.ckpt-*.data-*")):
+    _cut_short(data, 0)
+  with pytest.raises(errors.UserError) as refused:
+    run_main(**evaluate)
+  latest = os.path.join(out, "model.ckpt-20")
+  assert str(refused.value).startswith(
+      f"{latest}: the latest checkpoint of --output_dir={out}, and every one before it, is "
+      f"damaged or incomplete (its data ({latest}.data-00000-of-00001) is damaged: ")
+  assert str(refused.value).endswith("nothing of it to evaluate; train again (--do_train) or "
+                                     "give another --output_dir")
+  assert not os.path.exists(os.path.join(out, "eval_results.txt"))

@@ -21,6 +21,7 @@ from absl import logging
 
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import base_model
+from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import distribution
@@ -182,6 +183,7 @@ def set_up(options: RunOptions, base: base_model.Base,
       training) no source of weights (model_setup.check_weights_given).
   """
   if not options.do_train:
+    run_checkpoints.check_evaluable(options.output_dir)
     model_setup.check_weights_given(options.model, options.output_dir, weights_flags)
   settings = (train_settings(options, num_train_examples) if options.do_train else None)
   config = run_config.build(
