@@ -132,8 +132,8 @@ def _check_resumed(output_dir: str, path: str, saved: Mapping[str, object],
   keys = sorted(k for k in set(saved) | set(config) | set(_ABSENT_MEANS)
                 if k not in SAFE_TO_CHANGE_ON_RESUME and k not in DERIVED_KEYS)
   for key in keys + (list(DERIVED_KEYS) if derived else []):
-    if key not in saved and key not in _ABSENT_MEANS:
-      continue  # Recorded since this run was written: nothing to compare with.
+    if key not in _ABSENT_MEANS and (key not in saved or key not in config):
+      continue  # Recorded since this run was written, or no longer: nothing to compare.
     was = saved.get(key, _ABSENT_MEANS.get(key))
     now = json.loads(json.dumps(config.get(key, _ABSENT_MEANS.get(key))))  # Tuples as lists.
     if was != now:
