@@ -354,3 +354,20 @@ def test_adding_and_serving_refuse_a_task_with_one_check(bank, tmp_path, changes
   path = os.path.join(d, "tasks", "bad", adapter_weights.WEIGHTS_FILE)
   assert str(served.value) == str(added.value).replace(
       os.path.join(bad, adapter_weights.WEIGHTS_FILE), path)
+
+
+def test_a_bank_task_cut_short_is_one_line_naming_its_file(base, bank, tmp_path):
+  """A bank task's weights file short of its last byte (its header whole, as a
+  killed copy leaves it): the run is refused naming that file, and writes nothing."""
+  d = str(tmp_path / "bank")
+  shutil.copytree(bank["dir"], d)
+  weights = os.path.join(d, "tasks", "mrpc", adapter_weights.WEIGHTS_FILE)
+  with open(weights, "r+b") as f:
+    f.truncate(os.path.getsize(weights) - 1)
+  out = tmp_path / "out"
+  with pytest.raises(errors.UserError) as refused:
+    _predict(base, d, "MRPC", str(out))
+  assert str(refused.value).startswith(f"{weights}: not an adapter weights file (empty, "
+                                       f"truncated or corrupt?): ")
+  assert "\n" not in str(refused.value)
+  assert not out.exists()

@@ -567,3 +567,36 @@ def test_convert_checkpoint_command_with_a_truncated_safetensors(tmp_path):
   assert line.startswith(f"ERROR: {weights}: not a safetensors file (empty, truncated or "
                          f"corrupt?): ")
   assert not out.exists()
+
+
+# ------------------------------------------- damage under a whole index or header
+
+
+def _lose_last_byte(path):
+  """A file cut short by its last byte: headers and indexes still whole."""
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) - 1)
+
+
+def test_a_run_checkpoint_cut_short_as_init_checkpoint(capsys, base, tmp_path):
+  """One of this project's checkpoints (object-based) given as --init_checkpoint,
+  its .data file short of one byte: one line naming that file."""
+  model = modeling.BertClassifier(modeling.BertConfig.from_json_file(base["bert_config_file"]),
+                                  2, AdapterConfig(size=4))
+  model.ensure_built()
+  prefix = str(tmp_path / "run" / "model.ckpt-3")
+  tf.train.Checkpoint(model=checkpoint_io.trackable_variables(model)).write(prefix)
+  data = prefix + ".data-00000-of-00001"
+  _lose_last_byte(data)
+  message = _classifier_fails(capsys, base, tmp_path, init_checkpoint=prefix)
+  assert message.startswith(f"{data}: "), message
+  assert "corrupt or truncated?" in message
+
+
+def test_an_adapter_file_cut_short_by_one_byte(capsys, base, adapter_file, tmp_path):
+  d = _copy(adapter_file["path"], tmp_path / "adapters")
+  weights = os.path.join(d, "adapter_weights.safetensors")
+  _lose_last_byte(weights)
+  message = _classifier_fails(capsys, base, tmp_path, adapter_checkpoint=d)
+  assert message.startswith(f"{weights}: not an adapter weights file (empty, truncated or "
+                            f"corrupt?): "), message

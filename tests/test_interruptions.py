@@ -29,6 +29,7 @@ from absl import flags
 
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
+from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
@@ -655,3 +656,116 @@ def _point_log(sweep_dir):
   """The run.log of the sweep's one point ("" before it starts)."""
   logs = glob.glob(str(sweep_dir / "runs" / "*" / "run.log"))
   return _read(logs[0]) if logs else ""
+
+
+def _resumable_copy(uninterrupted, out):
+  """The uninterrupted run's output_dir without its results: as a rerun finds it."""
+  shutil.copytree(uninterrupted, out)
+  for name in ("eval_results.txt", "test_results.tsv"):
+    os.remove(os.path.join(out, name))
+
+
+def _cut_short(path, keep):
+  """Truncates a file to `keep` bytes (negative: all but that many), as a full
+  disk, a killed copy or a power loss before the data reached the disk leave it."""
+  size = os.path.getsize(path)
+  with open(path, "r+b") as f:
+    f.truncate(keep if keep >= 0 else size + keep)
+
+
+def test_a_cut_short_latest_data_file_is_skipped_with_one_warning(
+    command, uninterrupted, tmp_path, monkeypatch):
+  """The state file names step 20 and its index is whole, but its .data file lost
+  its last byte: the rerun reads every tensor, says so in one line, resumes from
+  step 16 and ends as the uninterrupted run, step 20 rewritten whole."""
+  out = str(tmp_path / "out")
+  _resumable_copy(uninterrupted, out)
+  data = os.path.join(out, "model.ckpt-20.data-00000-of-00001")
+  _cut_short(data, -1)
+  reads = []  # The checkpoints read through: those the run found, not those it wrote.
+  unreadable_tensor = checkpoint_io.unreadable_tensor
+  monkeypatch.setattr(checkpoint_io, "unreadable_tensor",
+                      lambda prefix: reads.append(prefix) or unreadable_tensor(prefix))
+
+  logs = run_main(**command, output_dir=out)
+  assert reads == [os.path.join(out, f"model.ckpt-{step}") for step in (20, 16)]
+  warnings = [m for m in logs if "model.ckpt-20 as the latest checkpoint" in m]
+  assert len(warnings) == 1, logs
+  assert f"but its data ({data}) is damaged: cannot read " in warnings[0]
+  assert warnings[0].endswith(f"using {os.path.join(out, 'model.ckpt-16')}, "
+                              f"the newest complete one")
+  assert "\n" not in warnings[0]
+  assert f"***** Running training from step 16 to {NUM_STEPS} *****" in logs
+  assert _results(out) == _results(uninterrupted)
+  assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-20")
+  reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-20"))
+  for name in reader.get_variable_to_shape_map():  # Every tensor readable again.
+    reader.get_tensor(name)
+
+
+def _flip_a_byte(path):
+  """A damaged byte, the size unchanged."""
+  with open(path, "r+b") as f:
+    f.seek(os.path.getsize(path) // 2)
+    byte = f.read(1)
+    f.seek(-1, os.SEEK_CUR)
+    f.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("damage", [lambda p: _cut_short(p, 0), lambda p: _cut_short(p, 1000),
+                                    _flip_a_byte], ids=["empty", "1000 bytes", "a byte flipped"])
+def test_other_damage_to_the_latest_data_file_is_found_too(uninterrupted, tmp_path, damage):
+  """Every way a .data file can be damaged under a whole index makes latest()
+  fall back (a flipped byte fails the tensor's checksum)."""
+  out = str(tmp_path / "out")
+  _resumable_copy(uninterrupted, out)
+  damage(os.path.join(out, "model.ckpt-20.data-00000-of-00001"))
+  assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-16")
+
+
+def test_with_every_checkpoint_damaged_training_starts_over_to_the_same_result(
+    command, uninterrupted, tmp_path):
+  """No sound checkpoint left: one warning, training from the initial weights
+  (seeded, so to the uninterrupted run's result), the damaged files replaced."""
+  out = str(tmp_path / "out")
+  _resumable_copy(uninterrupted, out)
+  for data in glob.glob(os.path.join(out, "model.ckpt-*.data-*")):
+    _cut_short(data, -1)
+
+  logs = run_main(**command, output_dir=out)
+  warnings = [m for m in logs if "as the latest checkpoint" in m]
+  assert len(warnings) == 1, logs
+  assert warnings[0].endswith("no complete checkpoint is left: starting afresh")
+  assert f"***** Running training from step 0 to {NUM_STEPS} *****" in logs
+  assert _results(out) == _results(uninterrupted)
+  assert _saved_steps(out) == [4, 8, 12, 16, 20]
+  for step in _saved_steps(out):
+    assert run_checkpoints._damaged(  # pylint: disable=protected-access
+        os.path.join(out, f"model.ckpt-{step}"),
+        glob.glob(os.path.join(out, f"model.ckpt-{step}.data-*"))) is None
+
+
+def test_evaluating_a_damaged_run_uses_its_newest_sound_checkpoint_or_refuses(
+    command, uninterrupted, tmp_path):
+  """Without training: the newest sound checkpoint is evaluated (and named in the
+  results); with none left, one line naming the latest, as the base's chance-level
+  scores would pass for the run's."""
+  out = str(tmp_path / "out")
+  _resumable_copy(uninterrupted, out)
+  _cut_short(os.path.join(out, "model.ckpt-20.data-00000-of-00001"), -1)
+  evaluate = dict(command, do_train=False, do_predict=False, output_dir=out)
+  run_main(**evaluate)
+  assert "checkpoint_path = model.ckpt-16\n" in _read(os.path.join(out, "eval_results.txt"))
+
+  os.remove(os.path.join(out, "eval_results.txt"))
+  for data in glob.glob(os.path.join(out, "model.ckpt-*.data-*")):
+    _cut_short(data, 0)
+  with pytest.raises(errors.UserError) as refused:
+    run_main(**evaluate)
+  latest = os.path.join(out, "model.ckpt-20")
+  assert str(refused.value).startswith(
+      f"{latest}: the latest checkpoint of --output_dir={out}, and every one before it, is "
+      f"damaged or incomplete (its data ({latest}.data-00000-of-00001) is damaged: ")
+  assert str(refused.value).endswith("nothing of it to evaluate; train again (--do_train) or "
+                                     "give another --output_dir")
+  assert not os.path.exists(os.path.join(out, "eval_results.txt"))

@@ -8,6 +8,7 @@ the encoder; hand arithmetic for sampling proportions and parameter counts.
 
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -483,3 +484,19 @@ def test_initial_scales_are_the_configured_ones(generator, task):
   assert HyperFormerConfig.from_dict(old).generator_init_stddev == 1e-2
   with pytest.raises(ValueError, match="generator_init_stddev must be a positive number"):
     HyperFormerConfig(generator_init_stddev=0.0)
+
+
+def test_a_resume_with_another_sampling_temperature_is_refused(base, hyperformer_run, tmp_path):
+  """As every recorded setting (tests/test_resume_settings.py): the batches' tasks
+  would be drawn otherwise from the checkpoint's step on."""
+  out = str(tmp_path / "out")
+  shutil.copytree(hyperformer_run[0], out)
+  with open(os.path.join(out, "run_config.json")) as f:
+    config = f.read()
+  with pytest.raises(errors.UserError, match=(
+      r"^--sampling_temperature: .* trained with sampling_temperature=10\.0 \(see .*\), "
+      r"not 1\.0; ")):
+    run_main(**_flags(base, multitask_adapters="hyperformer", do_train=True, output_dir=out,
+                      sampling_temperature=1))
+  with open(os.path.join(out, "run_config.json")) as f:
+    assert f.read() == config

@@ -161,17 +161,27 @@ def test_eval_only_from_trained_checkpoint_reproduces_predictions(trained_v1, sq
 
 
 def test_rerun_resumes_from_the_latest_checkpoint(trained_v1, squad_base, tmp_path, caplog):
+  """The same training command again resumes from the latest checkpoint (here the
+  last one: nothing is left to train). With more epochs it would go on under
+  another schedule than the checkpoints were trained on: refused, as any changed
+  setting (tests/test_resume_settings.py), before anything is written."""
   out, _ = trained_v1
   resumed = str(tmp_path / "resumed")
   shutil.copytree(out, resumed)
+  command = squad_base["args"] + [
+      "--output_dir=" + resumed, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=8",
+      "--do_train", "--train_file=" + os.path.join(DATA, "train-v1.1.json"),
+      "--learning_rate=1e-3", "--seed=1"]
+  config = read(os.path.join(resumed, "run_config.json"))
+  with pytest.raises(errors.UserError, match=r"^--num_train_epochs: .* trained with "
+                     r"num_train_epochs=1\.0 \(see .*\), not 2\.0; "):
+    run(command + ["--num_train_epochs=2"])
+  assert read(os.path.join(resumed, "run_config.json")) == config
   with caplog.at_level("INFO"):
-    run(squad_base["args"] + [
-        "--output_dir=" + resumed, "--init_checkpoint=" + squad_base["ckpt"], "--adapter_size=8",
-        "--do_train", "--train_file=" + os.path.join(DATA, "train-v1.1.json"),
-        "--num_train_epochs=2", "--learning_rate=1e-3", "--seed=1"])
+    run(command + ["--num_train_epochs=1"])
   assert "Resuming from %s" % os.path.join(resumed, "model.ckpt-2") in caplog.text
-  assert "Running training from step 2 to 4" in caplog.text
-  assert tf.train.latest_checkpoint(resumed).endswith("model.ckpt-4")
+  assert "Running training from step 2 to 2" in caplog.text
+  assert tf.train.latest_checkpoint(resumed).endswith("model.ckpt-2")
 
 
 @pytest.mark.parametrize("padding", [["--use_xla"], ["--pad_to_max_seq_length"]])

@@ -78,6 +78,24 @@ def checkpoint_reader(path: str):
                            f"{e.message}", path + ".index") from e
 
 
+def unreadable_tensor(prefix: str) -> Optional[str]:
+  """Why some tensor of checkpoint `prefix` cannot be read; None if all can.
+
+  Opening a checkpoint reads its index only: a `.data-*` file cut short (a full
+  disk, a killed copy) shows when its tensors are read ("Read less bytes than
+  requested", an IndexError), a damaged byte as a checksum mismatch. So every
+  tensor is read once, one at a time, as a restore would read them.
+  """
+  reader = checkpoint_reader(prefix)
+  for name in sorted(reader.get_variable_to_shape_map()):
+    try:
+      reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError) as e:
+      return (f"its data ({data_files(prefix)}) is damaged: cannot read {name} "
+              f"({first_line(e)})")
+  return None
+
+
 def _base(path: str) -> str:
   return path.rstrip("/").rsplit("/", 1)[-1]
 
@@ -154,7 +172,7 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
       # A truncated .data file raises IndexError ("Read less bytes than requested").
       except (tf.errors.OpError, IndexError) as e:
         raise errors.UserError(f"cannot read variable {name} of checkpoint {path} "
-                               f"(corrupt or truncated?): {_first_line(e)}",
+                               f"(corrupt or truncated?): {first_line(e)}",
                                data_files(path)) from e
 
     loaded = _load_by_name(names, reader.get_variable_to_shape_map(), get_tensor,
@@ -163,7 +181,7 @@ def load_checkpoint(model: keras.Model, path: str) -> Dict[str, keras.Variable]:
   return loaded
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: Exception) -> str:
   return (getattr(error, "message", None) or str(error)).strip().split("\n")[0]
 
 
@@ -229,5 +247,5 @@ def _load_object_based(model, path, names):
                            f"{_config_source(model) or 'bert_config.json'}: {e}") from e
   except (tf.errors.OpError, IndexError) as e:
     raise errors.UserError(f"cannot read checkpoint {path} (corrupt or truncated?): "
-                           f"{_first_line(e)}", data_files(path)) from e
+                           f"{first_line(e)}", data_files(path)) from e
   return dict(names)

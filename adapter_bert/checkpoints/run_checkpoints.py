@@ -20,8 +20,12 @@ that a resumed run draws the dropout masks the uninterrupted run would have.
 A kill at any moment leaves a usable latest checkpoint: TensorFlow writes the
 files of `model.ckpt-STEP` first and names it in the `checkpoint` state file
 (written to a temporary and renamed) only once they are complete. `latest`
-still checks the one named, and falls back to the newest complete one with a
-warning if its files are missing or unreadable (a partial copy, a deleted file).
+still checks the one named, reading every tensor of it (a `.data` file cut
+short by a full disk or a killed copy has an intact index), and falls back to
+the newest complete one with a one-line warning if its files are missing,
+unreadable or damaged. With none left, training starts from the initial
+weights (the warning says so): a seeded run then reaches the same result; an
+evaluation is refused (check_evaluable). What this process saved is not read back.
 
 A save the file system refuses (no space, a read-only directory, a failing
 bucket) ends the run with one line (file_io.WriteFailed) after removing what
@@ -33,7 +37,7 @@ the latest, and the same command resumes from it once the fault is fixed.
 import json
 import posixpath
 import re
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -112,7 +116,10 @@ class _Manager(tf.train.CheckpointManager):
 
   def save(self, checkpoint_number=None, **kwargs):
     try:
-      return super().save(checkpoint_number=checkpoint_number, **kwargs)
+      path = super().save(checkpoint_number=checkpoint_number, **kwargs)
+      # Written whole by this process: latest() need not read it back.
+      _verified[_files_key(path)] = None
+      return path
     except (tf.errors.OpError, OSError) as e:
       if not file_io.is_write_failure(e) or not isinstance(checkpoint_number, int):
         raise
@@ -140,20 +147,35 @@ def latest(output_dir: str) -> Optional[str]:
   """The prefix of the run's latest complete checkpoint, None if it has none.
 
   That is the one the `checkpoint` state file names or, should its files be
-  missing or unreadable, the newest complete one before it (with a warning):
-  not None, which would start training over and overwrite what is there.
+  missing, unreadable or damaged (every tensor is read: _damaged), the newest
+  complete one before it (with a warning): not None, which would start training
+  over and overwrite what is there. None where none is left (warned too).
   """
+  named, problem, fallback = _search(output_dir)
+  if problem is None:
+    return named
+  if (named, fallback) not in _warned:
+    _warned.add((named, fallback))
+    logging.warning("%s names %s as the latest checkpoint, but %s; %s", output_dir,
+                    named, problem, f"using {fallback}, the newest complete one"
+                    if fallback else "no complete checkpoint is left: starting afresh")
+  return fallback
+
+
+def _search(output_dir: str) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+  """latest()'s search: the checkpoint the state file names, what is wrong with
+  it (None: nothing) and, if anything, the newest complete one before it."""
   try:
     state = tf.train.get_checkpoint_state(output_dir)  # None if unreadable.
   except ValueError as e:  # A state file naming no checkpoint.
     logging.warning("%s", e)
-    return None
+    return None, None, None
   if state is None:
-    return None
+    return None, None, None
   named = state.model_checkpoint_path
   problem = _incomplete(named)
   if problem is None:
-    return named
+    return named, None, None
   found = set(state.all_model_checkpoint_paths)
   found.update(p[:-len(".index")] for p in tf.io.gfile.glob(
       posixpath.join(output_dir, f"{CHECKPOINT_NAME}-*.index")))
@@ -161,13 +183,24 @@ def latest(output_dir: str) -> Optional[str]:
   older = sorted((p for p in found if _step_or_none(p) is not None
                   and (below is None or _step_or_none(p) < below)),
                  key=_step_or_none, reverse=True)
-  fallback = next((p for p in older if _incomplete(p) is None), None)
-  if (named, fallback) not in _warned:
-    _warned.add((named, fallback))
-    logging.warning("%s names %s as the latest checkpoint, but %s; %s", output_dir,
-                    named, problem, f"using {fallback}, the newest complete one"
-                    if fallback else "no complete checkpoint is left: starting afresh")
-  return fallback
+  return named, problem, next((p for p in older if _incomplete(p) is None), None)
+
+
+def check_evaluable(output_dir: str) -> None:
+  """Refuses to evaluate an output_dir whose checkpoints are all damaged.
+
+  Training starts afresh from such a directory (latest() warns); evaluating
+  would score the base instead of what was trained, so it is one line instead.
+
+  Raises:
+    errors.UserError: naming the latest checkpoint and what is wrong with it.
+  """
+  named, problem, fallback = _search(output_dir)
+  if problem is not None and fallback is None:
+    raise errors.UserError(
+        f"the latest checkpoint of --output_dir={output_dir}, and every one before it, is "
+        f"damaged or incomplete ({problem}): nothing of it to evaluate; train again "
+        f"(--do_train) or give another --output_dir", named)
 
 
 _warned = set()  # Fallbacks already reported: latest() runs several times per run.
@@ -185,7 +218,30 @@ def _incomplete(prefix: str) -> Optional[str]:
   counts = {int(re.search(r"-of-(\d+)$", p).group(1)) for p in shards}
   if len(counts) != 1 or len(shards) != counts.pop():
     return "some of its .data files are missing"
-  return None
+  return _damaged(prefix, sorted(shards))
+
+
+def _damaged(prefix: str, shards: List[str]) -> Optional[str]:
+  """checkpoint_io.unreadable_tensor, once per version of the checkpoint's files:
+  latest() runs several times a run, and a rewritten checkpoint is read again."""
+  try:
+    key = _files_key(prefix, shards)
+  except tf.errors.NotFoundError:
+    return "some of its files are missing"
+  if key not in _verified:
+    _verified[key] = checkpoint_io.unreadable_tensor(prefix)
+  return _verified[key]
+
+
+def _files_key(prefix: str, shards: Optional[List[str]] = None) -> tuple:
+  """The version of checkpoint `prefix`'s files: each one's name, size and time."""
+  if shards is None:
+    shards = sorted(tf.io.gfile.glob(prefix + ".data-*-of-*"))
+  return (prefix,) + tuple((p, s.length, s.mtime_nsec) for p in [prefix + ".index"] + shards
+                           for s in [tf.io.gfile.stat(p)])
+
+
+_verified = {}  # _damaged's answers by _files_key.
 
 
 def step_of(path: str) -> int:
@@ -265,7 +321,13 @@ def restore_from(model: keras.Model, path: str, optimizer=None) -> None:
   if optimizer is not None and not rng:
     logging.warning("%s holds no dropout random state (an older checkpoint): the "
                     "resumed run draws other dropout masks than an uninterrupted one", path)
-  status = _checkpoint(model, optimizer, reference, rng).read(path)
+  try:
+    status = _checkpoint(model, optimizer, reference, rng).read(path)
+  except (tf.errors.DataLossError, tf.errors.OutOfRangeError, IndexError) as e:
+    # Damaged since latest() read it (or given directly): one line, not TF's traceback.
+    raise errors.UserError(f"cannot read checkpoint {path} (corrupt or truncated?): "
+                           f"{checkpoint_io.first_line(e)}",
+                           checkpoint_io.data_files(path)) from e
   status.assert_existing_objects_matched()
   # What the model has no place for (e.g. the save counter) is not an error.
   status.expect_partial()

@@ -97,10 +97,13 @@ def set_up(options: startup.RunOptions, base, processor: processors.DataProcesso
     make_model = lambda bert, adapters: fusion.make_model(bert, processor.num_labels())
     fusion_keys = fusion.metadata()
     adapter_metadata.update(fusion_keys)
+  # A tsv task's columns: which text is read as what (a resume compares them).
+  columns = {k: getattr(processor, k) for k in ("text_a_column", "text_b_column",
+                                                "label_column") if hasattr(processor, k)}
   return startup.set_up(
       options, base, make_model, num_train_examples, adapter_metadata,
       MODEL_KEYS + tuple(fusion_keys), weights_flags=("--adapter_bank/--bank_task",),
-      task_name=task_name,
+      task_name=task_name, **columns,
       num_labels=processor.num_labels(), label_list=label_list, is_regression=is_regression,
       **fusion_keys)
 

@@ -22,6 +22,7 @@ from absl import logging
 
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import base_model
+from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import distribution
@@ -184,6 +185,7 @@ def set_up(options: RunOptions, base: base_model.Base,
       training) no source of weights (model_setup.check_weights_given).
   """
   if not options.do_train:
+    run_checkpoints.check_evaluable(options.output_dir)
     model_setup.check_weights_given(options.model, options.output_dir, weights_flags)
   settings = (train_settings(options, num_train_examples) if options.do_train else None)
   config = run_config.build(
@@ -195,7 +197,8 @@ def set_up(options: RunOptions, base: base_model.Base,
       # Recorded where used only: a run_config.json without it was not packed.
       **({"pack_sequences": True} if options.pack_sequences else {}))
   run_config.check(options.output_dir, config,
-                   also=tuple(model_keys) + (("train_mode",) if options.do_train else ()))
+                   also=tuple(model_keys) + (("train_mode",) if options.do_train else ()),
+                   resuming=options.do_train, derived=not options.pack_sequences)
   strategy = create_strategy(options)
   model, global_step = model_setup.create_model(strategy, make_model, options.model, base,
                                                 options.output_dir, adapter_metadata)
@@ -267,5 +270,7 @@ def pack_training(run: Run, record_file: str) -> int:
       train_batch_size=max(1, round(rows * stats.examples_per_row)))
   run.config.update(num_train_steps=steps, num_warmup_steps=run.settings.num_warmup_steps,
                     packed_rows_per_batch=rows)
+  # The counts set_up could not compare yet, before they are recorded.
+  run_config.check(options.output_dir, run.config, resuming=True)
   write_run_config(run)
   return rows
