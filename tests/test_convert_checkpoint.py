@@ -484,3 +484,79 @@ def test_hf_activation_without_equivalent_is_one_line(tmp_path):
                      r"\['gelu', .*'gelu_new'.*\]\)$"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
   assert sorted(os.listdir(tmp_path)) == ["hf"]
+
+
+# --- Every source of convert_checkpoint.py into a user's directory (issue 62, item 3).
+
+
+def _interop_argv(source, base, out):
+  """convert_checkpoint.py's flags for `source`, on the interop fixtures."""
+  import interop_checks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  peft = os.path.join(interop_checks.FIXTURES, "peft")
+  hub_export = os.path.join(interop_checks.FIXTURES, "adapterhub_export", "houlsby_gelu")
+  on_base = [f"--init_checkpoint={base['init_checkpoint']}"]
+  return {
+      "peft_dir": [f"--peft_dir={os.path.join(peft, 'seq_cls_qv')}", *on_base,
+                   f"--bert_config_file={base['bert_config_file']}", "--labels=a,b,c",
+                   "--task_name=t", "--max_seq_length=12"],
+      "export_peft": [f"--export_peft={os.path.join(peft, 'exported', 'adapter_model')}",
+                      "--base_model_name_or_path=tests/fixtures/interop/base"],
+      "export_adapterhub": [
+          f"--export_adapterhub={os.path.join(hub_export, 'adapter_model')}", *on_base,
+          "--base_model_name_or_path=tests/fixtures/interop/base"],
+  }[source] + [f"--output_dir={out}"]
+
+
+def _files_under(directory):
+  out = {}
+  for root, _, names in os.walk(directory):
+    for n in names:
+      with open(os.path.join(root, n), "rb") as f:
+        out[os.path.relpath(os.path.join(root, n), directory)] = f.read()
+  return out
+
+
+@pytest.mark.parametrize("source", ["peft_dir", "export_peft", "export_adapterhub",
+                                    "tf2_checkpoint"])
+def test_every_source_refuses_a_users_directory_and_overwrite_keeps_their_files(
+    source, interop_base, tmp_path, capsys, caplog):
+  """As --hf_dir (above) and --adapterhub_dir (test_adapterhub_import): a non-empty
+  --output_dir is one line and untouched; --overwrite writes the command's files
+  beside the user's, and the temporary a killed conversion left is removed, in one line."""
+  import interop_checks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  out = tmp_path / "out"
+  os.makedirs(out / "sub")
+  (out / "NOTES.md").write_text("the user's")
+  (out / "sub" / "data.bin").write_bytes(b"\x00the user's")
+  users = _files_under(out)
+  if source == "tf2_checkpoint":
+    prefix = tf.train.Checkpoint(encoder=_model_garden_encoder()).write(
+        str(tmp_path / "tf2" / "ckpt"))
+    (tmp_path / "bert_config.json").write_text(TINY_JSON)
+    (tmp_path / "vocab.txt").write_text("".join("tok%d\n" % n for n in range(99)))
+    convert = lambda overwrite: convert_checkpoint.tf2_bert_encoder_to_google(
+        str(out), checkpoint=prefix, bert_config_file=str(tmp_path / "bert_config.json"),
+        vocab_file=str(tmp_path / "vocab.txt"), overwrite=overwrite)
+    with pytest.raises(errors.UserError) as refused:
+      convert(False)
+    line = f"ERROR: {refused.value}"
+  else:
+    argv = _interop_argv(source, interop_base, out)
+    convert = lambda overwrite: interop_checks.main_with(
+        argv + (["--overwrite"] if overwrite else []))([])
+    line = interop_checks.one_error_line(capsys, argv)
+  assert line == (f"ERROR: {out}: not empty; pass --overwrite to replace what this command "
+                  f"writes there (its other files are kept)")
+  assert _files_under(out) == users
+  leftover = tmp_path / ".out.tmp-0123456789ab"  # As a conversion killed mid-write leaves it.
+  leftover.mkdir()
+  (leftover / "half").write_bytes(b"half")
+  with caplog.at_level("INFO", logger="absl"):
+    convert(True)
+  files = _files_under(out)
+  assert {k: files[k] for k in users} == users
+  assert set(files) - set(users)  # The command's own files, beside them.
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      ["out"] + (["tf2", "bert_config.json", "vocab.txt"] if source == "tf2_checkpoint" else []))
+  assert [r.getMessage() for r in caplog.records if "interrupted write" in r.getMessage()] == [
+      f"Removed {leftover}, left by an interrupted write of {out}"]
