@@ -247,3 +247,58 @@ def test_the_documented_first_lines_of_a_tpu_run_are_lines_the_code_logs():
   unknown = [line for line in lines
              if not any(t.fullmatch(line.replace("...", "0")) for t in templates)]
   assert not unknown
+
+
+def _run_setup_cell_on_colab(tmp_path, monkeypatch, on_clone=None):
+  """Runs the settings cell (USE_TPU with a bucket) and the code cell (clone and
+  install) as on a Colab TPU runtime whose cwd is tmp_path (/content); returns the
+  commands it ran and its namespace. No command runs: `on_clone` stands in for git."""
+  cells = _code_cells()
+  settings = cells[0].replace("USE_TPU = False", "USE_TPU = True", 1).replace(
+      "BUCKET = None", 'BUCKET = "gs://bucket/adapter_bert"', 1)
+  [setup] = [c for c in cells if "install_tpu.sh" in c]
+  ran = []
+
+  def run(command, **kwargs):
+    ran.append(list(command))
+    if command[:2] == ["git", "clone"] and on_clone:
+      on_clone(os.path.abspath(command[-1]))
+    return subprocess.CompletedProcess(command, 0)
+
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+  monkeypatch.setattr(subprocess, "run", run)
+  monkeypatch.setattr(sys, "path", list(sys.path))
+  monkeypatch.setenv("TPU_LOAD_LIBRARY", "1")  # Restored after the cell sets it.
+  namespace = {}
+  exec(settings, namespace)
+  exec(setup, namespace)
+  return ran, namespace
+
+
+def test_a_restarted_colab_runtime_reuses_the_clone_it_made(tmp_path, monkeypatch):
+  def clone(target):  # What `git clone` leaves: a checkout.
+    os.makedirs(target)
+    open(os.path.join(target, "run_classifier.py"), "w").close()
+
+  ran, namespace = _run_setup_cell_on_colab(tmp_path, monkeypatch, on_clone=clone)
+  clone_dir = str(tmp_path / "adapter-bert-tf2")
+  install = ["bash", os.path.join(clone_dir, "scripts", "install_tpu.sh"), sys.executable]
+  [clone_command, install_command] = ran
+  assert clone_command[:4] == ["git", "clone", "--depth=1", namespace["REPO_URL"]]
+  assert os.path.join(tmp_path, clone_command[4]) == clone_dir and install_command == install
+  assert namespace["REPO"] == clone_dir and os.getcwd() == clone_dir
+  # A runtime restart: a fresh kernel back in /content, the clone still there. It is
+  # reused as it is (no clone, no pull), and the install runs again.
+  os.chdir(tmp_path)
+  ran, namespace = _run_setup_cell_on_colab(tmp_path, monkeypatch)
+  assert ran == [install]
+  assert namespace["REPO"] == clone_dir and os.getcwd() == clone_dir
+
+
+def test_a_folder_in_the_clones_place_that_is_no_checkout_is_one_clear_error(
+    tmp_path, monkeypatch):
+  (tmp_path / "adapter-bert-tf2").mkdir()  # E.g. a clone cut short.
+  with pytest.raises(FileExistsError, match="adapter-bert-tf2 exists but holds no "
+                     "run_classifier.py: remove it"):
+    _run_setup_cell_on_colab(tmp_path, monkeypatch)
