@@ -16,6 +16,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import types
@@ -302,3 +303,173 @@ def test_a_folder_in_the_clones_place_that_is_no_checkout_is_one_clear_error(
   with pytest.raises(FileExistsError, match="adapter-bert-tf2 exists but holds no "
                      "run_classifier.py: remove it"):
     _run_setup_cell_on_colab(tmp_path, monkeypatch)
+
+
+
+# What convert_checkpoint.py writes (a Google BERT release's files): the model directory
+# of the stand-in checkout below.
+_CONVERTED_FILES = ("vocab.txt", "bert_config.json", "bert_model.ckpt.index",
+                    "bert_model.ckpt.data-00000-of-00001")
+_READ_FLAGS = ("--data_dir", "--vocab_file", "--bert_config_file", "--init_checkpoint")
+
+
+def _stand_in_checkout(root):
+  """A checkout at `root` after the conversion: models/minilm/ and the task's data
+  (empty files, named as the real ones)."""
+  model = root / "models" / "minilm"
+  model.mkdir(parents=True)
+  for name in _CONVERTED_FILES:
+    (model / name).write_text("")
+  data = root / "data" / "wordnet" / "wordnet_lexname"
+  data.mkdir(parents=True)
+  for name in os.listdir(os.path.join(ROOT, "data", "wordnet", "wordnet_lexname")):
+    (data / name).write_text("")
+  return str(root)
+
+
+def _notebook_command(checkout, bucket):
+  """The notebook's run command, and the copies (local file, bucket file) its paths
+  cell makes, run in `checkout` (REPO and WORK, as on Colab) with `bucket` as BUCKET
+  (None: on CPU). Only the paths are computed: tf.io.gfile's copy is recorded."""
+  cells = _code_cells()
+  settings = cells[0]
+  if bucket:
+    settings = settings.replace("USE_TPU = False", "USE_TPU = True", 1).replace(
+        "BUCKET = None", "BUCKET = %r" % bucket, 1)
+  [run_settings] = [c for c in cells if "TRAIN_BATCH_SIZE =" in c]
+  [paths] = [c for c in cells if "def copy_dir" in c]
+  [run_cell] = [c for c in cells if "run_classifier.py" in c and "Popen(" in c]
+  # LOCAL_MODEL_DIR and LOCAL_DATA_DIR as the conversion and data cells define them.
+  local_dirs = [ast.unparse(statement) for c in cells for statement in ast.parse(c).body
+                if isinstance(statement, ast.Assign) and ast.unparse(statement.targets[0])
+                in ("LOCAL_MODEL_DIR", "LOCAL_DATA_DIR")][:2]
+  copies, started = [], []
+
+  class Popen:  # The child exits at once, printing nothing.
+    def __init__(self, command, **kwargs):
+      started.append(command)
+      self.stdout, self.returncode = iter(()), 0
+
+    def __enter__(self):
+      return self
+
+    def __exit__(self, *unused):
+      return False
+
+  gfile = types.SimpleNamespace(exists=lambda path: False, walk=os.walk,
+                                makedirs=lambda path: None,
+                                copy=lambda src, dst, overwrite: copies.append((src, dst)))
+  namespace = dict(os=os, sys=sys, tf=types.SimpleNamespace(io=types.SimpleNamespace(gfile=gfile)),
+                   REPO=checkout, WORK=checkout, IN_COLAB=False,
+                   subprocess=types.SimpleNamespace(Popen=Popen, PIPE=-1, STDOUT=-2))
+  for cell in [settings, run_settings] + local_dirs + [paths, run_cell]:
+    exec(cell, namespace)
+  [command] = started
+  return command, copies
+
+
+def _flag_values(words):
+  return {w.split("=", 1)[0]: w.split("=", 1)[1] for w in words
+          if w.split("=", 1)[0] in _READ_FLAGS}
+
+
+def _shell_commands(markdown):
+  """The commands in `markdown`'s code: each line of a fenced block (continuation
+  lines joined) and each code span (which may wrap), split at && and ;."""
+  commands = []
+  def fenced(match):
+    commands.extend(match.group(1).replace("\\\n", " ").splitlines())
+    return ""
+  prose = re.sub(r"```[^\n]*\n(.*?)```", fenced, markdown, flags=re.S)
+  commands += re.findall(r"`([^`]+)`", prose)
+  return [part.strip() for c in commands for part in re.split(r"&&|;", " ".join(c.split()))]
+
+
+def _copy_commands(markdown):
+  """(sources, destination) of each recursive copy to a bucket that `markdown` gives
+  (gcloud storage cp -r, gsutil [-m] cp -r)."""
+  found = []
+  for command in _shell_commands(markdown):
+    words = shlex.split(command)
+    if words[:3] == ["gcloud", "storage", "cp"]:
+      rest = words[3:]
+    elif words[:1] == ["gsutil"] and "cp" in words:
+      rest = words[words.index("cp") + 1:]
+    else:
+      continue
+    options = [w for w in rest if w.startswith("-")]
+    paths = [w for w in rest if not w.startswith("-")]
+    assert {"-r", "-R", "--recursive"} & set(options), command
+    found.append((paths[:-1], paths[-1]))
+  return found
+
+
+def _copied_files(copy_commands, checkout):
+  """(local file, bucket file) for each file the commands copy, run in `checkout`:
+  `cp -r DIR DEST/` puts DIR's files under DEST/basename(DIR)/."""
+  copies = []
+  for sources, destination in copy_commands:
+    # Without the /, where the directory lands depends on what the bucket holds already
+    # (DEST/DIR if DEST exists, else DEST itself): the docs give the unambiguous form.
+    assert destination.endswith("/"), destination
+    for source in sources:
+      local = os.path.join(checkout, source.rstrip("/"))
+      for parent, _, names in os.walk(local):
+        for name in names:
+          path = os.path.join(parent, name)
+          copies.append((path, destination + os.path.basename(local) + "/"
+                         + os.path.relpath(path, local).replace(os.sep, "/")))
+  return copies
+
+
+def _check_the_run_reads_the_copies(copies, local_reads, bucket_reads):
+  """Each file a flag reads on CPU (the flag's path itself, a file in that directory, or
+  a checkpoint's files: PATH.index, PATH.data-...) is copied to the same path under the
+  flag's value in the bucket run."""
+  copied = dict(copies)
+  assert sorted(local_reads) == sorted(bucket_reads) == sorted(_READ_FLAGS)
+  for flag in _READ_FLAGS:
+    local, remote = local_reads[flag], bucket_reads[flag]
+    read = [path for path in copied if path == local or path.startswith(local + "/")
+            or path.startswith(local + ".")]
+    assert read, "%s: none of its files is copied (%s)" % (flag, local)
+    for path in read:
+      assert copied[path] == remote + path[len(local):], (flag, path, copied[path], remote)
+
+
+def _docs():
+  with open(os.path.join(ROOT, "docs", "tpu.md"), encoding="utf-8") as f:
+    return f.read()
+
+
+def _run_block_words(docs):
+  block = docs.split("```\npython run_classifier.py", 1)[1].split("```", 1)[0]
+  return block.replace("\\\n", " ").split()
+
+
+def _notebook_markdown():
+  notebook = nbformat.read(NOTEBOOK, as_version=4)
+  return "\n\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+
+
+@pytest.mark.parametrize("where", ["docs/tpu.md", "the notebook's markdown"])
+def test_the_documented_copies_land_where_the_documented_run_reads(tmp_path, where):
+  checkout = _stand_in_checkout(tmp_path)
+  command, _ = _notebook_command(checkout, None)  # The same run on CPU reads these files.
+  local_reads = _flag_values(command)
+  text = _docs() if where == "docs/tpu.md" else _notebook_markdown()
+  copy_commands = _copy_commands(text)
+  assert copy_commands, "no copy to the bucket in " + where
+  copies = _copied_files(copy_commands, checkout)
+  # docs/tpu.md's run command (test_the_run_cell_... holds it to the notebook's).
+  bucket_reads = _flag_values(_run_block_words(_docs()))
+  assert bucket_reads["--data_dir"].startswith("gs://YOUR_BUCKET/adapter_bert/")
+  _check_the_run_reads_the_copies(copies, local_reads, bucket_reads)
+
+
+def test_the_notebooks_copies_land_where_its_run_command_reads(tmp_path):
+  checkout = _stand_in_checkout(tmp_path)
+  local_reads = _flag_values(_notebook_command(checkout, None)[0])
+  command, copies = _notebook_command(checkout, "gs://YOUR_BUCKET/adapter_bert")
+  assert "--use_tpu" in command
+  _check_the_run_reads_the_copies(copies, local_reads, _flag_values(command))
