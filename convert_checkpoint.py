@@ -197,9 +197,7 @@ def _check_task_metadata(metadata: Dict[str, object], num_labels: int, path: str
                          config: modeling.BertConfig, bert_config_file: str) -> None:
   """An imported adapter's labels fit its head, its max_seq_length the base."""
   labels = processors.check_labels(metadata.get("labels") or [], "--labels")
-  if len(labels) != (num_labels if num_labels > 1 else 0):
-    raise errors.UserError(f"--labels gives {len(labels)} labels, the adapter's classifier has "
-                           f"{num_labels} outputs (one: a regression, no --labels)", path)
+  processors.check_label_count(labels, num_labels, "--labels", path)
   if not 3 <= metadata.get("max_seq_length", 3) <= config.max_position_embeddings:
     raise errors.UserError(f"--max_seq_length={metadata['max_seq_length']}: not in [3, "
                            f"{config.max_position_embeddings}] (max_position_embeddings of "

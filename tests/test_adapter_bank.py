@@ -331,7 +331,7 @@ def _with_metadata(source, out, **changes):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(labels=["0", "1", "2"]), "its head has 2 outputs but its metadata lists 3 labels"),
+    (dict(labels=["0", "1", "2"]), "its metadata gives 3 labels, the classifier has 2 outputs"),
     (dict(is_regression=True), r"says is_regression=True with labels \['0', '1'\]"),
     (dict(labels=[0, 1]), r"its metadata: labels must be strings, got \[0, 1\]"),
     (dict(labels=["0", "0"]), r"its metadata: label '0' is given twice in \['0', '0'\]"),

@@ -191,7 +191,7 @@ def test_other_mistakes_refused(capsys, interop_base, tmp_path):
   hub_dir = os.path.join(HUB, "seq_bn")
   argv = _import_argv(interop_base, hub_dir, out)
   line = interop_checks.one_error_line(capsys, argv[:4] + ["--labels=a,b"])
-  assert "--labels gives 2 labels, the adapter's classifier has 3 outputs" in line
+  assert "--labels gives 2 labels, the classifier has 3 outputs" in line
   line = interop_checks.one_error_line(capsys, [f"--adapterhub_dir={hub_dir}", f"--output_dir={out}"])
   assert "--adapterhub_dir needs --init_checkpoint" in line
   headless = tmp_path / "headless"

@@ -128,3 +128,39 @@ def test_adapterhub_import_refuses_labels_that_differ_from_its_head(capsys, inte
   assert line == (f'ERROR: {hub}/head_config.json: label2id {{"neg": 0, "mid": 0, "pos": 2}} '
                   "does not number the head's 3 outputs 0..2 once each"), line
   assert not os.path.exists(out)
+
+
+def _adapter_file_with_labels(tmp_path, source, labels):
+  """A copy of the adapter file `source` whose metadata records `labels` (as an older
+  version or a hand edit may leave it)."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from adapter_bert.checkpoints import adapter_weights  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  path, header, arrays = adapter_weights.read_adapter_file(source)
+  header["metadata"]["labels"] = labels
+  d = tmp_path / "adapter_model"
+  d.mkdir()
+  (d / adapter_weights.WEIGHTS_FILE).write_bytes(
+      safetensors.numpy.save(arrays, metadata={"header": json.dumps(header)}))
+  return str(d)
+
+
+@pytest.mark.parametrize("labels, problem", [
+    (["neg", "neg", "pos"], "its metadata: label 'neg' is given twice in ['neg', 'neg', "
+                            "'pos']: each label names one class"),
+    (["neg", "pos"], "its metadata gives 2 labels, the classifier has 3 outputs (one "
+                     "output: a regression, no labels)"),
+])
+def test_adapterhub_export_refuses_labels_twice_or_of_another_count(capsys, interop_base,
+                                                                     tmp_path, labels, problem):
+  """convert_checkpoint.py --export_adapterhub writes the file's labels as the head's
+  label2id: a label given twice had lost a class there ({'neg': 1, 'pos': 2} for 3
+  outputs), and too few labels had named only some outputs, without a word."""
+  source = os.path.join(interop_checks.FIXTURES, "adapterhub_export", "houlsby_gelu",
+                        "adapter_model")
+  damaged = _adapter_file_with_labels(tmp_path, source, labels)
+  out = str(tmp_path / "out")
+  line = interop_checks.one_error_line(capsys, [
+      f"--export_adapterhub={damaged}", f"--init_checkpoint={interop_base['init_checkpoint']}",
+      f"--output_dir={out}"])
+  assert line == f"ERROR: {damaged}/adapter_weights.safetensors: {problem}", line
+  assert not os.path.exists(out)

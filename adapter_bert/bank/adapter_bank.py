@@ -374,9 +374,7 @@ def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfi
   if bool(metadata["is_regression"]) == bool(labels):
     raise errors.UserError(f"its metadata says is_regression={metadata['is_regression']} "
                            f"with labels {labels!r} (regression: no labels)", path)
-  if num_outputs != (len(labels) or 1):
-    raise errors.UserError(f"its head has {num_outputs} outputs but its metadata lists "
-                           f"{len(labels)} labels (regression: one output)", path)
+  processors.check_label_count(labels, num_outputs, "its metadata", path)
   max_seq_length = metadata["max_seq_length"]
   if not (type(max_seq_length) is int and
           3 <= max_seq_length <= config.max_position_embeddings):

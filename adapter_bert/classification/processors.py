@@ -63,6 +63,16 @@ def check_labels(labels: Sequence[object], source: str, path: Optional[str] = No
   return list(labels)
 
 
+def check_label_count(labels: Sequence[str], num_outputs: int, source: str,
+                      path: Optional[str] = None) -> None:
+  """A classifier of `num_outputs` outputs has one label each (a regression, one
+  output, has none): errors.UserError naming `source` and `path` otherwise."""
+  if len(labels) != (num_outputs if num_outputs > 1 else 0):
+    raise errors.UserError(f"{source} gives {len(labels)} labels, the classifier has "
+                           f"{num_outputs} outputs (one output: a regression, no labels)",
+                           path)
+
+
 def check_labels_agree(given: Sequence[str], given_source: str, recorded: Sequence[str],
                        recorded_source: str, path: Optional[str] = None) -> None:
   """Two sources of one task's labels must give the same list in the same order (the
