@@ -17,8 +17,10 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 import types
 
 import nbformat
@@ -327,10 +329,12 @@ def _stand_in_checkout(root):
   return str(root)
 
 
-def _notebook_command(checkout, bucket):
+def _notebook_command(checkout, bucket, fresh_run=None, removed=None):
   """The notebook's run command, and the copies (local file, bucket file) its paths
   cell makes, run in `checkout` (REPO and WORK, as on Colab) with `bucket` as BUCKET
-  (None: on CPU). Only the paths are computed: tf.io.gfile's copy is recorded."""
+  (None: on CPU). Only the paths are computed: tf.io.gfile's copy is recorded. With a
+  list as `removed`, OUTPUT_DIR exists and what the cells remove is appended to it;
+  `fresh_run`: FRESH_RUN set to that in the run cell."""
   cells = _code_cells()
   settings = cells[0]
   if bucket:
@@ -356,9 +360,14 @@ def _notebook_command(checkout, bucket):
     def __exit__(self, *unused):
       return False
 
-  gfile = types.SimpleNamespace(exists=lambda path: False, walk=os.walk,
+  if fresh_run is not None:
+    edited = run_cell.replace("FRESH_RUN = False", "FRESH_RUN = %s" % fresh_run, 1)
+    assert edited != run_cell or not fresh_run
+    run_cell = edited
+  gfile = types.SimpleNamespace(exists=lambda path: removed is not None, walk=os.walk,
                                 makedirs=lambda path: None,
-                                copy=lambda src, dst, overwrite: copies.append((src, dst)))
+                                copy=lambda src, dst, overwrite: copies.append((src, dst)),
+                                rmtree=lambda path: removed.append(path))
   namespace = dict(os=os, sys=sys, tf=types.SimpleNamespace(io=types.SimpleNamespace(gfile=gfile)),
                    REPO=checkout, WORK=checkout, IN_COLAB=False,
                    subprocess=types.SimpleNamespace(Popen=Popen, PIPE=-1, STDOUT=-2))
@@ -375,14 +384,14 @@ def _flag_values(words):
 
 def _shell_commands(markdown):
   """The commands in `markdown`'s code: each line of a fenced block (continuation
-  lines joined) and each code span (which may wrap), split at && and ;."""
+  lines joined) and each code span (which may wrap), split at &&."""
   commands = []
   def fenced(match):
     commands.extend(match.group(1).replace("\\\n", " ").splitlines())
     return ""
   prose = re.sub(r"```[^\n]*\n(.*?)```", fenced, markdown, flags=re.S)
   commands += re.findall(r"`([^`]+)`", prose)
-  return [part.strip() for c in commands for part in re.split(r"&&|;", " ".join(c.split()))]
+  return [part.strip() for c in commands for part in " ".join(c.split()).split("&&")]
 
 
 def _copy_commands(markdown):
@@ -390,6 +399,8 @@ def _copy_commands(markdown):
   (gcloud storage cp -r, gsutil [-m] cp -r)."""
   found = []
   for command in _shell_commands(markdown):
+    if not command.startswith(("gcloud", "gsutil")):
+      continue
     words = shlex.split(command)
     if words[:3] == ["gcloud", "storage", "cp"]:
       rest = words[3:]
@@ -399,6 +410,8 @@ def _copy_commands(markdown):
       continue
     options = [w for w in rest if w.startswith("-")]
     paths = [w for w in rest if not w.startswith("-")]
+    if len(paths) < 2:  # The command named, not given (`gcloud storage cp -r` puts ...).
+      continue
     assert {"-r", "-R", "--recursive"} & set(options), command
     found.append((paths[:-1], paths[-1]))
   return found
@@ -473,3 +486,117 @@ def test_the_notebooks_copies_land_where_its_run_command_reads(tmp_path):
   command, copies = _notebook_command(checkout, "gs://YOUR_BUCKET/adapter_bert")
   assert "--use_tpu" in command
   _check_the_run_reads_the_copies(copies, local_reads, _flag_values(command))
+
+
+# Stands in for run_classifier.py in the stop tests: progress lines until SIGTERM, then
+# (as run_classifier.py does) a checkpoint saved, a last line, and status 143; a closed
+# pipe does not stop it (absl's logging reports a failed write and goes on). argv[1]:
+# how long the save takes.
+_FAKE_RUN = """
+import os, signal, sys, time
+def say(line):
+    try:
+        print(line, flush=True)
+    except OSError:
+        pass
+def note(what):
+    with open("child_signals", "a") as f:
+        f.write(what + "\\n")
+def on_sigterm(signum, frame):
+    note(signal.Signals(signum).name)
+    time.sleep(float(os.environ["FAKE_SAVE_SECONDS"]))
+    say("I1201 loop.py:300] Saved checkpoint for step 7")
+    note("saved")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, on_sigterm)
+with open("child.pid", "w") as f:
+    f.write(str(os.getpid()))
+while True:
+    say("I1201 progress.py:80] global_step = 7, loss = 1.0")
+    time.sleep(0.05)
+"""
+
+# Runs the given cells in one namespace as the kernel does, with stand-ins for the earlier
+# cells' names (CPU, nothing in OUTPUT_DIR); after a KeyboardInterrupt, prints whether the
+# child (its pid in child.pid) is still a process, reaped or not.
+_STOP_DRIVER = """
+import json, os, subprocess, sys, types
+no_files = types.SimpleNamespace(exists=lambda path: False)
+namespace = dict(__name__="__main__", os=os, sys=sys, subprocess=subprocess, WORK=os.getcwd(),
+                 IN_COLAB=False, LOCAL_MODEL_DIR="models/minilm", LOCAL_DATA_DIR="data",
+                 tf=types.SimpleNamespace(io=types.SimpleNamespace(gfile=no_files)))
+try:
+    for source in json.load(open(sys.argv[1])):
+        exec(compile(source, "<cell>", "exec"), namespace)
+except KeyboardInterrupt:
+    pid = int(open("child.pid").read())
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    print("=== stopped " + json.dumps({"child_alive": alive}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("fresh_run", [None, True])
+def test_a_rerun_resumes_from_the_output_directory_unless_fresh_run(tmp_path, fresh_run):
+  # run_classifier.py resumes from the newest checkpoint in --output_dir (after a stop)
+  # and refuses other settings there; FRESH_RUN = True starts over.
+  removed = []
+  command, _ = _notebook_command(_stand_in_checkout(tmp_path), None, fresh_run, removed)
+  [output_dir] = [w.split("=", 1)[1] for w in command if w.startswith("--output_dir=")]
+  assert output_dir == os.path.join(str(tmp_path), "output", "notebook_demo")
+  assert removed == ([output_dir] if fresh_run else [])
+
+
+@pytest.mark.parametrize("stops", [1, 2])
+def test_stopping_the_run_cell_ends_the_run_before_the_cell_ends(tmp_path, stops):
+  """The stop button (SIGINT to the kernel alone, as Colab sends it) sends the run
+  SIGTERM; the cell reads its output to the end and waits for it, so a rerun finds
+  the TPU free. A second stop while the run saves kills it."""
+  cells = _code_cells()
+  [run_settings] = [c for c in cells if "TRAIN_BATCH_SIZE =" in c]
+  [paths] = [c for c in cells if "def copy_dir" in c]
+  [run_cell] = [c for c in cells if "run_classifier.py" in c and "Popen(" in c]
+  (tmp_path / "run_classifier.py").write_text(_FAKE_RUN)
+  cells_file = tmp_path / "cells.json"
+  cells_file.write_text(json.dumps([cells[0], run_settings, paths, run_cell]))
+  env = dict(os.environ, FAKE_SAVE_SECONDS="1" if stops == 1 else "600")
+  env.pop("NOTEBOOK_SMOKE_TEST", None)
+  kernel = subprocess.Popen([sys.executable, "-c", _STOP_DRIVER, str(cells_file)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+  try:
+    for line in kernel.stdout:  # Until the cell prints the run's progress.
+      if line.startswith("global_step = 7"):
+        break
+    kernel.send_signal(signal.SIGINT)
+    if stops == 2:
+      deadline = time.time() + 30
+      while ("SIGTERM" not in _read_if_there(tmp_path / "child_signals")
+             and time.time() < deadline):
+        time.sleep(0.05)
+      kernel.send_signal(signal.SIGINT)
+    output = kernel.communicate(timeout=60)[0]
+  finally:
+    kernel.kill()
+    if (tmp_path / "child.pid").exists():  # The stand-in, if the cell left it running.
+      try:
+        os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+  # The cell re-raised the KeyboardInterrupt once the run had ended and been reaped.
+  assert "=== stopped " + json.dumps({"child_alive": False}) in output, output[-2000:]
+  log = (tmp_path / "run_classifier.log").read_text()
+  if stops == 1:  # The run saved its checkpoint; its last line reached the log.
+    assert _read_if_there(tmp_path / "child_signals") == "SIGTERM\nsaved\n"
+    assert log.endswith("] Saved checkpoint for step 7\n")
+    assert "run_classifier.py ended (exit 143): run this cell again to resume" in output
+  else:  # Killed in the middle of its save.
+    assert _read_if_there(tmp_path / "child_signals") == "SIGTERM\n"
+    assert "run_classifier.py killed: run this cell again to resume" in output
+
+
+def _read_if_there(path):
+  return path.read_text() if path.exists() else ""
