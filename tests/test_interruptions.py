@@ -84,6 +84,19 @@ elif hook == "tear_checkpoint":  # The save of step `arg` stops halfway; waits f
     time.sleep(300)
   tf.train.CheckpointManager.save = torn_save
 
+elif hook == "damage_checkpoint":  # The save of step `arg` is named, its data cut short.
+  save = tf.train.CheckpointManager.save
+  def damaged_save(self, checkpoint_number=None, **kwargs):
+    path = save(self, checkpoint_number=checkpoint_number, **kwargs)
+    if checkpoint_number == int(arg):  # As a power loss leaves it: the state file and
+      data = path + ".data-00000-of-00001"  # index reached the disk, the data did not.
+      with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) // 2)
+      marker("CHECKPOINT_NAMED_DATA_CUT")
+      time.sleep(300)
+    return path
+  tf.train.CheckpointManager.save = damaged_save
+
 elif hook == "slow_predict":  # Each eval/predict batch takes 0.3 s.
   make_dataset = features.make_dataset
   def slow(*batch):
@@ -347,6 +360,32 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
   assert _saved_steps(out) == [4, 8, 12, 16, 20]
   reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-12"))  # Rewritten whole.
   assert reader.get_variable_to_shape_map()
+  assert _results(out) == _results(uninterrupted)
+  assert not _temporaries(out)
+
+
+def test_sigkill_after_a_checkpoint_is_named_but_its_data_is_cut_resumes_from_the_one_before(
+    command, uninterrupted, tmp_path):
+  """The damaged-file point of a checkpoint write: the state file names step 12, whose
+  .data file a power loss cut short, and the run is killed there. The rerun says so in
+  one line, resumes from step 8 and ends as the uninterrupted run."""
+  out = str(tmp_path / "out")
+  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="damage_checkpoint:12")
+  run.wait_for("CHECKPOINT_NAMED_DATA_CUT")
+  run.proc.send_signal(signal.SIGKILL)
+  assert run.finish() == -signal.SIGKILL
+  assert _saved_steps(out) == [4, 8, 12]  # Named, though damaged.
+
+  logs = run_main(**command, output_dir=out)
+  warnings = [m for m in logs if "model.ckpt-12 as the latest checkpoint" in m]
+  assert len(warnings) == 1 and "\n" not in warnings[0], logs
+  assert warnings[0].endswith(f"using {os.path.join(out, 'model.ckpt-8')}, the newest "
+                              "complete one")
+  assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
+  assert _saved_steps(out) == [4, 8, 12, 16, 20]
+  reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-12"))  # Rewritten whole.
+  for name in reader.get_variable_to_shape_map():
+    reader.get_tensor(name)
   assert _results(out) == _results(uninterrupted)
   assert not _temporaries(out)
 
