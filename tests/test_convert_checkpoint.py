@@ -560,3 +560,25 @@ def test_every_source_refuses_a_users_directory_and_overwrite_keeps_their_files(
       ["out"] + (["tf2", "bert_config.json", "vocab.txt"] if source == "tf2_checkpoint" else []))
   assert [r.getMessage() for r in caplog.records if "interrupted write" in r.getMessage()] == [
       f"Removed {leftover}, left by an interrupted write of {out}"]
+
+
+def test_an_encoder_without_its_config_says_in_one_line_which_activation_is_assumed(caplog):
+  """--hub_dir without --bert_config_file: a Model Garden encoder's weights do not
+  record its activation, so the converted config assumes Google BERT's tanh gelu
+  (Model Garden's 'gelu' is the tanh one too) and says so in one warning naming the
+  flag that gives another (issue 62, item 7: 'says in one line where it cannot')."""
+  encoder = _model_garden_encoder()
+  with caplog.at_level("WARNING", logger="absl"):
+    config = tf2_encoder.infer_bert_config({w.name: w.numpy() for w in encoder.weights})
+  assert config["hidden_act"] == "gelu"
+  assert (config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]) == (
+      TINY["hidden_size"], TINY["num_hidden_layers"], TINY["intermediate_size"])
+  lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert len(lines) == 1 and "\n" not in lines[0], lines
+  assert "assumed hidden_act=gelu (the tanh GELU" in lines[0]
+  assert lines[0].endswith("give --bert_config_file to name another (e.g. gelu_erf).")
+  from official.modeling import tf_utils  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  x = np.linspace(-4, 4, 81).astype(np.float32)
+  # What the docstring claims of Model Garden: its 'gelu' is the tanh approximation.
+  np.testing.assert_allclose(tf_utils.get_activation("gelu")(x).numpy(),
+                             tf.nn.gelu(x, approximate=True).numpy(), atol=1e-6)

@@ -81,8 +81,12 @@ def infer_bert_config(variables: Mapping[str, np.ndarray]) -> Dict[str, object]:
       "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
       "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
   }
-  logging.warning("No bert_config_file: sizes inferred from the weights; assumed "
-                  "hidden_act=gelu, dropout 0.1, initializer_range 0.02.")
+  # The weights do not say which function they were trained with: one line says
+  # what is assumed (issue 62: a conversion keeps the function, or says where it cannot).
+  logging.warning("No bert_config_file: sizes inferred from the weights; the activation "
+                  "is not stored in them: assumed hidden_act=gelu (the tanh GELU of Google's "
+                  "BERT and Model Garden's 'gelu'), dropout 0.1, initializer_range 0.02; give "
+                  "--bert_config_file to name another (e.g. gelu_erf).")
   return config
 
 
