@@ -600,3 +600,14 @@ def test_stopping_the_run_cell_ends_the_run_before_the_cell_ends(tmp_path, stops
 
 def _read_if_there(path):
   return path.read_text() if path.exists() else ""
+
+
+def test_the_tpu_docs_name_the_pinned_tensorflow_tpu_and_libtpu():
+  # Every version docs/tpu.md gives for them is the one requirements-tpu.txt installs.
+  with open(os.path.join(ROOT, "requirements-tpu.txt"), encoding="utf-8") as f:
+    pins = dict(re.findall(r"^(tensorflow-tpu|libtpu)==(\S+)", f.read(), re.M))
+  docs = _docs()
+  for package in ("tensorflow-tpu", "libtpu"):
+    named = re.findall(r"`%s`\s+(\d+\.\d+\.\d+)|%s==(\S+?)`" % (package, package), docs)
+    named = [a or b for a, b in named]
+    assert named and set(named) == {pins[package]}, (package, named, pins)
