@@ -253,6 +253,7 @@ def test_export_refuses_other_designs(capsys, base, tmp_path):
   source = adapter_weights.save_adapter_weights(model, str(tmp_path / "houlsby"))
   line = interop_checks.one_error_line(capsys, [f"--export_peft={source}", f"--output_dir={tmp_path / 'out'}"])
   assert "adapter design houlsby: PEFT's LoRA format holds LoRA adapters only" in line
+  assert not (tmp_path / "out").exists()  # Refused before anything is written.
 
 
 def test_no_torch_imported():
