@@ -10,6 +10,12 @@ own Python (which imports TensorFlow) must set TPU_LOAD_LIBRARY=0 before that im
 and the run_classifier.py it starts must not inherit it. Checked from the cells' code
 in order, by running the run cell with a stand-in for subprocess.Popen, and in the real
 run by watching the import and the child's environment.
+
+What a Colab user goes through is checked from the cells' code too: a restarted runtime
+reuses the clone; the copies to the bucket (the notebook's, and the commands docs/tpu.md
+and the notebook's markdown give) land where the run command reads; stopping the run
+cell sends the run SIGTERM and waits for it to end, and a rerun resumes unless
+FRESH_RUN.
 """
 
 import ast
