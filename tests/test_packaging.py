@@ -21,7 +21,7 @@ def _built_wheel(tmp_path):
   *.egg-info beside the sources); returns the zip's top-level names."""
   src = tmp_path / "src"
   shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-      ".git", ".venv", "tests", "docs", "data", "output", "models", "__pycache__"))
+      ".git", ".venv*", "tests", "docs", "data", "output", "models", "__pycache__"))
   subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                   "--no-build-isolation", "-w", str(tmp_path / "wheel"), str(src)],
                  check=True, capture_output=True)

@@ -326,7 +326,7 @@ for call in config["calls"]:
     results.append({k: v.numpy().tolist() for k, v in outputs.items()})
   except Exception as e:  # The test asserts which.
     results.append({"error": type(e).__name__ + ": " + str(e)})
-venv = os.path.join(repo, ".venv") + os.sep
+venv = sys.prefix + os.sep  # The venv may lie in the repository (.venv).
 from_repo = [m for m, module in sys.modules.items()
              if (getattr(module, "__file__", None) or "").startswith(repo + os.sep)
              and not module.__file__.startswith(venv)]
