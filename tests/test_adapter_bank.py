@@ -371,3 +371,24 @@ def test_a_bank_task_cut_short_is_one_line_naming_its_file(base, bank, tmp_path)
                                        f"truncated or corrupt?): ")
   assert "\n" not in str(refused.value)
   assert not out.exists()
+
+
+def test_a_bank_task_of_other_labels_is_refused_by_the_one_owner(base, bank, tmp_path):
+  """run_classifier.py --adapter_bank --bank_task: a task recorded with this run's
+  labels in another order would swap its predictions. Refused in one line by the
+  labels' owner (processors.check_recorded_labels through model_setup.load_base),
+  as --adapter_checkpoint is (tests/test_model_setup.py); a label twice is refused
+  by the bank's own check of a task (test_adding_and_serving_refuse_a_task_with_one_check)."""
+  d = str(tmp_path / "bank")
+  shutil.copytree(bank["dir"], d)
+  task = os.path.join(d, "tasks", "mrpc")
+  swapped = _with_metadata(task, str(tmp_path / "swapped"), labels=["1", "0"])
+  shutil.copy(os.path.join(swapped, adapter_weights.WEIGHTS_FILE), task)
+  out = str(tmp_path / "predict")
+  with pytest.raises(errors.UserError) as e:
+    _predict(base, d, "MRPC", out)
+  assert str(e.value) == (
+      f"--adapter_checkpoint={adapter_bank.task_checkpoint(d, 'mrpc')}: this run gives the "
+      f"labels ['0', '1'], but its metadata has ['1', '0'] (label ids are positions): give "
+      f"this run the labels the adapters were trained with, in that order (--labels of a "
+      f"tsv task), or adapters trained with this run's")

@@ -164,3 +164,76 @@ def test_adapterhub_export_refuses_labels_twice_or_of_another_count(capsys, inte
       f"--output_dir={out}"])
   assert line == f"ERROR: {damaged}/adapter_weights.safetensors: {problem}", line
   assert not os.path.exists(out)
+
+
+def _output_dir_with_checkpoint(tmp_path, config):
+  """An output_dir as a run leaves it: a checkpoint and the run_config.json it was
+  trained with."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from adapter_bert.runtime import run_config  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  out = tmp_path / "out"
+  tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), str(out), 1,
+                             checkpoint_name="model.ckpt").save()
+  (out / run_config.RUN_CONFIG_FILE).write_text(json.dumps(config))
+  return str(out), str(out / run_config.RUN_CONFIG_FILE)
+
+
+@pytest.mark.parametrize("key, recorded, now, problem", [
+    # run_classifier.py's label_list.
+    ("label_list", ["a", "b"], ["b", "a"],
+     "this run gives the labels ['b', 'a'], but the run whose checkpoints {out} holds has "
+     "['a', 'b'] (label ids are positions): give the same labels in the same order, or "
+     "use a fresh --output_dir"),
+    ("label_list", ["a", "a"], ["a", "b"],
+     "the run whose checkpoints {out} holds: label 'a' is given twice in ['a', 'a']: each "
+     "label names one class"),
+    # run_multitask.py's tasks, each task's labels.
+    ("tasks", [{"name": "t", "labels": ["a", "b"], "is_regression": False}],
+     [{"name": "t", "labels": ["b", "a"], "is_regression": False}],
+     "task 't' of this run gives the labels ['b', 'a'], but the run whose checkpoints "
+     "{out} holds has ['a', 'b'] (label ids are positions): give the same labels in the "
+     "same order, or use a fresh --output_dir"),
+    ("tasks", [{"name": "t", "labels": ["a", "a"], "is_regression": False}],
+     [{"name": "t", "labels": ["a", "b"], "is_regression": False}],
+     "task 't' of the run whose checkpoints {out} holds: label 'a' is given twice in "
+     "['a', 'a']: each label names one class"),
+])
+@pytest.mark.parametrize("resuming", [False, True])
+def test_a_resumed_run_has_its_labels_checked_by_the_one_owner(tmp_path, key, recorded, now,
+                                                               problem, resuming):
+  """run_config.check, as a run over an output_dir with checkpoints calls it (a
+  task's keys in `also`, or every recorded setting when resuming training): the
+  recorded labels go through processors.check_recorded_labels, not a comparison of
+  its own."""
+  from adapter_bert.runtime import run_config  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  out, path = _output_dir_with_checkpoint(tmp_path, {key: recorded})
+  with pytest.raises(errors.UserError) as e:
+    run_config.check(out, {key: now}, also=() if resuming else (key,), resuming=resuming)
+  assert str(e.value) == f"{path}: " + problem.format(out=out)
+  if "twice" not in problem:  # The same labels pass.
+    run_config.check(out, {key: recorded}, also=() if resuming else (key,),
+                     resuming=resuming)
+
+
+def test_an_adapter_files_labels_are_checked_by_the_one_owner():
+  """adapter_weights.check_metadata (--adapter_checkpoint, a bank's --bank_task, a
+  multi-task run served) hands labels and a task list's labels to the owner; what
+  else differs in a task list (a name) is its own generic refusal."""
+  from adapter_bert.checkpoints import adapter_weights  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  tasks = lambda *labels: [{"name": "t", "labels": list(labels), "is_regression": False}]
+  with pytest.raises(errors.UserError) as e:
+    adapter_weights.check_metadata("FILE", {"tasks": tasks("a", "b")},
+                                   {"tasks": tasks("b", "a")}, "RUN", labels_fix="FIX")
+  assert str(e.value) == ("FILE: task 't' of RUN gives the labels ['b', 'a'], but its "
+                          "metadata has ['a', 'b'] (label ids are positions): FIX")
+  with pytest.raises(errors.UserError) as e:
+    adapter_weights.check_metadata("FILE", {"tasks": tasks("a", "a")},
+                                   {"tasks": tasks("a", "b")}, "RUN")
+  assert str(e.value) == ("FILE: task 't' of its metadata: label 'a' is given twice in "
+                          "['a', 'a']: each label names one class")
+  renamed = [dict(tasks("a")[0], name="u")]
+  with pytest.raises(errors.UserError, match=r"^FILE: was trained with tasks \[.*'t'.*\], "
+                                             r"RUN has \[.*'u'.*\]$"):
+    adapter_weights.check_metadata("FILE", {"tasks": tasks("a")}, {"tasks": renamed}, "RUN")
+  adapter_weights.check_metadata("FILE", {"tasks": tasks("a", "b"), "labels": ["x"]},
+                                 {"tasks": tasks("a", "b"), "labels": ["x"]}, "RUN")

@@ -51,10 +51,24 @@ def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, cap
                           seed=3, adapter_metadata={"labels": ["0", "1"]})
   assert step == 7
   np.testing.assert_array_equal(restored(INPUTS).numpy(), expected)
-  with pytest.raises(errors.UserError, match=r"was trained with labels \['0', '1'\], this "
-                                             r"run has \['1', '0'\]"):
+  # Labels in another order, or recorded twice: refused by their one owner
+  # (processors.check_recorded_labels), in one line naming the flag and both lists.
+  with pytest.raises(errors.UserError) as e:
     _model(model_setup.ModelOptions(adapter_size=4, **with_adapters), out,
            adapter_metadata={"labels": ["1", "0"]})
+  assert str(e.value) == (
+      f"--adapter_checkpoint={adapter_dir}: this run gives the labels ['1', '0'], but its "
+      f"metadata has ['0', '1'] (label ids are positions): give this run the labels the "
+      f"adapters were trained with, in that order (--labels of a tsv task), or adapters "
+      f"trained with this run's")
+  twice = str(tmp_path / "twice")
+  adapter_weights.save_adapter_weights(model, twice, {"labels": ["0", "0"]})
+  with pytest.raises(errors.UserError) as e:
+    _model(model_setup.ModelOptions(adapter_size=4, init_checkpoint=ckpt,
+                                    adapter_checkpoint=twice), out,
+           adapter_metadata={"labels": ["0", "1"]})
+  assert str(e.value) == (f"--adapter_checkpoint={twice}: its metadata: label '0' is given "
+                          f"twice in ['0', '0']: each label names one class")
 
   # A checkpoint in output_dir (as training writes it) wins over both flags.
   run_checkpoints.manager(model, out).save(checkpoint_number=12)

@@ -6,12 +6,14 @@ A(x) = LN_t(U(GeLU(D x))) + x), recomputed in NumPy; tests/numpy_bert.py for
 the encoder; hand arithmetic for sampling proportions and parameter counts.
 """
 
+import json
 import os
 import re
 import shutil
 
 import numpy as np
 import pytest
+import safetensors.numpy
 import tensorflow as tf
 from absl import flags
 
@@ -24,6 +26,7 @@ from adapter_bert.multitask import sampling
 from adapter_bert.multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
+from adapter_bert.serving import multitask_run
 import numpy_bert
 import optimization
 import run_multitask
@@ -500,3 +503,47 @@ def test_a_resume_with_another_sampling_temperature_is_refused(base, hyperformer
                       sampling_temperature=1))
   with open(os.path.join(out, "run_config.json")) as f:
     assert f.read() == config
+
+
+def test_the_tasks_labels_are_checked_by_the_one_owner(base, hyperformer_run, tmp_path):
+  """A task's labels recorded otherwise, or twice: refused in one line by their one
+  owner (processors.check_recorded_labels), resuming the run (its run_config.json's
+  tasks) and serving it (serving/multitask_run.read_run: the adapter file's tasks
+  against run_config.json's)."""
+  out = str(tmp_path / "out")
+  shutil.copytree(hyperformer_run[0], out)
+  config_path = os.path.join(out, "run_config.json")
+  with open(config_path) as f:
+    config = json.load(f)
+  task = next(t for t in config["tasks"] if len(t["labels"]) > 1)
+  labels = list(task["labels"])
+  task["labels"] = labels[::-1]
+  with open(config_path, "w") as f:
+    json.dump(config, f)
+  with pytest.raises(errors.UserError) as e:
+    run_main(**_flags(base, multitask_adapters="hyperformer", do_train=True, output_dir=out))
+  assert str(e.value) == (
+      f"{config_path}: task {task['name']!r} of this run gives the labels {labels!r}, but "
+      f"the run whose checkpoints {out} holds has {labels[::-1]!r} (label ids are "
+      f"positions): give the same labels in the same order, or use a fresh --output_dir")
+
+  weights = os.path.join(out, "adapter_model", adapter_weights.WEIGHTS_FILE)
+  with pytest.raises(errors.UserError) as e:
+    multitask_run.read_run(out)
+  assert str(e.value) == (
+      f"{weights}: task {task['name']!r} of {config_path} (another run's weights?) gives "
+      f"the labels {labels[::-1]!r}, but its metadata has {labels!r} (label ids are "
+      f"positions): serve the run whose adapter_model this is")
+
+  # The adapter file's record of a task with a label twice.
+  shutil.copy(os.path.join(hyperformer_run[0], "run_config.json"), config_path)
+  path, header, arrays = adapter_weights.read_adapter_file(weights)
+  recorded = next(t for t in header["metadata"]["tasks"] if t["name"] == task["name"])
+  recorded["labels"] = [labels[0]] * len(labels)
+  with open(weights, "wb") as f:
+    f.write(safetensors.numpy.save(arrays, metadata={"header": json.dumps(header)}))
+  with pytest.raises(errors.UserError) as e:
+    multitask_run.read_run(out)
+  assert str(e.value) == (
+      f"{path}: task {task['name']!r} of its metadata: label {labels[0]!r} is given twice "
+      f"in {recorded['labels']!r}: each label names one class")

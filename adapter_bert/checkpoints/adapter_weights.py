@@ -27,6 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert import errors
+from adapter_bert.classification import processors
 from adapter_bert.storage import file_io
 from adapter_bert.storage import renamed_keys
 
@@ -127,11 +128,12 @@ def read_adapter_header(path: str) -> dict:
 
 
 def check_metadata(path: str, metadata: dict, expected: dict, against: str,
-                   required: bool = False) -> None:
+                   required: bool = False, labels_fix: Optional[str] = None) -> None:
   """Refuses adapter weights whose metadata disagrees with `expected`.
 
   Same-shaped weights of another label order or another multi-task run would
-  otherwise load silently.
+  otherwise load silently. Labels ("labels", a multi-task run's "tasks") are
+  compared by their one owner, processors.check_recorded_labels.
 
   Args:
     path: the adapter file, for the message.
@@ -139,12 +141,17 @@ def check_metadata(path: str, metadata: dict, expected: dict, against: str,
     expected: metadata key -> the value it must have.
     against: what `expected` is, for the message (e.g. "this run").
     required: a key the metadata lacks is refused too (else it passes).
+    labels_fix: what to do where the labels differ, for the message.
   Raises:
     errors.UserError: naming the file, the key and both values.
   """
   for key, value in expected.items():
-    if (required or key in metadata) and metadata.get(key) != value:
-      raise errors.UserError(f"was trained with {key} {metadata.get(key)!r}, {against} has "
+    if not (required or key in metadata):
+      continue
+    value, saved = processors.check_recorded_labels(
+        key, value, against, metadata.get(key), "its metadata", path, labels_fix)
+    if saved != value:
+      raise errors.UserError(f"was trained with {key} {saved!r}, {against} has "
                              f"{value!r}", path)
 
 

@@ -400,8 +400,10 @@ def load_base(model: keras.Model, init_checkpoint: Optional[str] = None,
     return 0
   adapter_file = adapter_weights.read_adapter_file(adapter_checkpoint)
   saved = adapter_file.header["metadata"]
-  adapter_weights.check_metadata(f"--adapter_checkpoint={adapter_checkpoint}", saved,
-                                 adapter_metadata or {}, "this run")
+  adapter_weights.check_metadata(
+      f"--adapter_checkpoint={adapter_checkpoint}", saved, adapter_metadata or {},
+      "this run", labels_fix="give this run the labels the adapters were trained with, "
+      "in that order (--labels of a tsv task), or adapters trained with this run's")
   adapter_weights.load_adapter_weights(model, adapter_file)
   return int(saved.get("global_step", 0))
 

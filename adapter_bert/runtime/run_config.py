@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import run_checkpoints
+from adapter_bert.classification import processors
 from adapter_bert import errors
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
@@ -117,7 +118,10 @@ def check(output_dir: str, config: Mapping[str, object], also=(),
   if not isinstance(saved, dict):
     raise errors.UserError("not a run_config.json: expected a JSON object", path)
   for key in _MODEL_KEYS + tuple(also):
-    if key in saved and saved[key] != config.get(key):
+    if key not in saved:
+      continue
+    now, was = _labels_checked(key, config.get(key), saved[key], output_dir, path)
+    if was != now:
       raise errors.UserError(
           f"{output_dir} holds checkpoints of another run: {key} was {saved[key]!r} there "
           f"(see {path}) but is {config.get(key)!r} now; use a fresh --output_dir or the "
@@ -136,11 +140,20 @@ def _check_resumed(output_dir: str, path: str, saved: Mapping[str, object],
       continue  # Recorded since this run was written, or no longer: nothing to compare.
     was = saved.get(key, _ABSENT_MEANS.get(key))
     now = json.loads(json.dumps(config.get(key, _ABSENT_MEANS.get(key))))  # Tuples as lists.
+    now, was = _labels_checked(key, now, was, output_dir, path)
     if was != now:
       raise errors.UserError(
           f"{_FLAG_OF.get(key, '--' + key)}: {output_dir} holds checkpoints of a run "
           f"trained with {key}={was!r} (see {path}), not {now!r}; resuming them so would "
           f"change what they train: give the recorded value or use a fresh --output_dir")
+
+
+def _labels_checked(key: str, now, was, output_dir: str, path: str):
+  """(now, was) with their labels taken out once the labels' owner,
+  processors.check_recorded_labels, found them the same (see there)."""
+  return processors.check_recorded_labels(
+      key, now, "this run", was, f"the run whose checkpoints {output_dir} holds", path,
+      fix="give the same labels in the same order, or use a fresh --output_dir")
 
 
 def read(path: str):

@@ -90,7 +90,8 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
   metadata = header.get("metadata") or {}
   adapter_weights.check_metadata(weights_path, metadata,
                                  {key: saved.get(key) for key in _MODEL_KEYS},
-                                 f"{config_path} (another run's weights?)", required=True)
+                                 f"{config_path} (another run's weights?)", required=True,
+                                 labels_fix="serve the run whose adapter_model this is")
 
   init_checkpoint = init_checkpoint or (None if bert_hub_module_handle
                                         else saved.get("init_checkpoint"))
