@@ -58,6 +58,7 @@ import sys
 from typing import Dict, Optional
 
 # First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
+from adapter_bert import label_lists
 from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
 launch.start(sys.argv if __name__ == "__main__" else None)
 
@@ -71,7 +72,6 @@ from adapter_bert.checkpoints import google_release
 from adapter_bert.checkpoints import huggingface
 from adapter_bert.checkpoints import peft_lora
 from adapter_bert.checkpoints import tf2_encoder
-from adapter_bert.classification import processors
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from adapter_bert.runtime import trainable
@@ -173,10 +173,10 @@ def adapterhub_to_adapter_model(adapterhub_dir: str, init_checkpoint: str,
   config = modeling.BertConfig.from_json_file(bert_config_file)
   imported = adapterhub.read_adapterhub(adapterhub_dir, config)
   head_path = posixpath.join(adapterhub_dir, adapterhub.HEAD_CONFIG_FILE)
-  named = processors.check_labels(imported.labels, "its label2id", head_path)
+  named = label_lists.check_labels(imported.labels, "its label2id", head_path)
   if metadata.get("labels") and named and not adapterhub.placeholder_labels(named):
-    processors.check_labels_agree(metadata["labels"], "--labels", named,
-                                  "the head's label2id", head_path)
+    label_lists.check_labels_agree(metadata["labels"], "--labels", named,
+                                   "the head's label2id", head_path)
   if not metadata.get("labels") and imported.num_labels > 1:
     metadata = dict(metadata, labels=named or [str(i) for i in range(imported.num_labels)])
   _check_task_metadata(metadata, imported.num_labels, adapterhub_dir, config, bert_config_file)
@@ -196,8 +196,8 @@ def adapterhub_to_adapter_model(adapterhub_dir: str, init_checkpoint: str,
 def _check_task_metadata(metadata: Dict[str, object], num_labels: int, path: str,
                          config: modeling.BertConfig, bert_config_file: str) -> None:
   """An imported adapter's labels fit its head, its max_seq_length the base."""
-  labels = processors.check_labels(metadata.get("labels") or [], "--labels")
-  processors.check_label_count(labels, num_labels, "--labels", path)
+  labels = label_lists.check_labels(metadata.get("labels") or [], "--labels")
+  label_lists.check_label_count(labels, num_labels, "--labels", path)
   if not 3 <= metadata.get("max_seq_length", 3) <= config.max_position_embeddings:
     raise errors.UserError(f"--max_seq_length={metadata['max_seq_length']}: not in [3, "
                            f"{config.max_position_embeddings}] (max_position_embeddings of "

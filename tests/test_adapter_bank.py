@@ -16,6 +16,7 @@ import safetensors.numpy
 from absl import flags
 
 from adapter_layers import AdapterConfig
+from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import manage
 from adapter_bert.checkpoints import adapter_weights
@@ -376,7 +377,7 @@ def test_a_bank_task_cut_short_is_one_line_naming_its_file(base, bank, tmp_path)
 def test_a_bank_task_of_other_labels_is_refused_by_the_one_owner(base, bank, tmp_path):
   """run_classifier.py --adapter_bank --bank_task: a task recorded with this run's
   labels in another order would swap its predictions. Refused in one line by the
-  labels' owner (processors.check_recorded_labels through model_setup.load_base),
+  labels' owner (label_lists.check_recorded_labels through model_setup.load_base),
   as --adapter_checkpoint is (tests/test_model_setup.py); a label twice is refused
   by the bank's own check of a task (test_adding_and_serving_refuse_a_task_with_one_check)."""
   d = str(tmp_path / "bank")

@@ -1,5 +1,5 @@
 """Labels given twice or inconsistently, on every path that takes labels: each is
-refused in one line by the one owner of the check (processors.check_labels and
+refused in one line by the one owner of the check (label_lists.check_labels and
 check_labels_agree), whichever command or file gave them."""
 
 import json
@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from adapter_bert import label_lists
 from adapter_bert import errors
 from adapter_bert.bank import bank_tasks
 from adapter_bert.classification import processors
@@ -29,8 +30,8 @@ PEFT = os.path.join(interop_checks.FIXTURES, "peft")
 ])
 def test_the_one_check(labels, message):
   with pytest.raises(errors.UserError, match=message):
-    processors.check_labels(labels, "SOURCE")
-  assert processors.check_labels(("b", "a"), "SOURCE") == ["b", "a"]  # Order is kept.
+    label_lists.check_labels(labels, "SOURCE")
+  assert label_lists.check_labels(("b", "a"), "SOURCE") == ["b", "a"]  # Order is kept.
 
 
 def test_tsv_task_refuses_labels_twice_and_an_empty_train_label(tmp_path):
@@ -203,7 +204,7 @@ def test_a_resumed_run_has_its_labels_checked_by_the_one_owner(tmp_path, key, re
                                                                problem, resuming):
   """run_config.check, as a run over an output_dir with checkpoints calls it (a
   task's keys in `also`, or every recorded setting when resuming training): the
-  recorded labels go through processors.check_recorded_labels, not a comparison of
+  recorded labels go through label_lists.check_recorded_labels, not a comparison of
   its own."""
   from adapter_bert.runtime import run_config  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   out, path = _output_dir_with_checkpoint(tmp_path, {key: recorded})

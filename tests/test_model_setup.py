@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import run_checkpoints
@@ -52,7 +53,7 @@ def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, cap
   assert step == 7
   np.testing.assert_array_equal(restored(INPUTS).numpy(), expected)
   # Labels in another order, or recorded twice: refused by their one owner
-  # (processors.check_recorded_labels), in one line naming the flag and both lists.
+  # (label_lists.check_recorded_labels), in one line naming the flag and both lists.
   with pytest.raises(errors.UserError) as e:
     _model(model_setup.ModelOptions(adapter_size=4, **with_adapters), out,
            adapter_metadata={"labels": ["1", "0"]})

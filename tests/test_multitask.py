@@ -17,6 +17,7 @@ import safetensors.numpy
 import tensorflow as tf
 from absl import flags
 
+from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
@@ -507,7 +508,7 @@ def test_a_resume_with_another_sampling_temperature_is_refused(base, hyperformer
 
 def test_the_tasks_labels_are_checked_by_the_one_owner(base, hyperformer_run, tmp_path):
   """A task's labels recorded otherwise, or twice: refused in one line by their one
-  owner (processors.check_recorded_labels), resuming the run (its run_config.json's
+  owner (label_lists.check_recorded_labels), resuming the run (its run_config.json's
   tasks) and serving it (serving/multitask_run.read_run: the adapter file's tasks
   against run_config.json's)."""
   out = str(tmp_path / "out")

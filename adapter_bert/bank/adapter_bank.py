@@ -45,9 +45,9 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_layers import AdapterConfig
+from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
-from adapter_bert.classification import processors
 from adapter_bert import errors
 import modeling
 from modeling import variable_role
@@ -370,11 +370,11 @@ def _check_metadata(metadata: dict, num_outputs: int, config: modeling.BertConfi
   labels = metadata["labels"]
   if not isinstance(labels, list):
     raise errors.UserError(f"its metadata labels {labels!r} are not a list of strings", path)
-  processors.check_labels(labels, "its metadata", path)
+  label_lists.check_labels(labels, "its metadata", path)
   if bool(metadata["is_regression"]) == bool(labels):
     raise errors.UserError(f"its metadata says is_regression={metadata['is_regression']} "
                            f"with labels {labels!r} (regression: no labels)", path)
-  processors.check_label_count(labels, num_outputs, "its metadata", path)
+  label_lists.check_label_count(labels, num_outputs, "its metadata", path)
   max_seq_length = metadata["max_seq_length"]
   if not (type(max_seq_length) is int and
           3 <= max_seq_length <= config.max_position_embeddings):

@@ -20,10 +20,10 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_layers import AdapterConfig
+from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
-from adapter_bert.classification import processors
 from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import model_setup
@@ -42,7 +42,7 @@ class Task:
   metadata: dict
 
   def __post_init__(self):  # Every bank and SavedModel task table is made of these.
-    processors.check_labels(self.labels, f"task {self.name!r}", self.path)
+    label_lists.check_labels(self.labels, f"task {self.name!r}", self.path)
 
   @property
   def num_outputs(self) -> int:

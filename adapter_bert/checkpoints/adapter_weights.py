@@ -26,8 +26,8 @@ import safetensors.numpy
 import tensorflow as tf
 from absl import logging
 
+from adapter_bert import label_lists
 from adapter_bert import errors
-from adapter_bert.classification import processors
 from adapter_bert.storage import file_io
 from adapter_bert.storage import renamed_keys
 
@@ -133,7 +133,7 @@ def check_metadata(path: str, metadata: dict, expected: dict, against: str,
 
   Same-shaped weights of another label order or another multi-task run would
   otherwise load silently. Labels ("labels", a multi-task run's "tasks") are
-  compared by their one owner, processors.check_recorded_labels.
+  compared by their one owner, label_lists.check_recorded_labels.
 
   Args:
     path: the adapter file, for the message.
@@ -148,7 +148,7 @@ def check_metadata(path: str, metadata: dict, expected: dict, against: str,
   for key, value in expected.items():
     if not (required or key in metadata):
       continue
-    value, saved = processors.check_recorded_labels(
+    value, saved = label_lists.check_recorded_labels(
         key, value, against, metadata.get(key), "its metadata", path, labels_fix)
     if saved != value:
       raise errors.UserError(f"was trained with {key} {saved!r}, {against} has "

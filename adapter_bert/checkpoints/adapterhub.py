@@ -44,9 +44,9 @@ import numpy as np
 from safetensors import numpy as st_numpy
 import tensorflow as tf
 
+from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
-from adapter_bert.classification import processors
 from adapter_bert import errors
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
@@ -552,9 +552,9 @@ def write_adapterhub(adapter_checkpoint: str, init_checkpoint: str, output_dir: 
           f"heads.{name}.4.bias": arrays["output_bias"]}
   num_labels = int(arrays["output_weights"].shape[0])
   # They become the head's label2id: each once, one per output.
-  labels = processors.check_labels(metadata.get("labels") or [], "its metadata", path)
+  labels = label_lists.check_labels(metadata.get("labels") or [], "its metadata", path)
   if labels:  # A file without them gets AdapterHub's LABEL_i.
-    processors.check_label_count(labels, num_labels, "its metadata", path)
+    label_lists.check_label_count(labels, num_labels, "its metadata", path)
   about = {"hidden_size": config.hidden_size, "model_class": "BertAdapterModel",
            "model_name": model_name, "model_type": "bert", "name": name,
            "version": ADAPTERHUB_VERSION}

@@ -18,6 +18,7 @@ from absl import flags
 
 import adapter_layers
 import optimization
+from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
 from adapter_bert.classification import processors
 from adapter_bert.cli import flag_checks
@@ -336,7 +337,7 @@ def define_classifier_flags(flag_values=_FLAGS):
   for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=flag_values)
     check(flag_values, name, bool, "given, not empty")
-  check(flag_values, "labels", lambda v: v and processors.labels_problem(v) is None,
+  check(flag_values, "labels", lambda v: v and label_lists.labels_problem(v) is None,
         "a comma list of distinct, non-empty labels")
   check(flag_values, "task_name",
         lambda v: processors.canonical_task_name(v) in processors.PROCESSORS,

@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 
 from adapter_layers import KERAS_PACKAGE, AdapterConfig
-from adapter_bert.classification import processors
+from adapter_bert import label_lists
 import modeling
 from adapter_bert.multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
 
@@ -51,7 +51,7 @@ class TaskHead:
   is_regression: bool = False
 
   def __post_init__(self):
-    processors.check_labels(self.labels, f"task {self.name!r}")
+    label_lists.check_labels(self.labels, f"task {self.name!r}")
 
   @property
   def num_outputs(self) -> int:

@@ -12,9 +12,9 @@ from typing import Mapping, Optional
 
 import tensorflow as tf
 
+from adapter_bert import label_lists
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import run_checkpoints
-from adapter_bert.classification import processors
 from adapter_bert import errors
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
@@ -150,8 +150,8 @@ def _check_resumed(output_dir: str, path: str, saved: Mapping[str, object],
 
 def _labels_checked(key: str, now, was, output_dir: str, path: str):
   """(now, was) with their labels taken out once the labels' owner,
-  processors.check_recorded_labels, found them the same (see there)."""
-  return processors.check_recorded_labels(
+  label_lists.check_recorded_labels, found them the same (see there)."""
+  return label_lists.check_recorded_labels(
       key, now, "this run", was, f"the run whose checkpoints {output_dir} holds", path,
       fix="give the same labels in the same order, or use a fresh --output_dir")
 
