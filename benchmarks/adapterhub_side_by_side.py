@@ -55,6 +55,7 @@ import time
 
 import bench_harness as harness  # Beside this script (its folder is on sys.path).
 import run_classifier_timing as timing
+import run_conditions  # Threads, oneDNN ISA, matmul ceilings, steal and load.
 
 # AdapterHub's settings in --real_data: how its GLUE example (run_glue.py) pads.
 AH_VARIANTS = {
@@ -446,11 +447,17 @@ def main(argv=None):
         f"{', with this project (TensorFlow) interleaved' if args.with_tf else ''}")
   cpu = cpu_line(args.tf_python)
   print(harness.machine_line(cpu), flush=True)
+  # Each framework's threads, oneDNN ISA and float32 matmul ceiling on the model's
+  # dense shapes, each probed in its own venv (torch never enters TensorFlow's process).
+  conditions = run_conditions.Conditions(
+      {"tensorflow": args.tf_python if args.with_tf else None, "torch": args.ah_python},
+      run_conditions.model_shapes(args.batch_size * args.seq_length, hf_config["hidden_size"],
+                                  hf_config["intermediate_size"]), cwd=REPO)
   start = time.perf_counter()
   if args.real_data:
     results = {"args": vars(args), "hf_dir": hf_dir, "load_average_start": os.getloadavg(),
                "real_data": real_data(args, hf_dir)}
-    harness.finish(results, start, args.json_out, cpu)
+    harness.finish(results, start, args.json_out, cpu, conditions)
     return None
 
   ah_common = [f"--seq_length={args.seq_length}", f"--batch_size={args.batch_size}",
@@ -514,6 +521,18 @@ def main(argv=None):
       print(f"infer {name:<{width}} batch {1000 * s['median_s']:7.1f} ms (quartiles "
             f"{1000 * s['q1_s']:.1f}-{1000 * s['q3_s']:.1f}, {s['steps']} batches) = "
             f"{B / s['median_s']:6.1f} examples/s")
+  # Achieved GFLOP/s: this project's counted matrix FLOPs of the mode
+  # (benchmark.matmul_flops); AdapterHub's step does the same products (same shape,
+  # Houlsby adapters), so it is given the same count (only known with --with_tf).
+  for what, timed in (("train", train), ("infer", predict)):
+    for name, _ in specs:
+      mode = name.split(" ", 1)[1]
+      flops = ready.get(f"this-project {mode}", {}).get("flops")
+      if flops and name in timed:
+        framework = "tensorflow" if name.startswith("this-project") else "torch"
+        conditions.add_step(f"{what} {name}", framework,
+                            flops["train_step" if what == "train" else "forward"],
+                            results[what][name]["median_s"])
   for m in modes:
     a = results["train"].get(f"adapterhub {m}")
     if m == "adapters" and "adapterhub full" in results["train"]:
@@ -537,7 +556,7 @@ def main(argv=None):
   print(f"adapterhub: torch {r['versions']['torch']}, transformers "
         f"{r['versions']['transformers']}, adapters {r['versions']['adapters']}, "
         f"{r['threads']} threads, attention {r['attn_implementation']}")
-  harness.finish(results, start, args.json_out, cpu)
+  harness.finish(results, start, args.json_out, cpu, conditions)
 
 
 if __name__ == "__main__":

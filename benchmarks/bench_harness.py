@@ -243,10 +243,15 @@ def machine_line(cpu: str) -> str:
           f"{load[2]:.2f} (a busy machine gives noisy timings)")
 
 
-def finish(results: dict, start: float, json_out: Optional[str], cpu: str) -> None:
-  """Prints the closing machine line and writes every figure, and the CPU line,
-  to `json_out`."""
+def finish(results: dict, start: float, json_out: Optional[str], cpu: str,
+           conditions=None) -> None:
+  """Prints the conditions block (run_conditions.Conditions, if given) and the
+  closing machine line, and writes every figure, the CPU line and the
+  conditions to `json_out`."""
   results["cpu"] = cpu
+  if conditions is not None:
+    results["conditions"] = conditions.as_dict()
+    print("\n".join(conditions.lines()))
   results["load_average_end"] = os.getloadavg()
   results["wall_s"] = time.perf_counter() - start
   print(f"{machine_line(cpu)}; benchmark took {results['wall_s']:.0f} s")

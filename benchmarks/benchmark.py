@@ -54,6 +54,7 @@ from absl import app, flags
 
 import bench_harness as harness  # Beside this script (its folder is on sys.path).
 import run_classifier_timing
+import run_conditions  # Threads, oneDNN ISA, matmul ceiling, steal and load.
 from adapter_bert.runtime import machine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -453,8 +454,9 @@ def _rate(summary, batch):
   return batch / summary["median_s"]
 
 
-def speed_benchmark(results):
+def speed_benchmark(results, conditions=None):
   B = FLAGS.batch_size
+  dtype = {"none": "float32"}.get(FLAGS.mixed_precision, FLAGS.mixed_precision)
   aux = harness.Worker("aux", worker_argv("aux"), cwd=REPO)
   aux.read()
   ceiling_s = []
@@ -503,6 +505,9 @@ def speed_benchmark(results):
         peak_rss_mib=closed[mode]["peak_rss_mib"], ready_rss_mib=r["rss_mib"],
         step_seconds=train[mode])
     t = results["train"][mode]
+    if conditions:
+      conditions.add_step(f"train {mode}", "tensorflow", r["flops"]["train_step"],
+                          s["median_s"], dtype)
     share = f" = {100 * t['fraction_of_ceiling']:.1f}% of the ceiling" if peak else ""
     print(f"train {mode:<9} step {1000 * s['median_s']:7.1f} ms (quartiles "
           f"{1000 * s['q1_s']:.1f}-{1000 * s['q3_s']:.1f}, {s['steps']} steps) = "
@@ -521,6 +526,9 @@ def speed_benchmark(results):
         s, examples_per_s=_rate(s, B), flops_per_batch=r["flops"]["forward"],
         gflops_per_s=gflops, fraction_of_ceiling=gflops / peak if peak else None,
         batch_seconds=predict[mode])
+    if conditions:
+      conditions.add_step(f"infer {mode}", "tensorflow", r["flops"]["forward"],
+                          s["median_s"], dtype)
     model = (f"with {r['adapter_design']} adapters {r['adapter_size']}" if r["adapter_size"]
              else "no adapters")
     share = f" = {100 * gflops / peak:.1f}% of the ceiling" if peak else ""
@@ -601,14 +609,20 @@ def main(argv):
         f"xla {FLAGS.use_xla}, mixed_precision {FLAGS.mixed_precision}, modes {','.join(FLAGS.modes)}")
   cpu = machine.cpu_line()
   print(harness.machine_line(cpu), flush=True)
+  # The ceiling on the model's dense shapes, in float32 and the run's own dtype.
+  dtypes = ["float32"] + ([FLAGS.mixed_precision] if FLAGS.mixed_precision != "none" else [])
+  conditions = run_conditions.Conditions(
+      {"tensorflow": sys.executable}, run_conditions.model_shapes(
+          FLAGS.batch_size * FLAGS.seq_length, config["hidden_size"],
+          config["intermediate_size"]), dtypes, cwd=REPO)
   start = time.perf_counter()
   if FLAGS.real_data:
     run_classifier_timing.real_data(results)
   elif FLAGS.through_run_classifier:
     run_classifier_timing.through_run_classifier(results)
   else:
-    speed_benchmark(results)
-  harness.finish(results, start, FLAGS.json_out, cpu)
+    speed_benchmark(results, conditions)
+  harness.finish(results, start, FLAGS.json_out, cpu, conditions)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ import tempfile
 import time
 
 import bench_harness as harness  # Standard library only: both venvs import it.
+import run_conditions  # Threads, oneDNN ISA, matmul ceilings, steal and load.
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -407,6 +408,10 @@ def main(argv=None):
         f"{args.batch_size}, adapters {args.adapter_size}; {args.rounds} rounds of "
         f"{args.profiled_steps} profiled steps per framework")
   print(harness.machine_line(cpu), flush=True)
+  conditions = run_conditions.Conditions(  # MiniLM's dense shapes: hidden 384, intermediate 1536.
+      {"tensorflow": TF_PYTHON if "tf" in sides else None,
+       "torch": AH_PYTHON if "torch" in sides else None},
+      run_conditions.model_shapes(args.batch_size * args.seq_length, 384, 1536), cwd=REPO)
   start = time.perf_counter()
   runs = collections.defaultdict(list)
   for r in range(args.rounds):
@@ -439,7 +444,7 @@ def main(argv=None):
     for op, ms in list(runs[side][0]["top_ops"].items())[:args.show_ops]:
       print(f"  {ms:7.1f} {op}")
   results = {"args": vars(args), "runs": runs, "table": table}
-  harness.finish(results, start, args.json_out, cpu)
+  harness.finish(results, start, args.json_out, cpu, conditions)
 
 
 if __name__ == "__main__":

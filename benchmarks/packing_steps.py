@@ -16,6 +16,7 @@ examples/s counts the real examples each step held.
 
 import json
 import os
+import sys
 import tempfile
 import time
 
@@ -31,6 +32,7 @@ from adapter_bert.classification import task as classifier_task
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import machine
 from adapter_bert.runtime import records
+import run_conditions  # Beside this script: threads, oneDNN ISA, ceiling, steal and load.
 import modeling
 import tokenization
 
@@ -64,6 +66,9 @@ def main(argv):
       text_b_column=columns[1] if len(columns) > 1 else None)
   tokenizer = tokenization.FullTokenizer(os.path.join(bert_dir, "vocab.txt"), do_lower_case=True)
   config = modeling.BertConfig.from_json_file(os.path.join(bert_dir, "bert_config.json"))
+  # Packed steps vary in length, so no step FLOPs: the ceiling is for the full batch's shapes.
+  conditions = run_conditions.Conditions({"tensorflow": sys.executable}, run_conditions.model_shapes(
+      FLAGS.batch_size * FLAGS.max_seq_length, config.hidden_size, config.intermediate_size))
   keras.utils.set_random_seed(1)
   model = modeling.BertClassifier(config, processor.num_labels(),
                                   AdapterConfig(size=FLAGS.adapter_size))
@@ -119,11 +124,13 @@ def main(argv):
     print(f"{name:<10} {1000 * np.median(seconds[name]):7.0f} ms/step (median), "
           f"{rates[name]:6.1f} examples/s over {FLAGS.rounds * FLAGS.steps_per_round} steps")
   print(f"packed / per batch: {rates['packed'] / rates['per batch']:.2f}x examples/s")
+  print("\n".join(conditions.lines()))
   if FLAGS.json_out:
     with tf.io.gfile.GFile(FLAGS.json_out, "w") as f:
       json.dump(dict(machine=machine.cpu_line(), task=FLAGS.task, rows_per_batch=rows,
                      real_token_share=stats.real_token_share, examples_per_second=rates,
-                     ms_per_step={k: 1000 * float(np.median(v)) for k, v in seconds.items()}),
+                     ms_per_step={k: 1000 * float(np.median(v)) for k, v in seconds.items()},
+                     conditions=conditions.as_dict()),
                 f, indent=2)
 
 
