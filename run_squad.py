@@ -110,6 +110,11 @@ def _predict_file_problem(do_predict, predict_file):
 
 
 def _length_problem(max_seq_length, max_query_length):
+  """The one check of the two length flags, as parsed (define_flags) or set (validate).
+
+  squad/data.convert_examples_to_features still refuses a question that leaves no
+  room for its document (it also serves callers without flags).
+  """
   if max_seq_length <= max_query_length + 3:
     # [CLS] query [SEP] document [SEP]: at least one document token.
     return ("--max_seq_length must be greater than --max_query_length + 3 "

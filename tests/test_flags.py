@@ -301,6 +301,12 @@ def test_squad_validate_is_a_user_error():
     run_squad.validate(True, False, None, None, 384, 64, 128)
   with pytest.raises(errors.UserError, match=r"^flag --doc_stride=0: must be a positive "):
     run_squad.validate(False, True, None, "dev.json", 384, 64, 0)
+  # [CLS] query [SEP] [SEP] leaves 10 - 7 - 3 = 0 tokens for the document.
+  with pytest.raises(errors.UserError, match=(
+      r"^flags max_seq_length=10, max_query_length=7: --max_seq_length must be greater "
+      r"than --max_query_length \+ 3 \(7 \+ 3\)$")):
+    run_squad.validate(False, True, None, "dev.json", 10, 7, 128)
+  run_squad.validate(False, True, None, "dev.json", 11, 7, 128)
   run_squad.validate(False, True, None, "dev.json", 384, 64, 128)
 
 

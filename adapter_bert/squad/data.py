@@ -210,17 +210,6 @@ def read_squad_examples(input_file: str, is_training: bool,
 # --------------------------------------------------------------------------
 
 
-def validate_lengths(max_seq_length: int, max_query_length: int,
-                     doc_stride: int) -> None:
-  """The original's flag check (validate_flags_or_throw), plus doc_stride."""
-  if max_seq_length <= max_query_length + 3:
-    raise ValueError(
-        "The max_seq_length (%d) must be greater than max_query_length "
-        "(%d) + 3" % (max_seq_length, max_query_length))
-  if doc_stride <= 0:
-    raise ValueError("doc_stride (%d) must be positive" % doc_stride)
-
-
 def _doc_spans(num_doc_tokens: int, max_tokens_for_doc: int,
                doc_stride: int) -> List[_DocSpan]:
   """Sliding windows of up to `max_tokens_for_doc` tokens, `doc_stride` apart.
