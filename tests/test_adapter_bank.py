@@ -238,7 +238,7 @@ def test_a_file_of_another_base_is_refused(base, bank, tmp_path, capsys):
   layer_norm = _adapter_file(base, str(tmp_path / "ln" / "adapter_model"),
                              base["init_checkpoint"], mode="layer_norm")
   adapter_bank.add_task(d, "ln", layer_norm)
-  assert adapter_bank.read_task(d, "ln").adapter_size == 0
+  assert adapter_bank.read_task_info(d, "ln").adapter_size == 0
   with pytest.raises(errors.UserError, match="task name '.x'"):
     adapter_bank.add_task(d, ".x", layer_norm)
   assert adapter_bank.task_names(d) == ["ln", "mrpc", "sts-b"]
@@ -351,7 +351,7 @@ def test_adding_and_serving_refuse_a_task_with_one_check(bank, tmp_path, changes
   assert adapter_bank.task_names(d) == ["mrpc", "sts-b"]
   shutil.copytree(bad, os.path.join(d, "tasks", "bad"))  # By hand, as a user might.
   with pytest.raises(errors.UserError) as served:
-    bank_tasks.read_tasks(d, bank_tasks.open_bank(d))
+    bank_tasks.read_tasks(d, adapter_bank.open_bank(d))
   path = os.path.join(d, "tasks", "bad", adapter_weights.WEIGHTS_FILE)
   assert str(served.value) == str(added.value).replace(
       os.path.join(bad, adapter_weights.WEIGHTS_FILE), path)

@@ -111,7 +111,7 @@ def test_fusion_trains_fusion_layers_layer_norms_and_head_and_counts_them(base, 
   gamma = "bert/encoder/layer_0/attention/output/LayerNorm/gamma"
   assert not np.array_equal(arrays[gamma], base["weights"][gamma])
   # The bank's accounting counts what the task trained.
-  assert adapter_bank.read_task(bank_dir, "sst-2").parameters() == trained
+  assert adapter_bank.read_task_info(bank_dir, "sst-2").parameters() == trained
 
 
 def test_predict_and_eval_from_the_bank_entry_match_the_training_run(base, fusion, tmp_path):

@@ -220,11 +220,11 @@ def _keras_model(base, placement, adapter_model):
 def test_bank_serves_tasks_of_every_placement(base, runs):
   """One SavedModel's multi-task model: a missing adapter is an all-zero one."""
   bank_dir = runs[1]
-  bank = bank_tasks.open_bank(bank_dir)
+  bank = adapter_bank.open_bank(bank_dir)
   tasks = bank_tasks.read_tasks(bank_dir, bank)
   assert [t.name for t in tasks] == ["attention", "both", "feed_forward"]
   assert [t.adapter_config.placement for t in tasks] == ["attention", "both", "feed_forward"]
-  served = bank_tasks.load_base(bank_dir, bank)
+  served = bank_tasks.read_base_weights(bank_dir, bank)
   bank_tasks.check_fingerprints(served, tasks)
   model = multitask.MultiTaskBert(served.bert_config, served.arrays, tasks)
   rng = np.random.default_rng(0)

@@ -30,6 +30,7 @@ from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert import errors
+from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
@@ -645,9 +646,9 @@ def test_load_benchmark_checks_every_response(exported):
 
 def test_multitask_model_compiles_with_xla(bank):
   """Fixed shapes, no per-task control flow: the forward pass compiles (as on TPU)."""
-  config = bank_tasks.open_bank(bank)
+  config = adapter_bank.open_bank(bank)
   tasks = bank_tasks.read_tasks(bank, config)
-  base = bank_tasks.load_base(bank, config)
+  base = bank_tasks.read_base_weights(bank, config)
   model = multitask.MultiTaskBert(base.bert_config, base.arrays, tasks)
   rng = np.random.default_rng(0)
   inputs = {"input_ids": rng.integers(0, 120, (6, 24), np.int32),

@@ -487,7 +487,7 @@ def task_names(bank_dir: str) -> List[str]:
   return sorted(names)
 
 
-def read_task(bank_dir: str, task: str) -> TaskInfo:
+def read_task_info(bank_dir: str, task: str) -> TaskInfo:
   """A task's header, variable shapes and size on disk (weights are not read)."""
   path = task_dir(bank_dir, task)
   file_io.recover_directory(path)
@@ -506,7 +506,7 @@ def read_task(bank_dir: str, task: str) -> TaskInfo:
 
 def list_tasks(bank_dir: str) -> List[TaskInfo]:
   open_bank(bank_dir)
-  return [read_task(bank_dir, name) for name in task_names(bank_dir)]
+  return [read_task_info(bank_dir, name) for name in task_names(bank_dir)]
 
 
 # --- accounting in the paper's terms -----------------------------------------

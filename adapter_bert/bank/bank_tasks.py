@@ -60,21 +60,17 @@ class Base:
   source: str  # Where the weights came from, for messages.
 
 
-def open_bank(bank_dir: str) -> adapter_bank.BankBase:
-  """bank.json, with a BERT config that builds a model."""
-  bank = adapter_bank.open_bank(bank_dir)
-  adapter_bank.bank_config(bank_dir, bank)
-  return bank
-
-
 def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
                names: Optional[Sequence[str]] = None) -> List[Task]:
-  """The bank's tasks (all, or `names`), sorted by name.
+  """The bank's tasks (all, or `names`), sorted by name, each read and checked.
 
+  Args:
+    bank: the bank's bank.json (adapter_bank.open_bank).
   Raises:
-    errors.UserError: the bank has no tasks, lacks one of `names`, or a task
-      cannot be served (module docstring).
+    errors.UserError: bank.json's bert_config builds no model, the bank has no
+      tasks, lacks one of `names`, or a task cannot be served (module docstring).
   """
+  adapter_bank.bank_config(bank_dir, bank)
   available = adapter_bank.task_names(bank_dir)
   if names:
     unknown = [n for n in names if n not in available]
@@ -107,9 +103,9 @@ def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> Task:
               base_fingerprint=header["base_fingerprint"], metadata=metadata)
 
 
-def load_base(bank_dir: str, bank: adapter_bank.BankBase,
-              init_checkpoint: Optional[str] = None,
-              bert_hub_module_handle: Optional[str] = None) -> Base:
+def read_base_weights(bank_dir: str, bank: adapter_bank.BankBase,
+                      init_checkpoint: Optional[str] = None,
+                      bert_hub_module_handle: Optional[str] = None) -> Base:
   """The bank's base weights: from bank.json's source, or the one given instead.
 
   Raises:

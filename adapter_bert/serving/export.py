@@ -93,6 +93,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import flags as cli_flags
@@ -349,11 +350,12 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   if (bank_dir is None) == (multitask_run_dir is None):
     raise ValueError("export needs exactly one of bank_dir and multitask_run_dir")
   if bank_dir is not None:
-    bank = bank_tasks.open_bank(bank_dir)
+    bank = adapter_bank.open_bank(bank_dir)
     tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
     # AdapterFusion tasks: their fused tasks' adapters, checked unchanged, join them.
     tasks, fusions = fusion_serving.split_fusion_tasks(bank_dir, tasks)
-    base = bank_tasks.load_base(bank_dir, bank, init_checkpoint, bert_hub_module_handle)
+    base = bank_tasks.read_base_weights(bank_dir, bank, init_checkpoint,
+                                        bert_hub_module_handle)
     bank_tasks.check_fingerprints(base, tasks)
   else:  # Its adapter file's fingerprint is checked against the base as it loads.
     fusions = {}
