@@ -315,7 +315,7 @@ def test_head_mode_without_adapter_size_builds_no_adapters(tmp_path, tiny):
   fv(["run_classifier.py"] + _classifier_args(str(tmp_path / "out")) + tiny +
      ["--train_mode=head"])
   options = cli_options.model_options(fv)
-  base = options.read_base(fv.bert_config_file, fv.vocab_file, True, fv.max_seq_length)
+  base = options.read_checked_base(fv.bert_config_file, fv.vocab_file, True, fv.max_seq_length)
   model, _ = model_setup.create_model(
       tf.distribute.get_strategy(),
       lambda bert, adapters: modeling.BertClassifier(bert, 2, adapters), options, base,

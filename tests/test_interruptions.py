@@ -512,7 +512,7 @@ def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
   run.wait_for(r"STEP (\d+)")  # Checkpoint 4 is saved.
   run.proc.send_signal(signal.SIGKILL)
   assert run.finish() == -signal.SIGKILL
-  step = run_checkpoints.latest_step(out)
+  step = run_checkpoints.step_of(run_checkpoints.latest(out))
   assert SAVE_EVERY <= step < NUM_STEPS
   saved = tf.train.load_checkpoint(run_checkpoints.latest(out)).get_variable_to_shape_map()
   assert any("word_embeddings" in n for n in saved)  # The frozen base too.

@@ -319,7 +319,7 @@ def _fresh_model_from(out, base):
   tasks = [t.head() for t in run_multitask.multitask_tasks.tasks_from_flags(
       fv.task_name, fv.data_dir, fv.text_a_column, fv.text_b_column, fv.label_column)]
   options = run_multitask.model_options(fv)
-  base_encoder = options.read_base(fv.bert_config_file, fv.vocab_file, True, 32)
+  base_encoder = options.read_checked_base(fv.bert_config_file, fv.vocab_file, True, 32)
   model, _ = model_setup.create_model(
       tf.distribute.get_strategy(), lambda bert, adapters: MultiTaskClassifier(
           bert, tasks, "hyperformer", adapters, run_multitask.hyperformer_config(fv)),

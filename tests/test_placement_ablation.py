@@ -320,7 +320,7 @@ def test_ablating_every_layer_is_the_encoder_without_adapters(base, runs, ablate
   has the trained LayerNorms and head, evaluated by run_classifier's eval path."""
   result, directory = ablated
   options = model_setup.ModelOptions(adapter_size=M, init_checkpoint=base["init_checkpoint"])
-  bert = options.read_base(base["bert_config_file"], base["vocab_file"], True, 32)
+  bert = options.read_checked_base(base["bert_config_file"], base["vocab_file"], True, 32)
   strategy = tf.distribute.get_strategy()
   trained, step = model_setup.create_model(
       strategy, lambda config, adapters: modeling.BertClassifier(config, 2, adapters),

@@ -34,9 +34,9 @@ class Base:
   hub_encoder: Optional[tf2_encoder.Tf2Encoder] = None  # with --bert_hub_module_handle
 
 
-def read_base(bert_config_file: Optional[str], vocab_file: Optional[str],
-              do_lower_case: bool, max_seq_length: int,
-              hub_module_handle: Optional[str] = None) -> Base:
+def read_base_files(bert_config_file: Optional[str], vocab_file: Optional[str],
+                    do_lower_case: bool, max_seq_length: int,
+                    hub_module_handle: Optional[str] = None) -> Base:
   """Checks the flags that describe the base encoder and reads its config (and Hub weights).
 
   With a hub module handle, bert_config_file and vocab_file are optional:

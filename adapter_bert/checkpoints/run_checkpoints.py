@@ -254,12 +254,6 @@ def _step_or_none(path: str) -> Optional[int]:
   return int(match.group(1)) if match else None
 
 
-def latest_step(output_dir: str) -> int:
-  """The global step of the run's latest checkpoint, 0 if none."""
-  path = latest(output_dir)
-  return step_of(path) if path else 0
-
-
 def read_reference(path: str) -> Optional[dict]:
   """The base reference of a checkpoint of trained variables only; None for a whole model."""
   reader = checkpoint_io.checkpoint_reader(path)

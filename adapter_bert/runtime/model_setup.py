@@ -117,12 +117,12 @@ class ModelOptions:
       return trainable.TrainMode.parse(self.train_mode)
     return trainable.default_train_mode(self.adapter_size)
 
-  def read_base(self, bert_config_file: Optional[str], vocab_file: Optional[str],
-                do_lower_case: bool, max_seq_length: int) -> base_model.Base:
+  def read_checked_base(self, bert_config_file: Optional[str], vocab_file: Optional[str],
+                        do_lower_case: bool, max_seq_length: int) -> base_model.Base:
     """Validates these options and reads the base encoder they start from."""
     self.validate(do_lower_case)
-    base = base_model.read_base(bert_config_file, vocab_file, do_lower_case,
-                                max_seq_length, self.bert_hub_module_handle)
+    base = base_model.read_base_files(bert_config_file, vocab_file, do_lower_case,
+                                      max_seq_length, self.bert_hub_module_handle)
     mode, num_layers = self.mode(), base.bert_config.num_hidden_layers
     if mode.name == "top_layers" and mode.top_layers > num_layers:
       raise errors.UserError(f"{errors.flags_named(train_mode=mode)}: the base model "
@@ -287,7 +287,7 @@ def load_weights(model: keras.Model, options: ModelOptions, output_dir: str,
     options = dataclasses.replace(options, **{k: reference.get(k) for k in _SOURCES})
     if options.bert_hub_module_handle:
       hub_encoder = base_model.read_hub_encoder(options.bert_hub_module_handle)
-  step = _load_base(model, options, hub_encoder, adapter_metadata)
+  step = _load_from_options(model, options, hub_encoder, adapter_metadata)
   if reference is not None:
     return run_checkpoints.restore(model, output_dir)
   return step
@@ -348,7 +348,7 @@ def untrained_head(model: keras.Model, options: ModelOptions, output_dir: str) -
                  if not name.startswith("bert/"))
 
 
-def _load_base(model, options, hub_encoder, adapter_metadata) -> int:
+def _load_from_options(model, options, hub_encoder, adapter_metadata) -> int:
   """load_base from these options, with a warning where no base is given."""
   if hub_encoder is None and not options.init_checkpoint:
     # As the original (it trained from random weights silently); legitimate for

@@ -115,8 +115,8 @@ def read_base(options: RunOptions) -> base_model.Base:
         f"{errors.flags_named(mixed_precision='float16', use_tpu=True)}: TPUs compute "
         "in bfloat16, not float16: use --mixed_precision=bfloat16")
   model_setup.set_seed(options.seed)
-  return options.model.read_base(options.bert_config_file, options.vocab_file,
-                                 options.do_lower_case, options.max_seq_length)
+  return options.model.read_checked_base(options.bert_config_file, options.vocab_file,
+                                         options.do_lower_case, options.max_seq_length)
 
 
 def train_settings(options: RunOptions, num_examples: int) -> loop.TrainSettings:
