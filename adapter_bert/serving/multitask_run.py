@@ -17,6 +17,7 @@ Labels, regression, max_seq_length and casing come from run_config.json.
 A missing or inconsistent file is an errors.UserError that names it.
 """
 
+import dataclasses
 import posixpath
 from typing import List, Optional, Sequence, Tuple
 
@@ -39,6 +40,18 @@ from adapter_bert.runtime import run_config
 _MODEL_KEYS = ("multitask_adapters", "hyperformer_config", "tasks")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Run:
+  """run_config.json, read and checked, and the model it describes (not built yet)."""
+  config_path: str
+  saved: dict  # run_config.json's contents.
+  bert_config: modeling.BertConfig
+  model: multitask_model.MultiTaskClassifier
+  max_seq_length: int
+  do_lower_case: bool
+  vocab_file: str
+
+
 def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
              init_checkpoint: Optional[str] = None,
              bert_hub_module_handle: Optional[str] = None
@@ -52,6 +65,17 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
     errors.UserError: a missing or malformed run_config.json or adapter
       weights file, weights of another run or another base, an unknown task.
   """
+  run = _read_run_config(run_dir)
+  heads = _select(run.model.tasks, task_names, run_dir)
+  weights_path, adapter_file = _read_trained_weights(run_dir, run)
+  base = _load_run_base(run, init_checkpoint, bert_hub_module_handle)
+  # Then what trained; fails if that base is not the one it was trained on.
+  adapter_weights.load_adapter_weights(run.model, adapter_file)
+  return base, _served_tasks(run, heads, weights_path, adapter_file.header)
+
+
+def _read_run_config(run_dir: str) -> _Run:
+  """run_config.json of a run_multitask.py run, and the model it describes."""
   config_path = posixpath.join(run_dir, run_config.RUN_CONFIG_FILE)
   if not tf.io.gfile.exists(config_path):
     raise errors.UserError("not found: --multitask_run takes a run_multitask.py "
@@ -78,26 +102,37 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
           3 <= max_seq_length <= bert_config.max_position_embeddings):
     raise errors.UserError(f"max_seq_length {max_seq_length!r} is not an integer in [3, "
                            f"{bert_config.max_position_embeddings}]", config_path)
-  heads = _select(model.tasks, task_names, run_dir)
+  return _Run(config_path, saved, bert_config, model, max_seq_length, do_lower_case,
+              vocab_file)
 
+
+def _read_trained_weights(run_dir: str,
+                          run: _Run) -> Tuple[str, adapter_weights.AdapterFile]:
+  """adapter_model/'s weights file (its path, for messages), checked whole and
+  checked to be this run's (its metadata against run_config.json)."""
   weights_path = posixpath.join(run_dir, model_setup.ADAPTER_MODEL_DIR,
                                 adapter_weights.WEIGHTS_FILE)
   if not tf.io.gfile.exists(weights_path):
     raise errors.UserError("not found: the run wrote no trained weights (it did not "
                            "finish --do_train?)", weights_path)
   adapter_file = adapter_weights.read_adapter_file(weights_path)  # Checks the whole file.
-  header = adapter_file.header
-  metadata = header.get("metadata") or {}
+  metadata = adapter_file.header.get("metadata") or {}
   adapter_weights.check_metadata(weights_path, metadata,
-                                 {key: saved.get(key) for key in _MODEL_KEYS},
-                                 f"{config_path} (another run's weights?)", required=True,
+                                 {key: run.saved.get(key) for key in _MODEL_KEYS},
+                                 f"{run.config_path} (another run's weights?)", required=True,
                                  labels_fix="serve the run whose adapter_model this is")
+  return weights_path, adapter_file
 
+
+def _load_run_base(run: _Run, init_checkpoint: Optional[str],
+                   bert_hub_module_handle: Optional[str]) -> bank_tasks.Base:
+  """Builds the run's model and loads its base alone into it (the one given, else
+  run_config.json's); the encoder's weights but its adapters, as the Base."""
   init_checkpoint = init_checkpoint or (None if bert_hub_module_handle
-                                        else saved.get("init_checkpoint"))
+                                        else run.saved.get("init_checkpoint"))
   bert_hub_module_handle = bert_hub_module_handle or (
-      None if init_checkpoint else saved.get("bert_hub_module_handle"))
-  hub_encoder = None
+      None if init_checkpoint else run.saved.get("bert_hub_module_handle"))
+  hub_encoder, vocab_file = None, run.vocab_file
   if bert_hub_module_handle:
     hub_encoder = base_model.read_hub_encoder(bert_hub_module_handle, vocab_file=vocab_file)
     vocab_file, source = hub_encoder.vocab_file, f"TF Hub encoder {bert_hub_module_handle}"
@@ -106,19 +141,24 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
   else:
     raise errors.UserError("names no base weights (init_checkpoint and "
                            "bert_hub_module_handle are null: the run trained on a randomly "
-                           "initialised encoder); pass --init_checkpoint", config_path)
-  base_model.check_vocab(vocab_file, bert_config)
-  model.ensure_built()
+                           "initialised encoder); pass --init_checkpoint", run.config_path)
+  base_model.check_vocab(vocab_file, run.bert_config)
+  run.model.ensure_built()
   # The base alone first (not the run's own model.ckpt-N: adapter_model/ is what it serves).
-  model_setup.load_base(model, init_checkpoint, bert_hub_module_handle,
+  model_setup.load_base(run.model, init_checkpoint, bert_hub_module_handle,
                         hub_encoder=hub_encoder)
-  encoder = model.bert.tf1_variable_map()
-  base = bank_tasks.Base(bert_config, {n: v.numpy() for n, v in encoder.items()
-                                       if modeling.variable_role(n) != "adapter"},
-                         vocab_file, bool(do_lower_case), source)
-  # Then what trained; fails if that base is not the one it was trained on.
-  adapter_weights.load_adapter_weights(model, adapter_file)
+  encoder = run.model.bert.tf1_variable_map()
+  return bank_tasks.Base(run.bert_config, {n: v.numpy() for n, v in encoder.items()
+                                           if modeling.variable_role(n) != "adapter"},
+                         vocab_file, bool(run.do_lower_case), source)
 
+
+def _served_tasks(run: _Run, heads: Sequence[Tuple[int, multitask_model.TaskHead]],
+                  weights_path: str, header: dict) -> List[bank_tasks.Task]:
+  """Each of `heads` as a Task of what its examples compute with (module docstring),
+  from the trained model."""
+  model, metadata = run.model, header.get("metadata") or {}
+  encoder = model.bert.tf1_variable_map()
   layer_norms = {n: v.numpy() for n, v in encoder.items()
                  if modeling.variable_role(n) == "layer_norm"}
   if model.hypernetwork is not None:
@@ -138,9 +178,9 @@ def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
         name=head.name, path=weights_path, adapter_config=adapter_config,
         arrays={k: np.asarray(v, np.float32) for k, v in arrays.items()},
         labels=tuple(head.labels), is_regression=head.is_regression,
-        max_seq_length=max_seq_length, base_fingerprint=header["base_fingerprint"],
+        max_seq_length=run.max_seq_length, base_fingerprint=header["base_fingerprint"],
         metadata=metadata))
-  return base, tasks
+  return tasks
 
 
 def _select(heads: Sequence[multitask_model.TaskHead], names: Optional[Sequence[str]],
