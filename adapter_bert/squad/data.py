@@ -20,7 +20,7 @@ questions is an errors.UserError naming it (and the line, for JSON syntax).
 """
 
 import collections
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -43,6 +43,17 @@ _check_is_max_context = _mg._check_is_max_context  # pylint: disable=protected-a
 FIRST_UNIQUE_ID = 1000000000
 
 _DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+# A paragraph's context: its text, its whitespace-split words and, for each
+# character, the index of its word (-1 before the first).
+_Context = collections.namedtuple("Context", ["text", "doc_tokens", "char_to_word_offset"])
+# An answer: its text and its first and last word (inclusive; -1, -1 for none).
+_WordSpan = collections.namedtuple("WordSpan", ["text", "start", "end"])
+# A document's word pieces (tokens), the word of each piece (tok_to_orig_index)
+# and the first piece of each word (orig_to_tok_index).
+_Document = collections.namedtuple("Document", ["tokens", "tok_to_orig_index",
+                                                "orig_to_tok_index"])
+# An answer's first and last word piece in its document (inclusive).
+_TokenSpan = collections.namedtuple("TokenSpan", ["start", "end"])
 
 
 # --------------------------------------------------------------------------
@@ -131,78 +142,99 @@ def read_squad_examples(input_file: str, is_training: bool,
       or mistyped fields, a training question without exactly one answer, an
       answer offset outside its context, or no question to use at all.
   """
-  input_data = load_squad_json(input_file)["data"]
   examples = []
   num_questions = 0
-  for entry in input_data:
+  for entry in load_squad_json(input_file)["data"]:
     for paragraph in _field(entry, "paragraphs", input_file, "an article", list):
-      paragraph_text = _field(paragraph, "context", input_file, "a paragraph", str)
-      doc_tokens, char_to_word_offset = _split_context(paragraph_text)
-
+      context = _read_context(paragraph, input_file)
       for qa in _field(paragraph, "qas", input_file, "a paragraph", list):
         num_questions += 1
-        qas_id = _field(qa, "id", input_file, "a question", (str, int))
-        where = "question %r" % (qas_id,)
-        question_text = _field(qa, "question", input_file, where, str)
-        start_position = None
-        end_position = None
-        orig_answer_text = None
-        is_impossible = False
-        if is_training:
-          if version_2_with_negative:
-            is_impossible = bool(_field(qa, "is_impossible", input_file, where))
-          answers = _field(qa, "answers", input_file, where, list)
-          if len(answers) != 1 and not is_impossible:
-            raise errors.UserError(
-                "For training, each question should have exactly 1 answer: "
-                "question %r has %d" % (qas_id, len(answers)), input_file)
-          if not is_impossible:
-            answer = answers[0]
-            orig_answer_text = _field(answer, "text", input_file, where, str)
-            answer_offset = _field(answer, "answer_start", input_file, where, int)
-            answer_length = len(orig_answer_text)
-            # The original would raise a bare IndexError (or silently use the
-            # previous word for an empty answer) here.
-            if (answer_length == 0 or answer_offset < 0 or
-                answer_offset + answer_length > len(char_to_word_offset)):
-              raise errors.UserError(
-                  "answer %r (answer_start %d) of question %r lies "
-                  "outside its context of %d characters" %
-                  (orig_answer_text, answer_offset, qas_id,
-                   len(paragraph_text)), input_file)
-            start_position = char_to_word_offset[answer_offset]
-            end_position = char_to_word_offset[answer_offset + answer_length -
-                                               1]
-            # Only keep answers whose text can be recovered from the
-            # whitespace tokens (the original skips e.g. odd Unicode cases),
-            # so training may see fewer examples than the file holds.
-            actual_text = " ".join(doc_tokens[start_position:(end_position +
-                                                              1)])
-            cleaned_answer_text = " ".join(orig_answer_text.strip().split())
-            if actual_text.find(cleaned_answer_text) == -1:
-              logging.warning("Could not find answer: '%s' vs. '%s'",
-                              actual_text, cleaned_answer_text)
-              continue
-          else:
-            start_position = -1
-            end_position = -1
-            orig_answer_text = ""
-
-        examples.append(
-            SquadExample(
-                qas_id=qas_id,
-                question_text=question_text,
-                doc_tokens=doc_tokens,
-                orig_answer_text=orig_answer_text,
-                start_position=start_position,
-                end_position=end_position,
-                is_impossible=is_impossible))
+        example = _read_question(qa, context, input_file, is_training,
+                                 version_2_with_negative)
+        if example is not None:
+          examples.append(example)
   if not examples:
     raise errors.UserError(
         "no questions in this file" if not num_questions else
         "none of its %d questions has an answer found in its context (see the "
         "'Could not find answer' warnings)" % num_questions, input_file)
   return examples
+
+
+def _read_context(paragraph, input_file: str) -> _Context:
+  """A paragraph's context, split into words once for all of its questions."""
+  text = _field(paragraph, "context", input_file, "a paragraph", str)
+  doc_tokens, char_to_word_offset = _split_context(text)
+  return _Context(text, doc_tokens, char_to_word_offset)
+
+
+def _read_question(qa, context: _Context, input_file: str, is_training: bool,
+                   version_2_with_negative: bool) -> Optional[SquadExample]:
+  """One question of a paragraph; None if its training answer is not in its words."""
+  qas_id = _field(qa, "id", input_file, "a question", (str, int))
+  where = "question %r" % (qas_id,)
+  question_text = _field(qa, "question", input_file, where, str)
+  # Prediction reads no answer: its fields stay None, as the original's.
+  answer = _WordSpan(text=None, start=None, end=None)
+  is_impossible = False
+  if is_training:
+    if version_2_with_negative:
+      is_impossible = bool(_field(qa, "is_impossible", input_file, where))
+    answer = _training_answer(qa, qas_id, where, context, input_file, is_impossible)
+    if answer is None:
+      return None
+  return SquadExample(
+      qas_id=qas_id,
+      question_text=question_text,
+      doc_tokens=context.doc_tokens,
+      orig_answer_text=answer.text,
+      start_position=answer.start,
+      end_position=answer.end,
+      is_impossible=is_impossible)
+
+
+def _training_answer(qa, qas_id, where: str, context: _Context, input_file: str,
+                     is_impossible: bool) -> Optional[_WordSpan]:
+  """A training question's answer as words of its context.
+
+  An impossible question (v2.0) gets ("", -1, -1). None (and a warning) when
+  the answer's text cannot be recovered from the whitespace-split words: the
+  original skips such questions (e.g. odd Unicode cases), so training may see
+  fewer examples than the file holds.
+  """
+  answers = _field(qa, "answers", input_file, where, list)
+  if is_impossible:
+    return _WordSpan(text="", start=-1, end=-1)
+  if len(answers) != 1:
+    raise errors.UserError(
+        "For training, each question should have exactly 1 answer: "
+        "question %r has %d" % (qas_id, len(answers)), input_file)
+  answer = _answer_words(answers[0], qas_id, where, context, input_file)
+  actual_text = " ".join(context.doc_tokens[answer.start:(answer.end + 1)])
+  cleaned_answer_text = " ".join(answer.text.strip().split())
+  if actual_text.find(cleaned_answer_text) == -1:
+    logging.warning("Could not find answer: '%s' vs. '%s'",
+                    actual_text, cleaned_answer_text)
+    return None
+  return answer
+
+
+def _answer_words(answer, qas_id, where: str, context: _Context,
+                  input_file: str) -> _WordSpan:
+  """An answer's text and its first and last word (indices into context.doc_tokens).
+
+  The original would raise a bare IndexError (or silently use the previous word
+  for an empty answer) where this raises a UserError.
+  """
+  text = _field(answer, "text", input_file, where, str)
+  offset = _field(answer, "answer_start", input_file, where, int)
+  length = len(text)
+  if length == 0 or offset < 0 or offset + length > len(context.char_to_word_offset):
+    raise errors.UserError(
+        "answer %r (answer_start %d) of question %r lies outside its context of %d "
+        "characters" % (text, offset, qas_id, len(context.text)), input_file)
+  return _WordSpan(text=text, start=context.char_to_word_offset[offset],
+                   end=context.char_to_word_offset[offset + length - 1])
 
 
 # --------------------------------------------------------------------------
@@ -270,113 +302,166 @@ def convert_examples_to_features(examples: Iterable[SquadExample], tokenizer,
       max_seq_length - len(query tokens) - 3 <= 0, or doc_stride <= 0.
   """
   if doc_stride <= 0:
+    # _doc_spans would never advance.
     raise ValueError("doc_stride (%d) must be positive" % doc_stride)
   unique_id = FIRST_UNIQUE_ID
   for (example_index, example) in enumerate(examples):
-    query_tokens = tokenizer.tokenize(example.question_text)
-    if len(query_tokens) > max_query_length:
-      query_tokens = query_tokens[0:max_query_length]
-
-    tok_to_orig_index = []
-    orig_to_tok_index = []
-    all_doc_tokens = []
-    for (i, token) in enumerate(example.doc_tokens):
-      orig_to_tok_index.append(len(all_doc_tokens))
-      for sub_token in tokenizer.tokenize(token):
-        tok_to_orig_index.append(i)
-        all_doc_tokens.append(sub_token)
-
-    tok_start_position = None
-    tok_end_position = None
-    if is_training and example.is_impossible:
-      tok_start_position = -1
-      tok_end_position = -1
-    if is_training and not example.is_impossible:
-      tok_start_position = orig_to_tok_index[example.start_position]
-      if example.end_position < len(example.doc_tokens) - 1:
-        tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
-      else:
-        tok_end_position = len(all_doc_tokens) - 1
-      (tok_start_position, tok_end_position) = _improve_answer_span(
-          all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
-          example.orig_answer_text)
-
-    # The -3 accounts for [CLS], [SEP] and [SEP]. The original loops forever
-    # (or builds negative-length spans) when this is not positive.
-    max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-    if max_tokens_for_doc <= 0:
-      raise ValueError(
-          "--max_seq_length=%d leaves no room for the document of question "
-          "%r (%d query tokens, --max_query_length=%d): need max_seq_length "
-          "- query tokens - 3 > 0; raise --max_seq_length or lower "
-          "--max_query_length" % (max_seq_length, example.qas_id,
-                                  len(query_tokens), max_query_length))
-
-    doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-
-    for (doc_span_index, doc_span) in enumerate(doc_spans):
-      tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
-      segment_ids = [0] * len(tokens)
-      token_to_orig_map = {}
-      token_is_max_context = {}
-      for i in range(doc_span.length):
-        split_token_index = doc_span.start + i
-        token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-        token_is_max_context[len(tokens)] = _check_is_max_context(
-            doc_spans, doc_span_index, split_token_index)
-        tokens.append(all_doc_tokens[split_token_index])
-        segment_ids.append(1)
-      tokens.append("[SEP]")
-      segment_ids.append(1)
-
-      input_ids = tokenizer.convert_tokens_to_ids(tokens)
-      # 1 for real tokens, 0 for padding: only real tokens are attended to.
-      input_mask = [1] * len(input_ids)
-      padding = [0] * (max_seq_length - len(input_ids))
-      input_ids = list(input_ids) + padding
-      input_mask += padding
-      segment_ids += padding
-
-      start_position = None
-      end_position = None
-      if is_training and not example.is_impossible:
-        # A span without the whole answer is kept but points at [CLS]
-        # (position 0), as for impossible questions.
-        doc_start = doc_span.start
-        doc_end = doc_span.start + doc_span.length - 1
-        if (tok_start_position >= doc_start and tok_end_position <= doc_end):
-          doc_offset = len(query_tokens) + 2
-          start_position = tok_start_position - doc_start + doc_offset
-          end_position = tok_end_position - doc_start + doc_offset
-        else:
-          start_position = 0
-          end_position = 0
-      if is_training and example.is_impossible:
-        start_position = 0
-        end_position = 0
-
-      if example_index < 20:
-        _log_feature(unique_id, example_index, doc_span_index, tokens,
-                     token_to_orig_map, token_is_max_context, input_ids,
-                     input_mask, segment_ids, start_position, end_position,
-                     is_training and example.is_impossible)
-
-      output_fn(
-          InputFeatures(
-              unique_id=unique_id,
-              example_index=example_index,
-              doc_span_index=doc_span_index,
-              tokens=tokens,
-              token_to_orig_map=token_to_orig_map,
-              token_is_max_context=token_is_max_context,
-              input_ids=input_ids,
-              input_mask=input_mask,
-              segment_ids=segment_ids,
-              start_position=start_position,
-              end_position=end_position,
-              is_impossible=example.is_impossible))
+    for feature in _example_features(example, example_index, unique_id, tokenizer,
+                                     max_seq_length, doc_stride, max_query_length,
+                                     is_training):
+      output_fn(feature)
       unique_id += 1
   return unique_id - FIRST_UNIQUE_ID
+
+
+def _example_features(example: SquadExample, example_index: int, first_unique_id: int,
+                      tokenizer, max_seq_length: int, doc_stride: int,
+                      max_query_length: int, is_training: bool) -> Iterator[InputFeatures]:
+  """The features of one example, one per doc span, numbered from `first_unique_id`.
+
+  The original's steps: tokenize the question (cut to max_query_length) and the
+  document, find the answer's word pieces (training), slide windows over the
+  document, and lay out, pad and label each window.
+  """
+  query_tokens = tokenizer.tokenize(example.question_text)[0:max_query_length]
+  document = _tokenize_document(example.doc_tokens, tokenizer)
+  answer = None
+  if is_training and not example.is_impossible:
+    answer = _answer_tokens(example, document, tokenizer)
+  doc_spans = _doc_spans(len(document.tokens),
+                         _max_tokens_for_doc(example, query_tokens, max_seq_length,
+                                             max_query_length),
+                         doc_stride)
+  for (doc_span_index, doc_span) in enumerate(doc_spans):
+    tokens, segment_ids, token_to_orig_map, token_is_max_context = _span_layout(
+        query_tokens, document, doc_spans, doc_span_index)
+    input_ids, input_mask, segment_ids = _padded_inputs(
+        tokenizer.convert_tokens_to_ids(tokens), segment_ids, max_seq_length)
+    start_position = end_position = None
+    if is_training:
+      # An impossible question points at [CLS] (position 0) in every span.
+      start_position, end_position = (
+          (0, 0) if example.is_impossible else
+          _answer_positions(answer, doc_span, len(query_tokens)))
+    unique_id = first_unique_id + doc_span_index
+    if example_index < 20:
+      _log_feature(unique_id, example_index, doc_span_index, tokens,
+                   token_to_orig_map, token_is_max_context, input_ids,
+                   input_mask, segment_ids, start_position, end_position,
+                   is_training and example.is_impossible)
+    yield InputFeatures(
+        unique_id=unique_id,
+        example_index=example_index,
+        doc_span_index=doc_span_index,
+        tokens=tokens,
+        token_to_orig_map=token_to_orig_map,
+        token_is_max_context=token_is_max_context,
+        input_ids=input_ids,
+        input_mask=input_mask,
+        segment_ids=segment_ids,
+        start_position=start_position,
+        end_position=end_position,
+        is_impossible=example.is_impossible)
+
+
+def _tokenize_document(doc_tokens: List[str], tokenizer) -> _Document:
+  """The word pieces of a document's words, with the maps between the two."""
+  tok_to_orig_index = []
+  orig_to_tok_index = []
+  all_doc_tokens = []
+  for (i, token) in enumerate(doc_tokens):
+    orig_to_tok_index.append(len(all_doc_tokens))
+    for sub_token in tokenizer.tokenize(token):
+      tok_to_orig_index.append(i)
+      all_doc_tokens.append(sub_token)
+  return _Document(all_doc_tokens, tok_to_orig_index, orig_to_tok_index)
+
+
+def _answer_tokens(example: SquadExample, document: _Document, tokenizer) -> _TokenSpan:
+  """An answerable training example's answer as word pieces of its document.
+
+  From the first piece of its first word to the last piece of its last word,
+  then tightened to the pieces that spell the answer text (_improve_answer_span:
+  "(1895-1943)." holds the answer "1895" as pieces, not as words).
+  """
+  start = document.orig_to_tok_index[example.start_position]
+  if example.end_position < len(example.doc_tokens) - 1:
+    end = document.orig_to_tok_index[example.end_position + 1] - 1
+  else:
+    end = len(document.tokens) - 1
+  return _TokenSpan(*_improve_answer_span(document.tokens, start, end, tokenizer,
+                                          example.orig_answer_text))
+
+
+def _max_tokens_for_doc(example: SquadExample, query_tokens: List[str],
+                        max_seq_length: int, max_query_length: int) -> int:
+  """How many document pieces fit beside the question, [CLS] and two [SEP]s.
+
+  Raises:
+    ValueError: when none fit: the original loops forever (or builds
+      negative-length spans) then.
+  """
+  max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+  if max_tokens_for_doc <= 0:
+    raise ValueError(
+        "--max_seq_length=%d leaves no room for the document of question "
+        "%r (%d query tokens, --max_query_length=%d): need max_seq_length "
+        "- query tokens - 3 > 0; raise --max_seq_length or lower "
+        "--max_query_length" % (max_seq_length, example.qas_id,
+                                len(query_tokens), max_query_length))
+  return max_tokens_for_doc
+
+
+def _span_layout(query_tokens: List[str], document: _Document,
+                 doc_spans: List[_DocSpan], doc_span_index: int):
+  """[CLS] query [SEP] doc-span [SEP] of one span, unpadded.
+
+  Returns:
+    tokens and segment_ids (0 up to the first [SEP], then 1), lists as long as
+    each other; token_to_orig_map (position in tokens -> word of the document)
+    and token_is_max_context (position -> whether this span gives the piece its
+    most context of all the spans holding it; prediction keeps only answers
+    that start in such a piece), dicts over the span's positions.
+  """
+  doc_span = doc_spans[doc_span_index]
+  tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  token_to_orig_map = {}
+  token_is_max_context = {}
+  for i in range(doc_span.length):
+    split_token_index = doc_span.start + i
+    token_to_orig_map[len(tokens)] = document.tok_to_orig_index[split_token_index]
+    token_is_max_context[len(tokens)] = _check_is_max_context(
+        doc_spans, doc_span_index, split_token_index)
+    tokens.append(document.tokens[split_token_index])
+    segment_ids.append(1)
+  tokens.append("[SEP]")
+  segment_ids.append(1)
+  return tokens, segment_ids, token_to_orig_map, token_is_max_context
+
+
+def _padded_inputs(input_ids, segment_ids: List[int], max_seq_length: int):
+  """input_ids, input_mask, segment_ids: int lists of max_seq_length, zero-padded.
+
+  The mask is 1 for real tokens, 0 for padding: only real tokens are attended to.
+  """
+  input_mask = [1] * len(input_ids)
+  padding = [0] * (max_seq_length - len(input_ids))
+  return list(input_ids) + padding, input_mask + padding, segment_ids + padding
+
+
+def _answer_positions(answer: _TokenSpan, doc_span: _DocSpan, num_query_tokens: int):
+  """The answer's start and end positions in a span's feature, both inclusive.
+
+  A span without the whole answer is kept but points at [CLS] (0, 0), as for
+  impossible questions.
+  """
+  doc_start = doc_span.start
+  doc_end = doc_span.start + doc_span.length - 1
+  if not (answer.start >= doc_start and answer.end <= doc_end):
+    return 0, 0
+  doc_offset = num_query_tokens + 2  # [CLS] query [SEP]
+  return answer.start - doc_start + doc_offset, answer.end - doc_start + doc_offset
 
 
 def _log_feature(unique_id, example_index, doc_span_index, tokens,
