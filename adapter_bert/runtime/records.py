@@ -96,29 +96,15 @@ def read_batches(record_files: Union[str, Sequence[str]],
       arguments do not apply, and examples of length 0 (fill_last_batch's,
       TPU padding) are left out.
   """
-  files = [record_files] if isinstance(record_files, str) else list(record_files)
-  for path in files:
-    if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"Feature record not found: {path}")
-  if group_by_length and (not is_training or pad_to_multiple_of is None):
-    raise ValueError("group_by_length is for training with per-batch padding")
-  if fill_last_batch is not None and is_training:
-    raise ValueError("fill_last_batch is for evaluation and prediction")
+  files = _existing_files(record_files)
+  _check_batching(is_training, pad_to_multiple_of, group_by_length, fill_last_batch,
+                  pack_sequences)
   max_seq_length = name_to_features["input_mask"].shape[0]
-
-  def decode(records):
-    example = tf.io.parse_example(records, name_to_features)
-    # tf.Example only stores int64, but TPUs only support int32.
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in example.items()}
-
+  decode = _decoder(name_to_features)
   d = tf.data.TFRecordDataset(files)
   if is_training:
-    d = d.repeat()
-    d = d.shuffle(buffer_size=100, seed=seed)
+    d = d.repeat().shuffle(buffer_size=100, seed=seed)
   if pack_sequences:
-    if group_by_length or pad_to_multiple_of is not None:
-      raise ValueError("packed rows are max_seq_length long: no per-batch padding")
     return _packed_batches(d, decode, batch_size, max_seq_length, is_training, seed)
   sort_windows = not is_training and pad_to_multiple_of is not None
   if not (group_by_length or sort_windows or fill_last_batch is not None):
@@ -126,19 +112,12 @@ def read_batches(record_files: Union[str, Sequence[str]],
     # result as the original's map_and_batch, with fewer ops per example.
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  else:
-    if sort_windows:
-      d = d.batch(_SORT_WINDOW).map(decode).enumerate().map(_sorted_window).unbatch()
-    else:
-      d = d.batch(_PARSE_CHUNK).map(decode).unbatch()
+  else:  # Example by example: sorted, filled or bucketed before batching.
+    d = _examples(d, decode, sort_windows)
     if fill_last_batch is not None:
       # Before batching and after sorting: the fillers go into the last batch.
-      filler = {name: tf.fill(spec.shape, tf.constant(
-          fill_last_batch.get(name, 0), tf.int32 if spec.dtype == tf.int64 else spec.dtype))
-                for name, spec in name_to_features.items()}
-      if sort_windows:
-        filler[INPUT_INDEX] = tf.constant(-1, tf.int32)
-      d = d.concatenate(tf.data.Dataset.from_tensors(filler).repeat(batch_size - 1))
+      d = d.concatenate(_fillers(name_to_features, fill_last_batch, sort_windows,
+                                 batch_size - 1))
       drop_remainder = True  # Drops the fillers a full last batch did not need.
     if group_by_length:
       d = _length_grouped_batches(d, batch_size, max_seq_length,
@@ -146,11 +125,73 @@ def read_batches(record_files: Union[str, Sequence[str]],
     else:
       d = d.batch(batch_size, drop_remainder=drop_remainder)
   if pad_to_multiple_of is not None:
-    sequences = [name for name, spec in name_to_features.items()
-                 if list(spec.shape) == [max_seq_length]]
-    d = d.map(lambda batch: _trimmed(batch, sequences, pad_to_multiple_of, max_seq_length),
-              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    d = _trimmed_batches(d, name_to_features, pad_to_multiple_of, max_seq_length)
   return d.prefetch(tf.data.AUTOTUNE)
+
+
+def _existing_files(record_files: Union[str, Sequence[str]]) -> list:
+  """The record paths as a list, each checked to exist (FileNotFoundError)."""
+  files = [record_files] if isinstance(record_files, str) else list(record_files)
+  for path in files:
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"Feature record not found: {path}")
+  return files
+
+
+def _check_batching(is_training: bool, pad_to_multiple_of: Optional[int],
+                    group_by_length: bool, fill_last_batch: Optional[Mapping[str, int]],
+                    pack_sequences: bool) -> None:
+  """ValueError for read_batches arguments that do not go together."""
+  if group_by_length and (not is_training or pad_to_multiple_of is None):
+    raise ValueError("group_by_length is for training with per-batch padding")
+  if fill_last_batch is not None and is_training:
+    raise ValueError("fill_last_batch is for evaluation and prediction")
+  if pack_sequences and (group_by_length or pad_to_multiple_of is not None):
+    raise ValueError("packed rows are max_seq_length long: no per-batch padding")
+
+
+def _decoder(name_to_features: Mapping[str, tf.io.FixedLenFeature]):
+  """A function from a [N] string Tensor of serialized records to their features:
+  [N, ...] int32 (the int64 features) or float32 Tensors, by name."""
+  def decode(records):
+    example = tf.io.parse_example(records, name_to_features)
+    # tf.Example only stores int64, but TPUs only support int32.
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+            for name, t in example.items()}
+  return decode
+
+
+def _examples(serialized: tf.data.Dataset, decode, sort_windows: bool) -> tf.data.Dataset:
+  """The records parsed (in chunks, one op each) into single examples; with
+  `sort_windows`, sorted by length within windows and carrying INPUT_INDEX."""
+  if sort_windows:
+    return serialized.batch(_SORT_WINDOW).map(decode).enumerate().map(
+        _sorted_window).unbatch()
+  return serialized.batch(_PARSE_CHUNK).map(decode).unbatch()
+
+
+def _fillers(name_to_features: Mapping[str, tf.io.FixedLenFeature],
+             fill_last_batch: Mapping[str, int], with_input_index: bool,
+             count: int) -> tf.data.Dataset:
+  """`count` filler examples: every feature 0 (int32 / float32, of its shape) but
+  those `fill_last_batch` gives; INPUT_INDEX -1 (no record) `with_input_index`."""
+  filler = {name: tf.fill(spec.shape, tf.constant(
+      fill_last_batch.get(name, 0), tf.int32 if spec.dtype == tf.int64 else spec.dtype))
+            for name, spec in name_to_features.items()}
+  if with_input_index:
+    filler[INPUT_INDEX] = tf.constant(-1, tf.int32)
+  return tf.data.Dataset.from_tensors(filler).repeat(count)
+
+
+def _trimmed_batches(batches: tf.data.Dataset,
+                     name_to_features: Mapping[str, tf.io.FixedLenFeature],
+                     multiple: int, max_seq_length: int) -> tf.data.Dataset:
+  """Each batch's [B, max_seq_length] features cut after its longest example,
+  rounded up to a multiple of `multiple` (_trimmed); the other features as they are."""
+  sequences = [name for name, spec in name_to_features.items()
+               if list(spec.shape) == [max_seq_length]]
+  return batches.map(lambda batch: _trimmed(batch, sequences, multiple, max_seq_length),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def packing_stats(record_files: Union[str, Sequence[str]],
