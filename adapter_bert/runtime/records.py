@@ -116,12 +116,11 @@ def read_batches(record_files: Union[str, Sequence[str]],
     d = _examples(d, decode, sort_windows)
     if fill_last_batch is not None:
       # Before batching and after sorting: the fillers go into the last batch.
-      d = d.concatenate(_fillers(name_to_features, fill_last_batch, sort_windows,
-                                 batch_size - 1))
+      fillers = _fillers(name_to_features, fill_last_batch, sort_windows, batch_size - 1)
+      d = d.concatenate(fillers)
       drop_remainder = True  # Drops the fillers a full last batch did not need.
     if group_by_length:
-      d = _length_grouped_batches(d, batch_size, max_seq_length,
-                                  max(pad_to_multiple_of, _MIN_BUCKET_WIDTH), seed)
+      d = _length_grouped_batches(d, batch_size, max_seq_length, pad_to_multiple_of, seed)
     else:
       d = d.batch(batch_size, drop_remainder=drop_remainder)
   if pad_to_multiple_of is not None:
@@ -251,9 +250,11 @@ def _sorted_window(window_index, window):
 
 
 def _length_grouped_batches(examples: tf.data.Dataset, batch_size: int,
-                            max_seq_length: int, bucket_width: int,
+                            max_seq_length: int, pad_to_multiple_of: int,
                             seed: Optional[int]) -> tf.data.Dataset:
-  """Full batches of examples of one length bucket, in a seeded shuffled order."""
+  """Full batches of examples of one length bucket, in a seeded shuffled order;
+  buckets as wide as the padding multiple, at least _MIN_BUCKET_WIDTH."""
+  bucket_width = max(pad_to_multiple_of, _MIN_BUCKET_WIDTH)
   boundaries = list(range(bucket_width + 1, max_seq_length + 1, bucket_width))
   batches = examples.bucket_by_sequence_length(
       lambda example: _lengths(example), boundaries,
