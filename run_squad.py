@@ -134,7 +134,7 @@ def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf
 
 def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
              max_query_length, doc_stride) -> None:
-  """The original's validate_flags_or_throw, less what ModelOptions.read_base checks.
+  """The original's validate_flags_or_throw, less what ModelOptions.read_checked_base checks.
 
   The flag validators of define_flags run the same rules when the flags are
   parsed; this is for flags set otherwise.

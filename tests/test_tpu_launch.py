@@ -23,7 +23,7 @@ from experiments.points import runs
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PJRT = ("PJRT_DEVICE", "NEXT_PLUGGABLE_DEVICE_USE_C_API", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH",
         "TF_XLA_FLAGS")
-FAKE_LIBRARY = "/opt/fake-libtpu/libtpu.so"
+FAKE_LIBRARY = "/fake-libtpu/libtpu.so"  # Never loaded: the stand-in libtpu names it.
 # The recipe's (the Keras RS TPU example's) values, written out.
 RECIPE = {"PJRT_DEVICE": "TPU", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
           "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": FAKE_LIBRARY,
