@@ -8,6 +8,7 @@ run_classifier.py on the tiny BERT, to hold the wiring and the parsing to it.
 import csv
 import json
 import os
+import pathlib
 import sys
 import threading
 
@@ -271,6 +272,24 @@ def test_sweep_records_failures_resumes_and_retries(tmp_path, fake, monkeypatch)
   assert len(calls()) == 7
   assert [r["status"] for r in _read_csv(os.path.join(out, "results.csv"))] == ["ok"] * 4
   assert any("FAILED (exit 2)" in line for line in logs)
+
+
+def test_a_sweep_keeps_a_users_files_in_its_directories(tmp_path, fake):
+  # Issue 62 item 3: a command writing a directory never deletes files it did not
+  # write. A sweep replaces only its tables and, in a point's directory, what
+  # resuming needs (checkpoints, records) and an earlier attempt's results.
+  program, calls = fake
+  out = tmp_path / "sweep"
+  grid = _grid(["--task_name=tsv", "--data_dir=unused"], ["learning_rate=1e-3"])
+  sweep = sweep_lib.Sweep(grid, str(out), program, log=lambda line: None)
+  point_dir = pathlib.Path(sweep.point_dir(sweep.points[0]))
+  point_dir.mkdir(parents=True)
+  users = {out / "NOTES.md": "the user's notes\n", point_dir / "mine.txt": "kept\n",
+           point_dir / "model.ckpt.notes": "not a checkpoint\n"}
+  for path, text in users.items():
+    path.write_text(text)
+  assert sweep.run() == {"ok": 1, "failed": 0, "pending": 0} and len(calls()) == 1
+  assert {path: path.read_text() for path in users} == users
 
 
 def test_a_resumed_point_is_timed_over_all_its_attempts(tmp_path, fake):
