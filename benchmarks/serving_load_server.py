@@ -43,8 +43,9 @@ def forbid_repository_imports(repo):
       return None
 
   sys.meta_path.insert(0, Blocker())
+  # This Python's own venv may lie in the repository (.venv, .venv-tf2.19): kept.
   inside = lambda p: (p + os.sep).startswith(repo + os.sep) and not (p + os.sep).startswith(
-      os.path.join(repo, ".venv") + os.sep)
+      sys.prefix + os.sep)
   sys.path[:] = [p for p in sys.path if not inside(os.path.abspath(p or "."))]
 
 
@@ -188,7 +189,7 @@ def main():
 
 def repository_modules(repo):
   """Modules loaded from the repository (this script aside; a venv inside it aside)."""
-  venv = os.path.join(repo, ".venv") + os.sep
+  venv = sys.prefix + os.sep
   this_script = ("__main__", "__mp_main__")
   return sorted(m for m, module in sys.modules.items()
                 if m not in this_script and (getattr(module, "__file__", None) or "").startswith(
