@@ -11,9 +11,12 @@ import pytest
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "benchmarks")
-sys.path.insert(0, BENCHMARKS)
-import bench_harness  # noqa: E402
-import run_conditions  # noqa: E402
+sys.path.insert(0, BENCHMARKS)  # benchmarks/ is not installed; on the path only to import.
+try:
+  import bench_harness  # noqa: E402
+  import run_conditions  # noqa: E402
+finally:
+  sys.path.remove(BENCHMARKS)
 
 # What TensorFlow 2.20's oneDNN (v3.7.3) prints with ONEDNN_VERBOSE=1 on an AVX2 machine.
 TF_220_VERBOSE = """\

@@ -5,6 +5,7 @@ import collections
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
 
@@ -23,11 +24,16 @@ BASELINES = {"dev": {"first": (12.5, 20.8), "random": (12.3, 20.7), "longest": (
 
 
 def _load_builder():
-  # data/ is not a package; load the script by path (it imports its neighbour).
+  # data/ is not a package; load the script by path, with its directory on the path
+  # for the neighbour it imports (as a script's own directory is), and only then.
   spec = importlib.util.spec_from_file_location(
       "build_wordnet_qa", os.path.join(WORDNET_DATA, "build_wordnet_qa.py"))
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  sys.path.insert(0, WORDNET_DATA)
+  try:
+    spec.loader.exec_module(module)
+  finally:
+    sys.path.remove(WORDNET_DATA)
   return module
 
 

@@ -42,10 +42,7 @@ from absl import flags
 from absl import logging
 
 # The WordNet reader and split constants of the classification tasks' builder,
-# next to this file (data/ is not a package).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-  sys.path.insert(0, _HERE)
+# next to this file: run as a script, this file's directory is sys.path[0].
 import build_wordnet_tasks as bwt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -338,7 +335,8 @@ def main(argv):
 if __name__ == "__main__":
   flags.DEFINE_string("wordnet_dir", "/usr/share/wordnet",
                       "Directory of data.noun/verb/adj/adv.")
-  flags.DEFINE_string("output_dir", os.path.join(_HERE, "wordnet_qa"),
+  flags.DEFINE_string("output_dir",
+                      os.path.join(os.path.dirname(os.path.abspath(__file__)), "wordnet_qa"),
                       "Where {train,dev,test}.json go.")
   flags.DEFINE_integer("seed", 12345, "Seed of the split draw, sense order and sampling.")
   app.run(main)
