@@ -25,6 +25,7 @@ from adapter_bert import errors
 import modeling
 from adapter_bert.runtime import trainable
 from adapter_bert.bank import bank_tasks
+import file_trees
 import tiny_bert
 # The in-process runner of run_classifier.py and its flags for the tiny base.
 from test_run_classifier import ADAPTER, GLUE, _Records, _flags, _test_results, run_main
@@ -49,17 +50,6 @@ BERT_BASE_P = 109_482_240
 BERT_BASE_TRAINED = 2_419_202  # 2,379,264 adapters + 38,400 LayerNorms + 1,538 head
 
 
-def _files(directory):
-  """Every file under `directory` (relative path -> bytes)."""
-  out = {}
-  for root, _, names in os.walk(directory):
-    for n in names:
-      path = os.path.join(root, n)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, directory)] = f.read()
-  return out
-
-
 def _train(base, bank, task, out, **extra):
   return run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
                            output_dir=out, do_train=True, num_train_epochs=0.5,
@@ -82,7 +72,7 @@ def bank(base, tmp_path_factory):
   bank_dir = str(root / "bank")
   logs = _train(base, bank_dir, "MRPC", str(root / "mrpc"), do_predict=True)
   assert any(l.startswith("Created adapter bank") for l in logs)
-  mrpc_files = _files(os.path.join(bank_dir, "tasks", "mrpc"))
+  mrpc_files = file_trees.files_under(os.path.join(bank_dir, "tasks", "mrpc"))
   before = _predict(base, bank_dir, "MRPC", str(root / "mrpc_predict_1"))
   _train(base, bank_dir, "STS-B", str(root / "stsb"))
   return dict(dir=bank_dir, root=root, mrpc_files=mrpc_files, before=before)
@@ -91,9 +81,9 @@ def bank(base, tmp_path_factory):
 def test_adding_a_task_leaves_the_others_alone(base, bank):
   d = bank["dir"]
   assert adapter_bank.task_names(d) == ["mrpc", "sts-b"]
-  assert _files(os.path.join(d, "tasks", "mrpc")) == bank["mrpc_files"]
+  assert file_trees.files_under(os.path.join(d, "tasks", "mrpc")) == bank["mrpc_files"]
   # The bank's copy is the run's adapter_model/, byte for byte.
-  assert bank["mrpc_files"] == _files(os.path.join(bank["root"], "mrpc", "adapter_model"))
+  assert bank["mrpc_files"] == file_trees.files_under(os.path.join(bank["root"], "mrpc", "adapter_model"))
   after = _predict(base, d, "MRPC", str(bank["root"] / "mrpc_predict_2"))
   np.testing.assert_array_equal(after, bank["before"])
   # The same as the training run's own predictions.
@@ -149,7 +139,7 @@ def test_accounting_is_the_parameter_arithmetic(bank, tmp_path):
   trained = 2 * (TINY_ADAPTERS + TINY_LAYER_NORMS) + (2 * 32 + 2) + (32 + 1)
   assert acc.base_parameters == TINY_BASE and acc.trained_parameters == trained
   assert acc.multiple_of_base == (TINY_BASE + trained) / TINY_BASE
-  files = _files(os.path.join(bank["dir"], "tasks"))
+  files = file_trees.files_under(os.path.join(bank["dir"], "tasks"))
   assert acc.num_bytes == sum(len(b) for b in files.values())
 
   # BERT-base shapes: two tasks of the README's MRPC model.
@@ -216,7 +206,7 @@ def _run_manage(*argv):
 def test_a_file_of_another_base_is_refused(base, bank, tmp_path, capsys):
   d = str(tmp_path / "bank")
   shutil.copytree(bank["dir"], d)
-  before = _files(d)
+  before = file_trees.files_under(d)
   fingerprint = adapter_bank.open_bank(d).fingerprint
   _, _, other_ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "other_base"), seed=5)
   other = _adapter_file(base, str(tmp_path / "other" / "adapter_model"), other_ckpt)
@@ -227,7 +217,7 @@ def test_a_file_of_another_base_is_refused(base, bank, tmp_path, capsys):
   assert err.count("\n") == 1 and err.startswith("ERROR: ")
   assert os.path.join(other, adapter_weights.WEIGHTS_FILE) in err
   assert f"base fingerprint {other_fingerprint}, the bank's {fingerprint}" in err
-  assert _files(d) == before
+  assert file_trees.files_under(d) == before
 
   # Same base, but LayerNorms frozen (--train_mode=head): another frozen set.
   head = _adapter_file(base, str(tmp_path / "head" / "adapter_model"),
@@ -268,7 +258,7 @@ def test_manage_list_and_remove(bank, tmp_path, capsys):
   lines = capsys.readouterr().out.splitlines()
   assert lines[0].split() == ["task", "labels", "max_seq_length", "adapter_size",
                               "trained_params", "bytes", "global_step"]
-  sizes = {t: sum(len(b) for b in _files(os.path.join(d, "tasks", t)).values())
+  sizes = {t: sum(len(b) for b in file_trees.files_under(os.path.join(d, "tasks", t)).values())
            for t in ("mrpc", "sts-b")}
   mrpc = TINY_ADAPTERS + TINY_LAYER_NORMS + 66
   stsb = TINY_ADAPTERS + TINY_LAYER_NORMS + 33
@@ -292,10 +282,10 @@ def test_manage_list_and_remove(bank, tmp_path, capsys):
   finally:
     logger.removeHandler(handler)
   assert f"Replaced task copy in adapter bank {d}: global step 1, was 1" in handler.messages
-  assert _files(os.path.join(d, "tasks", "copy")) == _files(os.path.join(d, "tasks", "mrpc"))
+  assert file_trees.files_under(os.path.join(d, "tasks", "copy")) == file_trees.files_under(os.path.join(d, "tasks", "mrpc"))
   assert _run_manage("--bank", d, "remove", "sts-b") == 0
   assert adapter_bank.task_names(d) == ["copy", "mrpc"]
-  assert _files(os.path.join(d, "tasks", "mrpc")) == bank["mrpc_files"]
+  assert file_trees.files_under(os.path.join(d, "tasks", "mrpc")) == bank["mrpc_files"]
   assert _run_manage("--bank", d, "remove", "sts-b") == 2
   assert capsys.readouterr().err == (f"ERROR: no task 'sts-b' in adapter bank {d} "
                                      "(it has: copy, mrpc)\n")
@@ -316,8 +306,8 @@ def test_adding_a_task_again_keeps_the_users_files_in_the_bank(bank, tmp_path):
   for path, content in notes.items():
     with open(path, "rb") as f:
       assert f.read() == content
-  task = _files(os.path.join(d, "tasks", "mrpc"))
-  assert task.pop("NOTES.md") and task == _files(adapter_model)
+  task = file_trees.files_under(os.path.join(d, "tasks", "mrpc"))
+  assert task.pop("NOTES.md") and task == file_trees.files_under(adapter_model)
   assert adapter_bank.task_names(d) == ["mrpc", "sts-b"]
 
 

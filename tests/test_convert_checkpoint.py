@@ -15,6 +15,7 @@ from adapter_bert.checkpoints import tf2_encoder
 import convert_checkpoint
 from adapter_bert import errors
 import modeling
+import file_trees
 import numpy_bert
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -507,15 +508,6 @@ def _interop_argv(source, base, out):
   }[source] + [f"--output_dir={out}"]
 
 
-def _files_under(directory):
-  out = {}
-  for root, _, names in os.walk(directory):
-    for n in names:
-      with open(os.path.join(root, n), "rb") as f:
-        out[os.path.relpath(os.path.join(root, n), directory)] = f.read()
-  return out
-
-
 @pytest.mark.parametrize("source", ["peft_dir", "export_peft", "export_adapterhub",
                                     "tf2_checkpoint"])
 def test_every_source_refuses_a_users_directory_and_overwrite_keeps_their_files(
@@ -528,7 +520,7 @@ def test_every_source_refuses_a_users_directory_and_overwrite_keeps_their_files(
   os.makedirs(out / "sub")
   (out / "NOTES.md").write_text("the user's")
   (out / "sub" / "data.bin").write_bytes(b"\x00the user's")
-  users = _files_under(out)
+  users = file_trees.files_under(out)
   if source == "tf2_checkpoint":
     prefix = tf.train.Checkpoint(encoder=_model_garden_encoder()).write(
         str(tmp_path / "tf2" / "ckpt"))
@@ -547,13 +539,13 @@ def test_every_source_refuses_a_users_directory_and_overwrite_keeps_their_files(
     line = interop_checks.one_error_line(capsys, argv)
   assert line == (f"ERROR: {out}: not empty; pass --overwrite to replace what this command "
                   f"writes there (its other files are kept)")
-  assert _files_under(out) == users
+  assert file_trees.files_under(out) == users
   leftover = tmp_path / ".out.tmp-0123456789ab"  # As a conversion killed mid-write leaves it.
   leftover.mkdir()
   (leftover / "half").write_bytes(b"half")
   with caplog.at_level("INFO", logger="absl"):
     convert(True)
-  files = _files_under(out)
+  files = file_trees.files_under(out)
   assert {k: files[k] for k in users} == users
   assert set(files) - set(users)  # The command's own files, beside them.
   assert sorted(os.listdir(tmp_path)) == sorted(

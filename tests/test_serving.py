@@ -34,6 +34,7 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
+import file_trees
 import generated_inputs
 from test_run_classifier import run_main
 import tiny_bert
@@ -705,16 +706,6 @@ def test_user_errors(vocab_base, runs, tmp_path, capsys):
   assert not os.path.exists(out)
 
 
-def _tree(directory):
-  """Every file under `directory` (relative path -> bytes)."""
-  out = {}
-  for root, _, names in os.walk(directory):
-    for n in names:
-      with open(os.path.join(root, n), "rb") as f:
-        out[os.path.relpath(os.path.join(root, n), directory)] = f.read()
-  return out
-
-
 def test_an_export_into_a_users_directory_needs_overwrite_and_keeps_their_files(
     bank, tmp_path, capsys, caplog):
   out = tmp_path / "models" / "1"
@@ -722,17 +713,17 @@ def test_an_export_into_a_users_directory_needs_overwrite_and_keeps_their_files(
   os.makedirs(out / "assets.extra")
   (out / warmup).write_bytes(b"the user's warmup requests")
   (out / "README.md").write_text("the user's")
-  users = _tree(out)
+  users = file_trees.files_under(out)
   assert export_error(capsys, adapter_bank=bank, export_dir=out).endswith(
       f"{out}: not empty; pass --overwrite to replace what this command writes there (its "
       f"other files are kept)")
-  assert _tree(out) == users
+  assert file_trees.files_under(out) == users
   fv = flags.FlagValues()
   serving_export.define_flags(fv)
   fv(["export", f"--adapter_bank={bank}", f"--export_dir={out}", "--overwrite",
       "--token_ids_only"])
   serving_export.main(["export"], fv)
-  assert serving_export.CLIENT_VOCAB_FILE in _tree(out)
+  assert serving_export.CLIENT_VOCAB_FILE in file_trees.files_under(out)
   leftover = tmp_path / "models" / ".1.tmp-0123456789ab"  # As a killed export leaves it.
   os.makedirs(leftover / "variables")
   (leftover / "saved_model.pb").write_bytes(b"half")
@@ -740,7 +731,7 @@ def test_an_export_into_a_users_directory_needs_overwrite_and_keeps_their_files(
       "--notoken_ids_only"])
   with caplog.at_level("INFO", logger="absl"):
     serving_export.main(["export"], fv)
-  files = _tree(out)
+  files = file_trees.files_under(out)
   assert {k: files[k] for k in users} == users  # The user's files, unchanged.
   # The previous export's own files went, those of a token-ids export too.
   assert serving_export.CLIENT_VOCAB_FILE not in files
