@@ -27,7 +27,8 @@ import modeling
 from adapter_bert.runtime import trainable
 from adapter_bert.serving import export
 import tiny_bert
-from test_adapter_bank import TINY_BASE, TINY_ADAPTERS, TINY_LAYER_NORMS, _files
+import file_trees
+from test_adapter_bank import TINY_BASE, TINY_ADAPTERS, TINY_LAYER_NORMS
 from test_run_classifier import GLUE, _flags, _test_results, run_main
 
 H, L = 32, 2  # tiny_bert.TINY_CONFIG
@@ -59,7 +60,7 @@ def fusion(base, tmp_path_factory):
     run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
                       output_dir=str(root / task), do_train=True, num_train_epochs=0.5,
                       adapter_bank=bank_dir, learning_rate=0.02))
-  fused_files = {t: _files(os.path.join(bank_dir, "tasks", t)) for t in FUSED}
+  fused_files = {t: file_trees.files_under(os.path.join(bank_dir, "tasks", t)) for t in FUSED}
   out = str(root / "sst2")
   logs = _train_fusion(base, bank_dir, out, do_eval=True, do_predict=True,
                        fusion_attentions=True)
@@ -87,9 +88,9 @@ def test_fusion_trains_fusion_layers_layer_norms_and_head_and_counts_them(base, 
   bank_dir = fusion["bank"]
   assert adapter_bank.task_names(bank_dir) == ["mrpc", "rte", "sst-2", "sts-b"]
   for task in FUSED:  # Untouched by the fusion's training.
-    assert _files(os.path.join(bank_dir, "tasks", task)) == fusion["fused_files"][task]
+    assert file_trees.files_under(os.path.join(bank_dir, "tasks", task)) == fusion["fused_files"][task]
   entry = os.path.join(bank_dir, "tasks", "sst-2")
-  assert _files(entry) == _files(os.path.join(fusion["out"], "adapter_model"))
+  assert file_trees.files_under(entry) == file_trees.files_under(os.path.join(fusion["out"], "adapter_model"))
   header = adapter_weights.read_adapter_header(entry)
   assert header["base_fingerprint"] == adapter_bank.open_bank(bank_dir).fingerprint
   assert header["adapter_config"] == {"activation": "gelu", "init_scale": 0.001, "size": 8}
