@@ -5,7 +5,7 @@ modeling.TransformerBlock, the checkpoints and a multi-task SavedModel ask."""
 import dataclasses
 import json
 import math
-from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -113,6 +113,10 @@ def get_activation(name: str):
   return _ACTIVATIONS[name]
 
 
+# AdapterConfig.design where none is given (the paper's; plain BERT records it).
+DEFAULT_DESIGN = "houlsby"
+
+
 @dataclasses.dataclass(frozen=True)
 class AdapterConfig:
   """Validated adapter hyperparameters, saved with every model.
@@ -139,14 +143,14 @@ class AdapterConfig:
   activation: str = "gelu"
   placement: Optional[str] = None
   layer_norm: bool = False
-  design: str = "houlsby"
+  design: str = DEFAULT_DESIGN
   scaling: Optional[float] = None
 
   def __post_init__(self):
     design = _REGISTRY.get(self.design)
     if design is None or not design.selectable:
-      names = [n for n, d in _REGISTRY.items() if d.selectable]
-      raise ValueError(f"adapter design must be one of {names}, got {self.design!r}")
+      raise ValueError(f"adapter design must be one of {list(design_names())}, "
+                       f"got {self.design!r}")
     if self.placement is None:
       object.__setattr__(self, "placement", design.default_placement)
     if self.scaling is None:
@@ -173,8 +177,9 @@ class AdapterConfig:
 
   @property
   def lora(self) -> bool:
-    """Low-rank updates of the query and value projections instead of bottlenecks."""
-    return self.enabled and self.design == "lora"
+    """Low-rank updates of projections instead of bottlenecks: weights that
+    merge into the projections' kernels (Design.merges_into_projections)."""
+    return self.enabled and _REGISTRY[self.design].merges_into_projections
 
   @property
   def places(self) -> Tuple[str, ...]:
@@ -184,7 +189,7 @@ class AdapterConfig:
   @property
   def sublayers(self) -> Tuple[str, ...]:
     """The sub-layers an adapter follows ("attention", "feed_forward");
-    () without adapters and for LoRA (on the projections)."""
+    () without adapters and for a design on the projections (LoRA's)."""
     return tuple(p for p in ("attention", "feed_forward") if p in self.places)
 
   def to_dict(self) -> dict:
@@ -193,7 +198,7 @@ class AdapterConfig:
     # of Houlsby models stay as they were before these keys existed, so they
     # compare equal to older ones (from_dict reads a missing key as the default).
     design = _REGISTRY[self.design]
-    defaults = (("design", "houlsby"), ("placement", design.default_placement),
+    defaults = (("design", DEFAULT_DESIGN), ("placement", design.default_placement),
                 ("layer_norm", False), ("scaling", design.default_scaling))
     for key, default in defaults:
       if d[key] == default:
@@ -479,25 +484,53 @@ class Design:
   `apply`) and their serving form (`stack`). A TransformerBlock asks its
   design and the registry (`design_of`) and knows no design by name.
 
+  What it can do are its capabilities (the attributes below): code outside
+  the registry asks them, never a design's name.
+
   Attributes:
     name: AdapterConfig.design's value.
+    summary: one line for --adapter_design's help: what it is, whose it is.
     default_placement, default_scaling: the paper's, where a config gives none.
     weights_types: the classes of its weights as a block's call takes them
       (modeling.LayerTaskWeights' items), which tell its weights from others'.
     selectable: a model's AdapterConfig may name it (it owns such weights);
       False for a design that is only given (AdapterFusion).
+    takes_placement: AdapterConfig.placement chooses its places; False: its
+      places are fixed (`places`), and a config must leave placement out.
+    own_layer_norm: it may normalize its output with a LayerNorm of its own
+      (AdapterConfig.layer_norm, HyperFormer++'s adapter).
+    fusable: its adapters are the plain bottleneck LN(h + A(h) + r) that
+      AdapterFusion fuses and run_multitask.py's shared and generated adapters
+      are (at scaling 1).
+    merges_into_projections: its weights are updates of projection kernels,
+      which merge into them (modeling.merge_lora; PEFT's LoRA format holds them).
+    adapterhub_form: None (no AdapterHub equivalent), or the AdapterHub
+      (`adapters` library) BnConfig options, by value, that make its equation
+      there: an export writes them, and an import reads a config whose options
+      match them as this design (adapterhub.adapter_config_from_adapterhub).
   """
   name = ""
+  summary = ""
   default_placement = "both"
   default_scaling = 1.0
   weights_types: tuple = ()
   selectable = True
+  takes_placement = True
+  own_layer_norm = False
+  fusable = False
+  merges_into_projections = False
+  adapterhub_form: Optional[Mapping[str, object]] = None
 
   def validate(self, config: "AdapterConfig") -> None:
-    """Raises ValueError for a config the design cannot take."""
-    if config.layer_norm:
-      raise ValueError("an adapter's own LayerNorm (HyperFormer++'s) needs design houlsby, "
-                       f"got {config.design!r}")
+    """Raises ValueError for a config the design cannot take (what its
+    capabilities exclude; a design may check more)."""
+    if not self.takes_placement and config.placement != self.default_placement:
+      raise ValueError(f"adapter placement does not apply to design {self.name} (its weights "
+                       f"are at every layer's {' and '.join(self.places(config))}), got "
+                       f"{config.placement!r}")
+    if config.layer_norm and not self.own_layer_norm:
+      raise ValueError("an adapter's own LayerNorm (HyperFormer++'s) needs design "
+                       f"{' or '.join(names_with('own_layer_norm'))}, got {config.design!r}")
 
   def places(self, config: "AdapterConfig") -> Tuple[str, ...]:
     """The PLACES of every layer where a model of `config` has its weights."""
@@ -590,10 +623,11 @@ class Houlsby(_Bottleneck):
   with h a sub-layer's output, r its input, LN its LayerNorm. With its own
   LayerNorm (AdapterConfig.layer_norm): HyperFormer++'s, s LN'(W2 ... + b2)."""
   name = "houlsby"
+  summary = "the paper"
   weights_types = (AdapterWeights,)
-
-  def validate(self, config):
-    pass  # Takes its own LayerNorm.
+  own_layer_norm = True
+  fusable = True
+  adapterhub_form = {"original_ln_before": False, "is_parallel": False}
 
 
 class Pfeiffer(_Bottleneck):
@@ -602,8 +636,12 @@ class Pfeiffer(_Bottleneck):
   its residual is h, and the same LayerNorm is applied again after it; one per
   layer, after the feed-forward sub-layer."""
   name = "pfeiffer"
+  summary = "one adapter reading the normalized feed-forward output, Pfeiffer et al. 2021"
   default_placement = "feed_forward"
   weights_types = (PfeifferAdapterWeights,)
+  # original_ln_before with residual_before_ln: the residual is h (seq_bn, pfeiffer).
+  adapterhub_form = {"original_ln_before": True, "residual_before_ln": True,
+                     "is_parallel": False}
 
   def reads(self, inputs):
     return inputs.norm(inputs.sublayer_output + inputs.sublayer_input)
@@ -613,9 +651,12 @@ class Parallel(_Bottleneck):
   """LN(h + A(r) + r): He et al. 2022, the adapter reads the sub-layer's input,
   beside the sub-layer; after the feed-forward one, scaled by 4 (theirs)."""
   name = "parallel"
+  summary = "beside the sub-layer, He et al. 2022"
   default_placement = "feed_forward"
   default_scaling = 4.0
   weights_types = (ParallelAdapterWeights,)
+  # original_ln_before and residual_before_ln do not apply; init_weights as theirs (par_bn).
+  adapterhub_form = {"is_parallel": True, "init_weights": "mam_adapter"}
 
   def reads(self, inputs):
     return inputs.sublayer_input
@@ -626,13 +667,10 @@ class LoRA(Design):
   A [hidden, r] random, B [r, hidden] zero (LowRankUpdate: TF1 names lora_a,
   lora_b); `size` is the rank r, and s = alpha / r (alpha = r: Keras' default)."""
   name = "lora"
+  summary = "rank --adapter_size updates of the query and value projections, Hu et al. 2022"
   weights_types = (LowRankWeights,)
-
-  def validate(self, config):
-    if config.placement != "both":
-      raise ValueError("adapter placement does not apply to design lora (it adapts "
-                       f"every layer's query and value projections), got {config.placement!r}")
-    super().validate(config)
+  takes_placement = False
+  merges_into_projections = True
 
   def places(self, config):
     return ("query", "value")
@@ -682,6 +720,18 @@ def get_design(name: str) -> Design:
 def designs() -> Tuple[Design, ...]:
   """Every registered design, in registration order (a SavedModel stacks in it)."""
   return tuple(_REGISTRY.values())
+
+
+def design_names() -> Tuple[str, ...]:
+  """The registered designs a model can have (selectable), in registration
+  order: as now, with designs registered after import (DESIGNS is at import)."""
+  return tuple(n for n, d in _REGISTRY.items() if d.selectable)
+
+
+def names_with(capability: str) -> Tuple[str, ...]:
+  """The selectable designs whose `capability` (a Design attribute) is true:
+  what an error message offers instead."""
+  return tuple(n for n, d in _REGISTRY.items() if d.selectable and getattr(d, capability))
 
 
 def design_of(weights) -> Design:

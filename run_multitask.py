@@ -44,6 +44,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+import adapter_layers
 from adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.classification import features as classifier_features
@@ -166,14 +167,16 @@ def model_options(F) -> model_setup.ModelOptions:
   if F.multitask_adapters == "hyperformer" and F.adapter_placement not in (None, "both"):
     raise errors.UserError(f"{errors.flags_named(adapter_placement=F.adapter_placement)}"
                            ": HyperFormer++ puts its adapters after both sub-layers")
-  if F.adapter_design != "houlsby":
+  if not adapter_layers.get_design(F.adapter_design).fusable:
     raise errors.UserError(f"{errors.flags_named(adapter_design=F.adapter_design)}: "
-                           "run_multitask.py trains Houlsby adapters (houlsby)")
+                           "run_multitask.py trains adapters of design "
+                           + " or ".join(adapter_layers.names_with("fusable")))
   # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
-  adapter_size = F.adapter_size if F.multitask_adapters == "shared" else 0
+  shared = F.multitask_adapters == "shared"
   return model_setup.ModelOptions(
-      adapter_size=adapter_size, adapter_init_scale=F.adapter_init_scale,
+      adapter_size=F.adapter_size if shared else 0, adapter_init_scale=F.adapter_init_scale,
       adapter_placement=F.adapter_placement, train_mode=train_mode,
+      adapter_design=F.adapter_design if shared else adapter_layers.DEFAULT_DESIGN,
       init_checkpoint=F.init_checkpoint, bert_hub_module_handle=F.bert_hub_module_handle,
       adapter_checkpoint=F.adapter_checkpoint, mixed_precision=F.mixed_precision)
 

@@ -340,8 +340,8 @@ def test_design_flags_become_the_config_and_contradictions_are_one_line():
       (["--adapter_design=prefix"], "flag --adapter_design=prefix"),
       (["--adapter_scaling=0"], "flag --adapter_scaling=0.0: must be a positive number"),
       (["--adapter_design=lora", "--adapter_placement=attention"],
-       "LoRA adapts every layer's query and value projections; leave "
-       "--adapter_placement=attention out"),
+       r"design lora takes no placement \(rank --adapter_size updates of the query and "
+       r"value projections, Hu et al. 2022\); leave --adapter_placement=attention out"),
       (["--adapter_design=parallel", "--train_mode=layer_norm"],
        "--adapter_design=parallel needs adapters, but the model has none")]:
     with pytest.raises(flags.IllegalFlagValueError, match=message):

@@ -154,7 +154,7 @@ def _edited(tmp_path, name="double_seq_bn", head=None, **changes):
     (dict(original_ln_before=True, residual_before_ln=False), "residual_before_ln=false is not "
      "supported: with original_ln_before only true"),
     (dict(original_ln_before=True, ln_after=True), "ln_after=true is not supported: an "
-     "adapter's own LayerNorm only on Houlsby"),
+     "adapter's own LayerNorm only on adapters of design houlsby"),
     (dict(mh_adapter=False, output_adapter=False), "mh_adapter=false is not supported: no "
      "adapters"),
     (dict(leave_out=[5]), "leave_out=[5] is not supported: not a list of layers 0..1"),

@@ -50,6 +50,7 @@ from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
+import adapter_layers
 from adapter_layers import AdapterConfig
 import modeling
 
@@ -84,6 +85,8 @@ _IGNORED = ("init_weights", "init_weights_seed", "dropout", "architecture", "fac
 _READ = ("mh_adapter", "output_adapter", "reduction_factor", "non_linearity",
          "original_ln_before", "residual_before_ln", "is_parallel", "scaling", "ln_after",
          "leave_out")
+# Options the `adapters` library tests by their truth.
+_TRUTHS = ("is_parallel", "original_ln_before")
 # Why a value other than _FIXED's is refused (the one line names the option).
 UNSUPPORTED = {
     "adapter_residual_before_ln": "the residual inside the adapter's own LayerNorm",
@@ -217,6 +220,48 @@ def _size(reduction_factor, hidden_size: int, path: str) -> int:
   return max(1, int(hidden_size // factor))
 
 
+def _design(config: Mapping[str, object], path: str) -> str:
+  """The design whose adapterhub_form the options match (those an import
+  ignores aside, a missing one at its _BN_DEFAULTS value); of several, the
+  one matching the most options.
+
+  Raises:
+    errors.UserError: none matches; naming the first option that differs from
+      the design the options match furthest (in its form's order).
+  """
+  # What the library tests by truth (`if config.is_parallel:`) is read so; other
+  # options as they are (residual_before_ln may also be "post_add" there).
+  config = {k: bool(v) if k in _TRUTHS else v for k, v in config.items()}
+  same = lambda value, want: type(value) is type(want) and value == want
+  best, nearest = None, None
+  for design in adapter_layers.designs():
+    if not design.selectable or design.adapterhub_form is None:
+      continue
+    form = {k: v for k, v in design.adapterhub_form.items() if k not in _IGNORED}
+    matched = 0
+    for key, value in form.items():
+      if not same(config.get(key, _BN_DEFAULTS.get(key)), value):
+        break
+      matched += 1
+    if matched == len(form):
+      if best is None or len(form) > len(best[1]):
+        best = (design, form)
+    elif nearest is None or matched > nearest[0]:
+      nearest = (matched, design, form)
+  if best is not None:
+    return best[0].name
+  if nearest is None:
+    _refuse(path, "architecture", config.get("architecture"), "no adapter design here has "
+            "an AdapterHub form")
+  matched, design, form = nearest
+  keys = list(form)
+  key = keys[matched]
+  given = [k for k in keys[:matched] if form[k] != _BN_DEFAULTS.get(k)]
+  _refuse(path, key, config.get(key, _BN_DEFAULTS.get(key)),
+          (f"with {' and '.join(given)} " if given else "")
+          + f"only {json.dumps(form[key])} (design {design.name})")
+
+
 def adapter_config_from_adapterhub(
     config: Mapping[str, object], hidden_size: int, num_layers: int,
     path: str = CONFIG_FILE) -> Tuple[AdapterConfig, Tuple[int, ...]]:
@@ -250,20 +295,12 @@ def adapter_config_from_adapterhub(
   scaling = get("scaling", 1.0)
   if isinstance(scaling, bool) or not isinstance(scaling, (int, float)) or scaling <= 0:
     _refuse(path, "scaling", scaling, "only a constant factor > 0 (not learned or channel)")
-  if get("is_parallel", False):
-    design = "parallel"  # original_ln_before and residual_before_ln do not apply.
-  elif get("original_ln_before", False):
-    if get("residual_before_ln", True) is not True:
-      _refuse(path, "residual_before_ln", get("residual_before_ln"), "with original_ln_before "
-              "only true (the residual is the sub-layer's output: seq_bn, pfeiffer)")
-    design = "pfeiffer"
-  else:
-    # Without original_ln_before, residual_before_ln false and true give the same residual.
-    design = "houlsby"
+  design = _design(config, path)
   layer_norm = bool(get("ln_after", False))
-  if layer_norm and (design != "houlsby" or float(scaling) != 1.0):
-    _refuse(path, "ln_after", True, "an adapter's own LayerNorm only on Houlsby adapters "
-            "(double_seq_bn) with scaling 1.0")
+  if layer_norm and (not adapter_layers.get_design(design).own_layer_norm
+                     or float(scaling) != 1.0):
+    _refuse(path, "ln_after", True, "an adapter's own LayerNorm only on adapters of design "
+            f"{' or '.join(adapter_layers.names_with('own_layer_norm'))} with scaling 1.0")
   leave_out = get("leave_out") or []
   if not (isinstance(leave_out, list) and all(type(n) is int and 0 <= n < num_layers
                                               for n in leave_out)):
@@ -451,7 +488,7 @@ def read_adapterhub(adapterhub_dir: str, bert_config) -> Imported:
 
 ADAPTERHUB_VERSION = "adapters.1.3.0"  # The library version the export was checked with.
 # Every BnConfig option, at the values this project's adapters have (the
-# design's own are set by `_bn_config`): as save_adapter writes the config.
+# design's own are its adapterhub_form): as save_adapter writes the config.
 _BN_DEFAULTS = dict(
     _FIXED, init_weights="bert", init_weights_seed=None,
     dropout=0.0, leave_out=[], ln_after=False, original_ln_before=False, is_parallel=False,
@@ -470,10 +507,12 @@ def _reduction_factor(hidden_size: int, size: int) -> float:
 
 def _bn_config(adapter_config: AdapterConfig, hidden_size: int, path: str) -> dict:
   """The BnConfig options that compute `adapter_config` (errors.UserError if none do)."""
-  if adapter_config.design not in ("houlsby", "pfeiffer", "parallel") or not adapter_config.size:
+  design = adapter_layers.get_design(adapter_config.design)
+  if design.adapterhub_form is None or not adapter_config.size:
     raise errors.UserError(f"adapter design {adapter_config.design} (size "
-                           f"{adapter_config.size}) has no AdapterHub bottleneck equivalent "
-                           "(LoRA: --export_peft)", path)
+                           f"{adapter_config.size}) has no AdapterHub bottleneck equivalent"
+                           + (" (LoRA: --export_peft)" if design.merges_into_projections
+                              else ""), path)
   if adapter_config.activation not in EXPORT_ACTIVATIONS:
     raise errors.UserError(f"adapter activation {adapter_config.activation} has no AdapterHub "
                            "equivalent", path)
@@ -482,15 +521,14 @@ def _bn_config(adapter_config: AdapterConfig, hidden_size: int, path: str) -> di
                            f"{adapter_config.scaling}: AdapterHub scales before its ln_after",
                            path)
   placement = adapter_config.placement
-  return dict(
+  options = dict(
       _BN_DEFAULTS, mh_adapter=placement in ("both", "attention"),
       output_adapter=placement in ("both", "feed_forward"),
       reduction_factor=_reduction_factor(hidden_size, adapter_config.size),
       non_linearity=EXPORT_ACTIVATIONS[adapter_config.activation],
-      scaling=float(adapter_config.scaling), ln_after=adapter_config.layer_norm,
-      original_ln_before=adapter_config.design == "pfeiffer",
-      is_parallel=adapter_config.design == "parallel",
-      init_weights="mam_adapter" if adapter_config.design == "parallel" else "bert")
+      scaling=float(adapter_config.scaling), ln_after=adapter_config.layer_norm)
+  options.update(design.adapterhub_form)  # The design's own (its equation there).
+  return options
 
 
 def write_adapterhub(adapter_checkpoint: str, init_checkpoint: str, output_dir: str,

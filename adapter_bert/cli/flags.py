@@ -184,6 +184,21 @@ def define_base_source_flags(
                                    model_setup.sources_conflict)
 
 
+def _listed(items) -> str:
+  """"a", "a or b", "a, b or c"."""
+  return " or ".join(filter(None, [", ".join(items[:-1]), items[-1]]))
+
+
+def _by_default(designs, attribute: str, show) -> str:
+  """The designs grouped by their `attribute`'s value: "both for houlsby,
+  feed_forward for pfeiffer and parallel"."""
+  groups = {}
+  for design in designs:
+    groups.setdefault(getattr(design, attribute), []).append(design.name)
+  return ", ".join(f"{show(value)} for {' and '.join(names)}"
+                   for value, names in groups.items())
+
+
 def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
   """The flags adapter-bert adds to the original scripts, plus this project's.
 
@@ -198,19 +213,21 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
                        "other than adapters: 0.", **fv)
   flags.DEFINE_float("adapter_init_scale", 1e-3, "Stddev of the adapters' initial weights "
                      "(truncated normal).", **fv)
+  designs = [adapter_layers.get_design(n) for n in adapter_layers.design_names()]
   flags.DEFINE_string("adapter_placement", None, "Where each layer's adapters go: both "
                       "(after the attention and after the feed-forward sub-layer, as the "
                       "paper), attention or feed_forward (after that sub-layer only). "
-                      "Default: the design's (both for houlsby, feed_forward for pfeiffer "
-                      "and parallel).", **fv)
-  flags.DEFINE_enum("adapter_design", "houlsby", list(adapter_layers.DESIGNS),
-                    "How adapters are wired into a layer: houlsby (the paper), pfeiffer "
-                    "(one adapter reading the normalized feed-forward output, Pfeiffer et "
-                    "al. 2021), parallel (beside the sub-layer, He et al. 2022) or lora "
-                    "(rank --adapter_size updates of the query and value projections, Hu "
-                    "et al. 2022).", **fv)
+                      "Default: the design's (" + _by_default(
+                          [d for d in designs if d.takes_placement], "default_placement",
+                          str) + ").", **fv)
+  flags.DEFINE_enum("adapter_design", adapter_layers.DEFAULT_DESIGN,
+                    [d.name for d in designs], "How adapters are wired into a layer: "
+                    + _listed([f"{d.name} ({d.summary})" for d in designs]) + ".", **fv)
+  scaled = _by_default([d for d in designs if d.default_scaling != 1.0], "default_scaling",
+                       "{:g}".format)
   flags.DEFINE_float("adapter_scaling", None, "Factor of the adapters' output (LoRA: "
-                     "alpha / rank). Default: the design's (4 for parallel, else 1).", **fv)
+                     "alpha / rank). Default: the design's ("
+                     + (scaled + ", else " if scaled else "") + "1).", **fv)
   flags.DEFINE_enum("adapter_activation", "gelu", list(adapter_layers.ACTIVATION_NAMES),
                     "The adapters' non-linearity: gelu (BERT's tanh GELU, the original's), "
                     "or e.g. swish, gelu_erf, relu (AdapterHub's adapters: "

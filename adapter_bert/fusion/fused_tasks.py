@@ -12,6 +12,7 @@ import dataclasses
 import posixpath
 from typing import Dict, Optional, Sequence, Tuple
 
+import adapter_layers
 from adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
@@ -79,9 +80,10 @@ def read_fusion(bank_dir: str, names: Sequence[str],
       raise errors.UserError(f"task {name!r} has no adapters (--train_mode="
                              f"{task.metadata.get('train_mode')}): nothing to fuse", task.path)
     config = task.adapter_config
-    if config.design != "houlsby" or config.scaling != 1.0:
+    if not adapter_layers.get_design(config.design).fusable or config.scaling != 1.0:
       raise errors.UserError(f"task {name!r} has {config.design} adapters of scaling "
-                             f"{config.scaling:g}; AdapterFusion fuses houlsby-design "
+                             f"{config.scaling:g}; AdapterFusion fuses "
+                             f"{' or '.join(adapter_layers.names_with('fusable'))}-design "
                              f"adapters of scaling 1", task.path)
     configs[name] = config
     tasks.append(fusion_model.FusedTask(name, {

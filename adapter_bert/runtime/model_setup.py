@@ -22,7 +22,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig, DESIGNS, PLACEMENTS
+import adapter_layers
+from adapter_layers import AdapterConfig, PLACEMENTS
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import checkpoint_io
@@ -50,7 +51,7 @@ class ModelOptions:
   adapter_size: Optional[int] = None
   adapter_init_scale: float = 1e-3
   adapter_placement: Optional[str] = None
-  adapter_design: str = "houlsby"
+  adapter_design: str = adapter_layers.DEFAULT_DESIGN
   adapter_scaling: Optional[float] = None
   adapter_activation: str = "gelu"
   adapter_layer_norm: bool = False
@@ -91,12 +92,15 @@ class ModelOptions:
          None if self.adapter_placement in (None,) + PLACEMENTS
          else "must be " + PLACEMENTS_ALLOWED),
         (named(adapter_design=self.adapter_design),
-         None if self.adapter_design in DESIGNS else "must be " + DESIGNS_ALLOWED),
+         None if self.adapter_design in adapter_layers.design_names()
+         else "must be " + designs_allowed()),
         (named(adapter_scaling=self.adapter_scaling),
          None if self.adapter_scaling is None or self.adapter_scaling > 0 else "must be > 0"),
         (named(adapter_layer_norm=self.adapter_layer_norm),
-         None if not self.adapter_layer_norm or self.adapter_design == "houlsby"
-         else "only with --adapter_design=houlsby"))
+         None if not self.adapter_layer_norm or _design_can(self.adapter_design,
+                                                            "own_layer_norm")
+         else "only with --adapter_design="
+         + " or ".join(adapter_layers.names_with("own_layer_norm"))))
     for flags_and_values, message in problems:
       if message:
         raise errors.UserError(f"{flags_and_values}: {message}")
@@ -147,7 +151,17 @@ ADAPTER_SIZES_ALLOWED = "an integer >= 0 (0: no adapters)"
 TRAIN_MODES_ALLOWED = ("one of adapters, adapters_only, full, layer_norm, head, "
                        "top_layers:K (K >= 0)")
 PLACEMENTS_ALLOWED = "one of " + ", ".join(PLACEMENTS)
-DESIGNS_ALLOWED = "one of " + ", ".join(DESIGNS)
+
+
+def designs_allowed() -> str:
+  """The registered designs --adapter_design may name, for a message."""
+  return "one of " + ", ".join(adapter_layers.design_names())
+
+
+def _design_can(design: str, capability: str) -> bool:
+  """Whether the registered design `design` has `capability` (False: no such design)."""
+  return design in adapter_layers.design_names() and getattr(
+      adapter_layers.get_design(design), capability)
 
 
 def train_mode_ok(train_mode: Optional[str]) -> bool:
@@ -186,12 +200,15 @@ def placement_conflict(placement: Optional[str], adapter_size: int) -> Optional[
 
 
 def design_conflict(design: str, placement: Optional[str], adapter_size: int) -> Optional[str]:
-  """A design asked for a model without adapters, or a placement given to LoRA."""
-  if design != "houlsby" and adapter_size == 0:
+  """A design asked for a model without adapters, or a placement given to a
+  design whose places are fixed (LoRA's)."""
+  if design != adapter_layers.DEFAULT_DESIGN and adapter_size == 0:
     return (f"--adapter_design={design} needs adapters, but the model has none "
             "(--adapter_size=0, or a --train_mode without adapters)")
-  if design == "lora" and placement is not None:
-    return (f"LoRA adapts every layer's query and value projections; leave "
+  if placement is not None and design in adapter_layers.design_names() and not (
+      adapter_layers.get_design(design).takes_placement):
+    return (f"design {design} takes no placement "
+            f"({adapter_layers.get_design(design).summary}); leave "
             f"--adapter_placement={placement} out")
   return None
 
