@@ -40,7 +40,8 @@ from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
+from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import evaluate as squad_metrics
 from adapter_bert.squad import postprocess
 from adapter_bert.storage import file_io
@@ -112,7 +113,7 @@ def _predict_file_problem(do_predict, predict_file):
 def _length_problem(max_seq_length, max_query_length):
   """The one check of the two length flags, as parsed (define_flags) or set (validate).
 
-  squad/data.convert_examples_to_features still refuses a question that leaves no
+  squad/features.convert_examples_to_features still refuses a question that leaves no
   room for its document (it also serves callers without flags).
   """
   if max_seq_length <= max_query_length + 3:
@@ -157,11 +158,11 @@ def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
 
 
 def write_features(examples, tokenizer, path, is_training, max_seq_length, doc_stride,
-                   max_query_length) -> squad_data.FeatureWriter:
+                   max_query_length) -> squad_features.FeatureWriter:
   """Converts examples into a record file (atomic: no partial file on error)."""
-  with squad_data.FeatureWriter(path, is_training=is_training,
+  with squad_features.FeatureWriter(path, is_training=is_training,
                                 keep_features=not is_training) as writer:
-    squad_data.convert_examples_to_features(
+    squad_features.convert_examples_to_features(
         examples, tokenizer, max_seq_length, doc_stride, max_query_length,
         is_training=is_training, output_fn=writer.process_feature)
   return writer
@@ -171,7 +172,7 @@ def train_dataset(path, max_seq_length, batch_size, seed, pad_to_multiple_of=Non
                   group_by_length=False, pack_sequences=False) -> tf.data.Dataset:
   """(features, start and end positions) batches; packed, `batch_size` rows."""
   labels = ("start_positions", "end_positions")
-  d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=True,
+  d = squad_features.make_dataset(path, max_seq_length, batch_size, is_training=True,
                               drop_remainder=True, seed=seed,
                               pad_to_multiple_of=pad_to_multiple_of,
                               group_by_length=group_by_length, pack_sequences=pack_sequences)
@@ -195,7 +196,7 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
   rows fill the last one, and loop.predict returns only real features.
   """
   if pack_sequences:
-    d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
+    d = squad_features.make_dataset(path, max_seq_length, batch_size, is_training=False,
                                 drop_remainder=True, pack_sequences=True)
     return d.map(lambda x: (x, x["unique_ids"]))
   fill = None
@@ -204,7 +205,7 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
     num_padding = batch_size - num_features % batch_size
     logging.info("  Num split examples = %d (%d actual, %d padding)",
                  num_features + num_padding, num_features, num_padding)
-  d = squad_data.make_dataset(path, max_seq_length, batch_size, is_training=False,
+  d = squad_features.make_dataset(path, max_seq_length, batch_size, is_training=False,
                               drop_remainder=pad_last_batch,
                               pad_to_multiple_of=pad_to_multiple_of,
                               fill_last_batch=fill)
@@ -228,7 +229,7 @@ def raw_results(outputs, features) -> List[postprocess.RawResult]:
 
 def has_answers(predict_file: str, version_2_with_negative: bool) -> bool:
   """Whether every question of the file carries gold answers (so it can be scored)."""
-  questions = [qa for article in squad_data.load_squad_json(predict_file)["data"]
+  questions = [qa for article in squad_examples.load_squad_json(predict_file)["data"]
                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
   # v2.0 marks unanswerable questions by an empty answer list.
   return bool(questions) and all(
@@ -258,7 +259,7 @@ def write_eval_results(path, predict_file, predictions, null_odds,
 
 def read_train_examples(train_file: str, version_2_with_negative: bool):
   """The training examples, shuffled as the original shuffles them before conversion."""
-  examples = squad_data.read_squad_examples(train_file, True, version_2_with_negative)
+  examples = squad_examples.read_squad_examples(train_file, True, version_2_with_negative)
   random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
   return examples
 
@@ -272,7 +273,7 @@ def packed_rows_per_batch(run: startup.Run, record_file: str, batch_size: int) -
                                    run.strategy.num_replicas_in_sync)[0]
 
 
-def train(run: startup.Run, examples, writer: squad_data.FeatureWriter) -> None:
+def train(run: startup.Run, examples, writer: squad_features.FeatureWriter) -> None:
   """Trains on the examples' features (writer's record); writes adapter_model/."""
   options = run.options
   logging.info("***** Running training *****")
@@ -291,7 +292,7 @@ def train(run: startup.Run, examples, writer: squad_data.FeatureWriter) -> None:
   startup.train(run, span_loss, dataset, {"task": "squad", "version_2_with_negative": version_2})
 
 
-def predict(run: startup.Run, examples, writer: squad_data.FeatureWriter, batch_size: int,
+def predict(run: startup.Run, examples, writer: squad_features.FeatureWriter, batch_size: int,
             n_best_size: int, max_answer_length: int, null_score_diff_threshold: float,
             verbose_logging: bool):
   """predictions.json, nbest_predictions.json (and null_odds.json for v2).
@@ -342,7 +343,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   # so that a bad file or checkpoint fails fast and leaves output_dir as it was.
   version_2 = fv.version_2_with_negative
   train_examples = read_train_examples(fv.train_file, version_2) if fv.do_train else None
-  eval_examples = (squad_data.read_squad_examples(fv.predict_file, False, version_2)
+  eval_examples = (squad_examples.read_squad_examples(fv.predict_file, False, version_2)
                    if fv.do_predict else None)
   score = fv.do_predict and has_answers(fv.predict_file, version_2)
   run = startup.set_up(

@@ -31,7 +31,7 @@ import run_classifier
 import run_squad
 from adapter_bert.runtime import run_config
 from adapter_bert.runtime import trainable
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
 from adapter_bert.squad import evaluate as squad_evaluate
 import tiny_bert
 
@@ -432,22 +432,22 @@ def test_squad_json_layout_and_empty_split(tmp_path):
   path = _write(tmp_path / "a.json", '{"version": "1.1", "data": {}}')
   with pytest.raises(errors.UserError, match=r"a\.json: not a SQuAD file \(expected a JSON "
                                              r"object with a 'data' list\)$"):
-    squad_data.read_squad_examples(path, is_training=False)
+    squad_examples.read_squad_examples(path, is_training=False)
   path = _write(tmp_path / "b.json", json.dumps({"data": [{"paragraphs": [
       {"context": 5, "qas": []}]}]}))
   with pytest.raises(errors.UserError, match=r"b\.json: field 'context' in a paragraph is 5, "
                                              r"expected str$"):
-    squad_data.read_squad_examples(path, is_training=False)
+    squad_examples.read_squad_examples(path, is_training=False)
   path = _write(tmp_path / "c.json", json.dumps({"data": [{"paragraphs": [
       {"context": "Paris.", "qas": []}]}]}))
   with pytest.raises(errors.UserError, match=r"c\.json: no questions in this file$"):
-    squad_data.read_squad_examples(path, is_training=False)
+    squad_examples.read_squad_examples(path, is_training=False)
   path = _write(tmp_path / "d.json", json.dumps({"data": [{"paragraphs": [
       {"context": "Paris.", "qas": [{"id": "q", "question": "Where?",
                                      "answers": [{"text": "Rome", "answer_start": 0}]}]}]}]}))
   with pytest.raises(errors.UserError, match=r"d\.json: none of its 1 questions has an answer "
                                              r"found in its context"):
-    squad_data.read_squad_examples(path, is_training=True)
+    squad_examples.read_squad_examples(path, is_training=True)
 
 
 def test_squad_evaluate_names_the_bad_file(tmp_path, capsys):

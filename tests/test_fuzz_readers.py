@@ -23,7 +23,8 @@ from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.serving import text as serving_text
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
+from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import postprocess
 import generated_inputs as gen
 import tokenization
@@ -111,7 +112,7 @@ def test_glue_task_reads_examples_or_names_the_file(tokenizer, train):
 def _predict(examples, tokenizer, version_2):
   """Features at a small length and stride, random logits, post-processing."""
   features = []
-  squad_data.convert_examples_to_features(examples, tokenizer, max_seq_length=16,
+  squad_features.convert_examples_to_features(examples, tokenizer, max_seq_length=16,
                                           doc_stride=3, max_query_length=6,
                                           is_training=False, output_fn=features.append)
   rng = np.random.default_rng(0)
@@ -132,13 +133,13 @@ def test_squad_reads_and_predicts_or_names_the_file(tokenizer, version):
     with tempfile.TemporaryDirectory() as d:
       path = _write(d, "file.json", data)
       try:
-        examples = squad_data.read_squad_examples(path, is_training, v2)
+        examples = squad_examples.read_squad_examples(path, is_training, v2)
       except errors.UserError as e:
         _assert_names_a_file(e, [path])
         return
       if is_training:
         features = []
-        squad_data.convert_examples_to_features(examples, tokenizer, 16, 3, 6, True,
+        squad_features.convert_examples_to_features(examples, tokenizer, 16, 3, 6, True,
                                                 features.append)
         assert {f.example_index for f in features} == set(range(len(examples)))
         return

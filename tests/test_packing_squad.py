@@ -20,7 +20,7 @@ from adapter_layers import AdapterConfig
 import modeling
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import packing
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
 import run_squad
 import tiny_bert
 import tokenization
@@ -230,10 +230,10 @@ def test_packed_batches_have_one_shape_and_compile_once_with_xla(long_base, tmp_
   tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
   convert = dict(tokenizer=tokenizer, max_seq_length=256, doc_stride=64, max_query_length=16)
   train = run_squad.write_features(
-      squad_data.read_squad_examples(os.path.join(DATA, "train-v2.0.json"), True, True),
+      squad_examples.read_squad_examples(os.path.join(DATA, "train-v2.0.json"), True, True),
       path=str(tmp_path / "train.tf_record"), is_training=True, **convert)
   predict = run_squad.write_features(
-      squad_data.read_squad_examples(os.path.join(DATA, "dev-v2.0.json"), False, True),
+      squad_examples.read_squad_examples(os.path.join(DATA, "dev-v2.0.json"), False, True),
       path=str(tmp_path / "eval.tf_record"), is_training=False, **convert)
   train_batches = run_squad.train_dataset(train.filename, 256, 2, 1, pack_sequences=True)
   predict_batches = run_squad.predict_dataset(predict.filename, 256, 2, predict.num_features,

@@ -17,7 +17,8 @@ from absl import flags
 from adapter_bert import errors
 import numpy_bert
 import run_squad
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
+from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import evaluate as squad_evaluate
 from adapter_bert.squad import postprocess
 from adapter_bert.checkpoints import base_model
@@ -212,20 +213,20 @@ def test_adapter_checkpoint_on_base_with_other_padding(trained_v1, squad_base, t
 
 def test_predict_dataset_pads_last_batch_with_foreign_ids(tmp_path):
   path = str(tmp_path / "eval.tf_record")
-  with squad_data.FeatureWriter(path, is_training=False) as writer:
+  with squad_features.FeatureWriter(path, is_training=False) as writer:
     for n in range(5):
-      writer.process_feature(squad_data.InputFeatures(
-          unique_id=squad_data.FIRST_UNIQUE_ID + n, example_index=n, doc_span_index=0,
+      writer.process_feature(squad_features.InputFeatures(
+          unique_id=squad_features.FIRST_UNIQUE_ID + n, example_index=n, doc_span_index=0,
           tokens=[], token_to_orig_map={}, token_is_max_context={},
           input_ids=[n + 1] * 8, input_mask=[1] * 8, segment_ids=[0] * 8))
   batches = list(run_squad.predict_dataset(path, 8, 4, 5, pad_last_batch=True))
   assert [b[0]["input_ids"].shape.as_list() for b in batches] == [[4, 8], [4, 8]]
   ids = np.concatenate([b[1].numpy() for b in batches])
-  assert list(ids) == [squad_data.FIRST_UNIQUE_ID + n for n in range(5)] + [-1] * 3
+  assert list(ids) == [squad_features.FIRST_UNIQUE_ID + n for n in range(5)] + [-1] * 3
   unpadded = list(run_squad.predict_dataset(path, 8, 4, 5, pad_last_batch=False))
   assert [int(b[1].shape[0]) for b in unpadded] == [4, 1]
   # The padding's results are dropped before post-processing.
-  features = [squad_data.InputFeatures(unique_id=int(i), example_index=0, doc_span_index=0,
+  features = [squad_features.InputFeatures(unique_id=int(i), example_index=0, doc_span_index=0,
                                        tokens=["a"] * 3, token_to_orig_map={},
                                        token_is_max_context={}, input_ids=[],
                                        input_mask=[], segment_ids=[]) for i in ids[:5]]
@@ -321,9 +322,9 @@ def test_eval_only_on_original_fine_tuned_checkpoint_matches_numpy(tmp_path):
 
   # Independent logits: NumPy BERT forward, then sequence @ W.T + b.
   tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
-  examples = squad_data.read_squad_examples(dev, is_training=False)
+  examples = squad_examples.read_squad_examples(dev, is_training=False)
   features = []
-  squad_data.convert_examples_to_features(examples, tokenizer, 64, 24, 16, False,
+  squad_features.convert_examples_to_features(examples, tokenizer, 64, 24, 16, False,
                                           features.append)
   ids, mask, seg = (np.array([getattr(f, k) for f in features])
                     for k in ("input_ids", "input_mask", "segment_ids"))

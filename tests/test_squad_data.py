@@ -1,4 +1,4 @@
-"""squad_data: reading, doc spans, max context, answer positions, records.
+"""squad/examples and squad/features: reading, doc spans, max context, answer positions, records.
 
 Expected spans / maps / positions are worked out by hand in the comments
 from the original run_squad.py algorithm, on a tiny hand-written vocab.
@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from adapter_bert import errors
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
+from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import postprocess
 import tokenization
 
@@ -65,7 +66,7 @@ def tokenizer(tmp_path_factory):
 def _features(examples, tokenizer, is_training, max_seq_length=11,
               doc_stride=3, max_query_length=8):
   out = []
-  n = squad_data.convert_examples_to_features(
+  n = squad_features.convert_examples_to_features(
       examples, tokenizer, max_seq_length=max_seq_length,
       doc_stride=doc_stride, max_query_length=max_query_length,
       is_training=is_training, output_fn=out.append)
@@ -76,7 +77,7 @@ def _features(examples, tokenizer, is_training, max_seq_length=11,
 def test_read_examples_whitespace_tokens_and_positions():
   path = _write_json(_ram("train.json"), _squad(
       [_qa("q1", "Who went?", "milk"), _qa("q2", "Who went?", "gallon")]))
-  ex = squad_data.read_squad_examples(path, is_training=True)
+  ex = squad_examples.read_squad_examples(path, is_training=True)
   assert [e.qas_id for e in ex] == ["q1", "q2"]
   assert ex[0].doc_tokens == _CONTEXT.split()
   # "milk." is whitespace token 11; "gallon" token 9.
@@ -84,7 +85,7 @@ def test_read_examples_whitespace_tokens_and_positions():
   assert (ex[1].start_position, ex[1].end_position) == (9, 9)
   assert ex[0].orig_answer_text == "milk" and not ex[0].is_impossible
   # Prediction mode ignores answers.
-  ex = squad_data.read_squad_examples(path, is_training=False)
+  ex = squad_examples.read_squad_examples(path, is_training=False)
   assert ex[0].start_position is None and ex[0].orig_answer_text is None
 
 
@@ -93,33 +94,33 @@ def test_read_examples_narrow_nbsp_splits_like_original():
   path = _write_json(_ram("x.json"), _squad([_qa("q", "what", "dog",
                                                   context=context)],
                                              context=context))
-  ex = squad_data.read_squad_examples(path, is_training=True)
+  ex = squad_examples.read_squad_examples(path, is_training=True)
   assert ex[0].doc_tokens == ["big", "cat\u00a0dog"]
   assert ex[0].start_position == 1
 
 
 def test_doc_spans_by_hand():
   # 14 tokens, windows of 5, stride 4: starts 0, 4, 8, then 12 (2 left).
-  assert squad_data._doc_spans(14, 5, 4) == [(0, 5), (4, 5), (8, 5), (12, 2)]
+  assert squad_features._doc_spans(14, 5, 4) == [(0, 5), (4, 5), (8, 5), (12, 2)]
   # Stride 3: starts 0, 3, 6, 9; 9 + 5 == 14 ends the loop.
-  assert squad_data._doc_spans(14, 5, 3) == [(0, 5), (3, 5), (6, 5), (9, 5)]
-  assert squad_data._doc_spans(3, 5, 3) == [(0, 3)]
+  assert squad_features._doc_spans(14, 5, 3) == [(0, 5), (3, 5), (6, 5), (9, 5)]
+  assert squad_features._doc_spans(3, 5, 3) == [(0, 3)]
 
 
 def test_check_is_max_context_original_docstring_case():
   # "the man went to the store and bought a gallon of milk": spans A(0,5),
   # B(3,5), C(6,5); "bought" (7) has min(4,0) in B, min(1,3) in C -> C.
-  spans = [squad_data._DocSpan(0, 5), squad_data._DocSpan(3, 5),
-           squad_data._DocSpan(6, 5)]
-  assert [squad_data._check_is_max_context(spans, i, 7)
+  spans = [squad_features._DocSpan(0, 5), squad_features._DocSpan(3, 5),
+           squad_features._DocSpan(6, 5)]
+  assert [squad_features._check_is_max_context(spans, i, 7)
           for i in range(3)] == [False, False, True]
 
 
 def test_training_features_spans_maps_max_context_positions(tokenizer):
   examples = [
-      squad_data.SquadExample("q1", "Who went?", _CONTEXT.split(), "milk",
+      squad_examples.SquadExample("q1", "Who went?", _CONTEXT.split(), "milk",
                               11, 11, False),
-      squad_data.SquadExample("q2", "Who went?", _CONTEXT.split(), "gallon",
+      squad_examples.SquadExample("q2", "Who went?", _CONTEXT.split(), "gallon",
                               9, 9, False),
   ]
   feats = _features(examples, tokenizer, is_training=True)
@@ -161,21 +162,21 @@ def test_training_features_spans_maps_max_context_positions(tokenizer):
 def test_improve_answer_span_tightens_to_word_pieces(tokenizer):
   # "(1895-1943)."-style case: the whitespace token is "milk." but the
   # annotated text is "milk", so the "." piece is dropped.
-  assert squad_data._improve_answer_span(_PIECES, 12, 13, tokenizer,
+  assert squad_features._improve_answer_span(_PIECES, 12, 13, tokenizer,
                                          "milk") == (12, 12)
   # No sub-span matches -> the input span is kept.
-  assert squad_data._improve_answer_span(_PIECES, 12, 13, tokenizer,
+  assert squad_features._improve_answer_span(_PIECES, 12, 13, tokenizer,
                                          "who") == (12, 13)
 
 
 def test_impossible_and_prediction_features(tokenizer):
-  impossible = squad_data.SquadExample("q3", "Who went?", _CONTEXT.split(),
+  impossible = squad_examples.SquadExample("q3", "Who went?", _CONTEXT.split(),
                                        "", -1, -1, True)
   feats = _features([impossible], tokenizer, is_training=True)
   assert [(f.start_position, f.end_position, f.is_impossible)
           for f in feats] == [(0, 0, True)] * 4
   # Prediction: one span of 14 pieces fits in 24; zero padding to 24.
-  pred = squad_data.SquadExample("q4", "Who went?", _CONTEXT.split())
+  pred = squad_examples.SquadExample("q4", "Who went?", _CONTEXT.split())
   (f,) = _features([pred], tokenizer, is_training=False, max_seq_length=24)
   assert f.start_position is None and f.end_position is None
   assert len(f.tokens) == 20
@@ -185,7 +186,7 @@ def test_impossible_and_prediction_features(tokenizer):
 
 
 def test_query_truncated_to_max_query_length(tokenizer):
-  ex = squad_data.SquadExample("q", "who who who who", ["milk"])
+  ex = squad_examples.SquadExample("q", "who who who who", ["milk"])
   (f,) = _features([ex], tokenizer, False, max_seq_length=10,
                    max_query_length=2)
   assert f.tokens[:5] == ["[CLS]", "who", "who", "[SEP]", "milk"]
@@ -198,13 +199,13 @@ def _records(path):
 
 def test_feature_writer_records_and_dataset(tokenizer):
   examples = [
-      squad_data.SquadExample("q1", "Who went?", _CONTEXT.split(), "milk",
+      squad_examples.SquadExample("q1", "Who went?", _CONTEXT.split(), "milk",
                               11, 11, False),
-      squad_data.SquadExample("q3", "Who went?", _CONTEXT.split(), "", -1, -1,
+      squad_examples.SquadExample("q3", "Who went?", _CONTEXT.split(), "", -1, -1,
                               True)]
   path = _ram("out/train.tf_record")
-  with squad_data.FeatureWriter(path, is_training=True) as writer:
-    squad_data.convert_examples_to_features(
+  with squad_features.FeatureWriter(path, is_training=True) as writer:
+    squad_features.convert_examples_to_features(
         examples, tokenizer, 11, 3, 8, True, writer.process_feature)
   assert writer.num_features == 8 and writer.features is None
   assert tf.io.gfile.listdir(os.path.dirname(path)) == ["train.tf_record"]
@@ -216,7 +217,7 @@ def test_feature_writer_records_and_dataset(tokenizer):
   assert [ints(r, "start_positions")[0] for r in recs] == [0, 0, 0, 8] + [0] * 4
   assert [ints(r, "is_impossible")[0] for r in recs] == [0] * 4 + [1] * 4
 
-  ds = squad_data.make_dataset(path, 11, batch_size=3, is_training=True,
+  ds = squad_features.make_dataset(path, 11, batch_size=3, is_training=True,
                                drop_remainder=True, seed=7)
   spec = ds.element_spec
   assert set(spec) == {"unique_ids", "input_ids", "input_mask", "segment_ids",
@@ -224,22 +225,22 @@ def test_feature_writer_records_and_dataset(tokenizer):
   assert spec["input_ids"].shape == (3, 11) and spec["unique_ids"].shape == (3,)
   assert all(s.dtype == tf.int32 for s in spec.values())
   first = [b["unique_ids"].numpy().tolist() for b in ds.take(4)]
-  again = [b["unique_ids"].numpy().tolist() for b in squad_data.make_dataset(
+  again = [b["unique_ids"].numpy().tolist() for b in squad_features.make_dataset(
       path, 11, 3, True, True, seed=7).take(4)]
   assert first == again  # seeded shuffle
   assert set(sum(first, [])) <= set(range(1000000000, 1000000008))
 
 
 def test_prediction_records_keep_order_and_partial_batch(tokenizer):
-  ex = squad_data.SquadExample("q", "Who went?", _CONTEXT.split())
+  ex = squad_examples.SquadExample("q", "Who went?", _CONTEXT.split())
   path = _ram("eval.tf_record")
-  with squad_data.FeatureWriter(path, False, keep_features=True) as writer:
-    squad_data.convert_examples_to_features(
+  with squad_features.FeatureWriter(path, False, keep_features=True) as writer:
+    squad_features.convert_examples_to_features(
         [ex], tokenizer, 11, 3, 8, False, writer.process_feature)
   assert len(writer.features) == 4
   assert set(_records(path)[0].features.feature) == {
       "unique_ids", "input_ids", "input_mask", "segment_ids"}
-  batches = list(squad_data.make_dataset(path, 11, 3, False, False))
+  batches = list(squad_features.make_dataset(path, 11, 3, False, False))
   # No padding features (unlike Model Garden): 4 features -> 3 + 1.
   assert [b["unique_ids"].numpy().tolist() for b in batches] == [
       [1000000000, 1000000001, 1000000002], [1000000003]]
@@ -255,18 +256,18 @@ def test_malformed_json_names_file_and_position():
     f.write('{"data": [\n  {"title": "x",,}\n]}')
   with pytest.raises(errors.UserError, match=r"bad\.json:2: malformed JSON at "
                      r"column 17"):
-    squad_data.read_squad_examples(path, is_training=False)
+    squad_examples.read_squad_examples(path, is_training=False)
 
 
 def test_v11_training_question_without_answer_names_qid():
   path = _write_json(_ram("t.json"), _squad([_qa("qid-7", "Who went?")]))
   with pytest.raises(errors.UserError, match="For training, each question should "
                      "have exactly 1 answer.*'qid-7'"):
-    squad_data.read_squad_examples(path, is_training=True)
+    squad_examples.read_squad_examples(path, is_training=True)
   # v2 impossible questions need no answer; a missing flag is named.
   path = _write_json(_ram("t2.json"), _squad([_qa("q8", "Who?")]))
   with pytest.raises(errors.UserError, match="is_impossible.*'q8'"):
-    squad_data.read_squad_examples(path, True, version_2_with_negative=True)
+    squad_examples.read_squad_examples(path, True, version_2_with_negative=True)
 
 
 def test_answer_not_found_is_skipped_with_warning(monkeypatch):
@@ -275,9 +276,9 @@ def test_answer_not_found_is_skipped_with_warning(monkeypatch):
   ok = _qa("ok", "Who went?", "milk")
   path = _write_json(_ram("t.json"), _squad([qa, ok]))
   warnings = []
-  monkeypatch.setattr(squad_data.logging, "warning",
+  monkeypatch.setattr(squad_examples.logging, "warning",
                       lambda msg, *args: warnings.append(msg % args))
-  ex = squad_data.read_squad_examples(path, is_training=True)
+  ex = squad_examples.read_squad_examples(path, is_training=True)
   assert [e.qas_id for e in ex] == ["ok"]
   assert warnings == ["Could not find answer: 'milk.' vs. 'bread'"]
 
@@ -287,16 +288,16 @@ def test_answer_offset_outside_context():
         "answers": [{"text": "milk", "answer_start": 500}]}
   path = _write_json(_ram("t.json"), _squad([qa]))
   with pytest.raises(errors.UserError, match="question 'q9' lies outside its context"):
-    squad_data.read_squad_examples(path, is_training=True)
+    squad_examples.read_squad_examples(path, is_training=True)
 
 
 def test_max_seq_length_too_small_leaves_no_file(tokenizer, tmp_path):
-  ex = [squad_data.SquadExample("q", "Who went?", _CONTEXT.split())] * 2
+  ex = [squad_examples.SquadExample("q", "Who went?", _CONTEXT.split())] * 2
   out = tmp_path / "out"
   with pytest.raises(ValueError, match=r"--max_seq_length=6.*--max_query_len"):
-    with squad_data.FeatureWriter(str(out / "eval.tf_record"), False) as w:
+    with squad_features.FeatureWriter(str(out / "eval.tf_record"), False) as w:
       # 6 - 3 query pieces - 3 = 0 tokens left for the document.
-      squad_data.convert_examples_to_features(ex, tokenizer, 6, 3, 8, False,
+      squad_features.convert_examples_to_features(ex, tokenizer, 6, 3, 8, False,
                                               w.process_feature)
   assert os.listdir(out) == []
 
@@ -311,7 +312,7 @@ _DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data",
 @pytest.mark.parametrize("name", ["train-v1.1.json", "dev-v1.1.json",
                                   "train-v2.0.json", "dev-v2.0.json"])
 def test_sample_files_schema(name):
-  data = squad_data.load_squad_json(os.path.join(_DATA, name))
+  data = squad_examples.load_squad_json(os.path.join(_DATA, name))
   v2 = "v2.0" in name
   assert data["version"] == ("v2.0" if v2 else "1.1")
   n_impossible = 0
@@ -336,7 +337,7 @@ def test_sample_train_v2_doc_stride_end_to_end(tmp_path):
   path = os.path.join(_DATA, "train-v2.0.json")
   words = set()
   basic = tokenization.BasicTokenizer(do_lower_case=True)
-  for article in squad_data.load_squad_json(path)["data"]:
+  for article in squad_examples.load_squad_json(path)["data"]:
     for p in article["paragraphs"]:
       words.update(basic.tokenize(p["context"]))
       for qa in p["qas"]:
@@ -345,7 +346,7 @@ def test_sample_train_v2_doc_stride_end_to_end(tmp_path):
   vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] +
                              sorted(words)) + "\n")
   tok = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
-  examples = squad_data.read_squad_examples(path, True, True)
+  examples = squad_examples.read_squad_examples(path, True, True)
   assert len(examples) == 12
   feats = _features(examples, tok, True, max_seq_length=48, doc_stride=16,
                     max_query_length=16)
@@ -383,7 +384,7 @@ def test_questions_with_nothing_to_read_get_a_prediction(tokenizer, version):
       {"id": "blank question", "question": "  \x00 ", "answers": []}]})
   path = _write_json(_ram("degenerate.json"),
                      {"version": version, "data": [{"title": "t", "paragraphs": paragraphs}]})
-  examples = squad_data.read_squad_examples(path, is_training=False,
+  examples = squad_examples.read_squad_examples(path, is_training=False,
                                             version_2_with_negative=v2)
   features = _features(examples, tokenizer, is_training=False)
   empty = [f for f in features if f.example_index < 3]
@@ -411,13 +412,13 @@ def test_impossible_training_question_without_context_trains_on_cls(tokenizer):
                                "is_impossible": True}]},
       {"context": "milk", "qas": [{"id": "b", "question": "what?", "is_impossible": False,
                                    "answers": [{"text": "milk", "answer_start": 0}]}]}]}]})
-  examples = squad_data.read_squad_examples(path, True, version_2_with_negative=True)
+  examples = squad_examples.read_squad_examples(path, True, version_2_with_negative=True)
   features = _features(examples, tokenizer, is_training=True)
   assert [(f.example_index, f.start_position, f.end_position) for f in features] == [
       (0, 0, 0), (1, 4, 4)]  # [CLS] what ? [SEP] milk [SEP]
 
 
 def test_an_example_without_features_is_named():
-  example = squad_data.SquadExample("q9", "who?", [])
+  example = squad_examples.SquadExample("q9", "who?", [])
   with pytest.raises(ValueError, match="question 'q9' has no feature"):
     postprocess.compute_predictions([example], [], [], 3, 5, True, True)

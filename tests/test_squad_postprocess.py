@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
+from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import postprocess
 import tokenization
 
@@ -39,7 +40,7 @@ def tokenizer(tmp_path_factory):
 
 def _convert(examples, tokenizer, max_seq_length=_SEQ, doc_stride=3):
   feats = []
-  squad_data.convert_examples_to_features(
+  squad_features.convert_examples_to_features(
       examples, tokenizer, max_seq_length, doc_stride, 8, False, feats.append)
   return feats
 
@@ -52,7 +53,7 @@ def _logits(values, length=_SEQ, default=-10.0):
 
 
 def _smith(tokenizer, qids=("q",)):
-  examples = [squad_data.SquadExample(q, "Whose car?", _CONTEXT.split())
+  examples = [squad_examples.SquadExample(q, "Whose car?", _CONTEXT.split())
               for q in qids]
   feats = _convert(examples, tokenizer)
   assert feats[0].tokens[7:11] == ["steve", "smith", "'", "s"]
@@ -144,7 +145,7 @@ def test_max_context_filter_and_min_null_over_spans(tokenizer):
   # pieces), query 3 pieces, max_seq_length 11 -> 5 per span, stride 3:
   # spans (0,5), (3,5), (6,5), (9,4); 9 + 4 == 13 ends the loop.
   context = "The man went to the store and bought a gallon of milk ."
-  ex = [squad_data.SquadExample("m", "Who went?", context.split())]
+  ex = [squad_examples.SquadExample("m", "Who went?", context.split())]
   feats = _convert(ex, tokenizer, max_seq_length=11)
   assert [f.doc_span_index for f in feats] == [0, 1, 2, 3]
   # Piece 3 "to" is max context in span 0 (index 8), not in span 1 (index 5).

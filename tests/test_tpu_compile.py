@@ -49,7 +49,7 @@ from adapter_bert.runtime import startup
 from adapter_bert.runtime import trainable
 import run_multitask
 import run_squad
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
 import tokenization
 import tiny_bert
 
@@ -147,7 +147,7 @@ def _squad_steps(base, output_dir, mixed_precision):
       run_squad.read_train_examples(os.path.join(SQUAD, "train-v1.1.json"), False),
       path=os.path.join(output_dir, "train.tf_record"), is_training=True, **convert)
   predict = run_squad.write_features(
-      squad_data.read_squad_examples(os.path.join(SQUAD, "dev-v1.1.json"), False, False),
+      squad_examples.read_squad_examples(os.path.join(SQUAD, "dev-v1.1.json"), False, False),
       path=os.path.join(output_dir, "eval.tf_record"), is_training=False, **convert)
   assert predict.num_features % BATCH  # The last batch is filled.
   batches = {

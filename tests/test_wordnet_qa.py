@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDNET_DATA = os.path.join(ROOT, "data", "wordnet")
@@ -218,7 +218,7 @@ def test_snapshot_is_squad_v1_1_with_answers_in_their_contexts():
         ids.append(qa["id"])
     assert len(ids) == size and len(set(ids)) == size
     # run_squad.py's reader finds every answer in the whitespace tokens.
-    examples = squad_data.read_squad_examples(os.path.join(QA_DATA, split + ".json"),
+    examples = squad_examples.read_squad_examples(os.path.join(QA_DATA, split + ".json"),
                                               is_training=True)
     assert [e.qas_id for e in examples] == ids
 

@@ -1,7 +1,7 @@
 """TFRecord feature files -> batched tf.data pipelines (the original's input_fn builders).
 
 Both tasks write their features as tf.train.Examples (classification/features.py,
-squad/data.py), every sequence padded to max_seq_length, and read them back
+squad/features.py), every sequence padded to max_seq_length, and read them back
 here, the same way: training repeats forever and shuffles with a buffer of 100,
 as the original (its examples are shuffled before they are written, so the
 buffer only mixes neighbours); evaluation and prediction read every record once.

@@ -45,7 +45,7 @@ import tensorflow as tf
 from official.nlp.tools import squad_evaluate_v1_1 as _mg_v1
 from official.nlp.tools import squad_evaluate_v2_0 as _mg_v2
 from adapter_bert import errors
-from adapter_bert.squad import data as squad_data
+from adapter_bert.squad import examples as squad_examples
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_bert.storage import path_checks
@@ -181,7 +181,7 @@ def evaluate_predictions(dataset_file: str, predictions: Mapping[str, str],
   Returns:
     The official result dict (see `evaluate_v1_1` / `evaluate_v2_0`).
   """
-  dataset = squad_data.load_squad_json(dataset_file)["data"]
+  dataset = squad_examples.load_squad_json(dataset_file)["data"]
   if version_2_with_negative:
     return evaluate_v2_0(dataset, predictions, na_probs=null_odds)
   if null_odds is not None:
@@ -204,7 +204,7 @@ def format_results(results: Mapping[str, float], version: str,
 def run(version, data_file, pred_file, na_prob_file=None, na_prob_thresh=1.0,
         out_file=None) -> dict:
   """Evaluates files; returns the result dict and writes/prints the JSON."""
-  dataset_json = squad_data.load_squad_json(data_file)
+  dataset_json = squad_examples.load_squad_json(data_file)
   predictions = input_files.read_json(pred_file)
   if not isinstance(predictions, dict):
     raise errors.UserError("expected a JSON object {question id: answer}", pred_file)
