@@ -2,8 +2,15 @@
 fixtures that several test files share."""
 
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Hypothesis keeps its example database and caches out of the repository (its
+# default is ./.hypothesis): a test that checks a command wrote nothing into the
+# repository (test_ram_filesystem) saw them appear while the other xdist worker
+# ran test_fuzz_readers.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), "adapter-bert-hypothesis"))
 
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
