@@ -61,8 +61,8 @@ from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import sampling
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
-from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.storage import path_checks
@@ -292,8 +292,8 @@ def _outputs(run: startup.Run, task, index, head, split, examples, tokenizer, ba
   options = run.options
   dataset = task_dataset(options, task, index, split, examples, tokenizer, batch_size,
                          run.strategy.num_replicas_in_sync)
-  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
-                         iterations_per_loop=options.iterations_per_loop)
+  outputs = prediction.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
+                               iterations_per_loop=options.iterations_per_loop)
   # The task's own classes; labels back to the task's type.
   outputs["logits"] = outputs["logits"][:, :head.num_outputs]
   if not task.is_regression:

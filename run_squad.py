@@ -36,8 +36,8 @@ from adapter_bert.cli import options as cli_options
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 import modeling
-from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.squad import examples as squad_examples
@@ -184,7 +184,7 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
                     pad_last_batch: bool, pad_to_multiple_of=None,
                     pack_sequences=False) -> tf.data.Dataset:
   """(features, unique_ids) batches, grouped by length unless padded to the maximum
-  (loop.predict returns the results in record order either way).
+  (prediction.predict returns the results in record order either way).
 
   With `pad_last_batch` (TPU, XLA: static shapes), all-zero features with
   unique id -1 fill the last batch; their results are dropped before
@@ -193,7 +193,7 @@ def predict_dataset(path, max_seq_length, batch_size, num_features,
   drops nothing), also where the features are an exact multiple of the batch.
 
   Packed (`batch_size` rows), every batch is full and static anyway: empty
-  rows fill the last one, and loop.predict returns only real features.
+  rows fill the last one, and prediction.predict returns only real features.
   """
   if pack_sequences:
     d = squad_features.make_dataset(path, max_seq_length, batch_size, is_training=False,
@@ -311,8 +311,8 @@ def predict(run: startup.Run, examples, writer: squad_features.FeatureWriter, ba
                             pad_last_batch=options.use_tpu or options.use_xla,
                             pad_to_multiple_of=options.pad_to_multiple_of,
                             pack_sequences=options.pack_sequences)
-  outputs = loop.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
-                         iterations_per_loop=options.iterations_per_loop)
+  outputs = prediction.predict(run.strategy, run.model, dataset, jit_compile=options.use_xla,
+                               iterations_per_loop=options.iterations_per_loop)
   output_dir = options.output_dir
   predictions, _, null_odds = postprocess.write_predictions(
       examples, features, raw_results(outputs, features), n_best_size, max_answer_length,

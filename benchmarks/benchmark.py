@@ -13,7 +13,7 @@ One run prints (one line a figure; --json_out=FILE writes them all):
     step is `runtime.loop.make_train_loop`, the compiled loop `loop.train`
     (run_classifier.py) runs, on synthetic batches (no input pipeline).
   * infer: examples/s of the predict path (`model(features, training=False)`
-    in a compiled function, as `loop.predict` runs it), same interleaving.
+    in a compiled function, as `prediction.predict` runs it), same interleaving.
   * peak RSS of each mode's worker process (its own rusage, read with wait4
     when it exits, so the modes' figures do not mix), and its split: what
     the runtime, the model, the optimizer, the traced loop and the first
@@ -290,7 +290,7 @@ def train_worker():
   iterator = iter(tf.data.Dataset.from_tensors((features, labels)).repeat())
   one = tf.constant(1)
   train_step = lambda: train_loop(iterator, one).numpy()
-  # The predict path of loop.predict: the model with training=False, compiled.
+  # The predict path of prediction.predict: the model with training=False, compiled.
   predict_fn = tf.function(lambda f: model(f, training=False), jit_compile=FLAGS.use_xla)
   predict_step = lambda: predict_fn(features).numpy()
 

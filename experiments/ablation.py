@@ -63,7 +63,7 @@ from adapter_bert.cli import options as cli_options
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 import modeling
-from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import startup
 from adapter_bert.storage import file_io
@@ -103,12 +103,12 @@ def adapters_removed(model, layers: Iterable[int]):
   try:
     for i in layers:
       blocks[i].adapters_enabled = False
-    loop.forget_predict_functions(model)
+    prediction.forget_predict_functions(model)
     yield
   finally:
     for block, enabled in zip(blocks, previous):
       block.adapters_enabled = enabled
-    loop.forget_predict_functions(model)
+    prediction.forget_predict_functions(model)
 
 
 

@@ -36,6 +36,7 @@ import optimization
 import tiny_bert
 from adapter_bert.runtime import trainable
 from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_layers import AdapterConfig
 
 NUM_EXAMPLES, SEQ_LENGTH, BATCH_SIZE, NUM_STEPS = 24, 16, 8, 6
@@ -168,8 +169,8 @@ def train_and_predict(strategy, data_dir, files, output_dir, jit_compile=False,
                      for name, v in model.tf1_variable_map().items() if v.trainable}}
   if predict:
     counting = None if jit_compile else _CountingModel(model)
-    predictions = loop.predict(strategy, counting or model, dataset(files, repeat=False),
-                               jit_compile=jit_compile, iterations_per_loop=PREDICT_LOOP)
+    predictions = prediction.predict(strategy, counting or model, dataset(files, repeat=False),
+                                     jit_compile=jit_compile, iterations_per_loop=PREDICT_LOOP)
     out["predictions"] = {k: v.tolist() for k, v in predictions.items()}
     if counting:
       out["computed"] = counting.computed

@@ -18,6 +18,7 @@ from absl import flags as absl_flags
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.cli import flags as cli_flags
 from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 import run_squad
@@ -142,14 +143,14 @@ def test_predict_traces_once_a_run_and_runs_iterations_per_loop_batches_a_call(
     record, monkeypatch):
   path, lengths = record
   calls = []
-  made = loop.predict_function
+  made = prediction.predict_function
 
   def counted(*args, **kwargs):
     function = made(*args, **kwargs)
     return lambda iterator, num_steps: calls.append(int(num_steps)) or function(
         iterator, num_steps)
 
-  monkeypatch.setattr(loop, "predict_function", counted)
+  monkeypatch.setattr(prediction, "predict_function", counted)
   strategy, model = tf.distribute.get_strategy(), Doubler()
   fixed = _batches(path, 8)
   want = np.concatenate([b["input_ids"] for b in fixed]) * 2
@@ -159,8 +160,8 @@ def test_predict_traces_once_a_run_and_runs_iterations_per_loop_batches_a_call(
                                           (3, [3, 3, 1])):
     calls.clear()
     d = records.read_batches(path, _features(), 8, False, False, pad_to_multiple_of=1)
-    out = loop.predict(strategy, model, d.map(lambda f: (f, f["uid"])),
-                       iterations_per_loop=iterations_per_loop)
+    out = prediction.predict(strategy, model, d.map(lambda f: (f, f["uid"])),
+                             iterations_per_loop=iterations_per_loop)
     # The host counts the 7 batches first, then runs calls of iterations_per_loop
     # batches and one of the rest: no call asks for a batch that is not there.
     assert calls == host_calls

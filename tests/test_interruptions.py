@@ -35,6 +35,7 @@ from adapter_bert import errors
 import modeling
 import run_classifier
 from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import progress
 from adapter_bert.runtime import stop_signals
 from adapter_bert.runtime import trainable
@@ -473,7 +474,7 @@ def test_a_device_lost_during_evaluation_is_one_line_and_the_rerun_evaluates(
       raise tf.errors.UnavailableError(None, None, "Socket closed\nmore")
     return failing
 
-  monkeypatch.setattr(loop, "predict_function", lost)
+  monkeypatch.setattr(prediction, "predict_function", lost)
   records = _Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(records)

@@ -18,7 +18,7 @@ from absl import flags
 
 from adapter_layers import AdapterConfig
 import modeling
-from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import packing
 from adapter_bert.squad import examples as squad_examples
 import run_squad
@@ -244,7 +244,7 @@ def test_packed_batches_have_one_shape_and_compile_once_with_xla(long_base, tmp_
   model = modeling.BertSpanLabeler(modeling.BertConfig.from_dict(LONG_BASE),
                                    AdapterConfig(size=4))
   model.ensure_built()
-  predict_step = loop.make_predict_step(model, jit_compile=True)
+  predict_step = prediction.make_predict_step(model, jit_compile=True)
   batches = list(predict_batches)
   assert len(batches) > 1  # The last one filled with empty rows: the same shape.
   for features, unique_ids in batches:

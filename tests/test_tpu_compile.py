@@ -42,6 +42,7 @@ from adapter_bert.multitask import sampling
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import packing
 from adapter_bert.runtime import records
@@ -134,7 +135,7 @@ def _classifier_steps(base, output_dir, mixed_precision, pack_sequences=False):
     batches[split] = _take(dataset, TRAIN_BATCHES if is_training else None)
   return Steps(loop.make_train_step(model, classifier_task.loss_fn(False),
                                     _optimizer(options, model), BATCH, jit_compile=True),
-               loop.make_predict_step(model, jit_compile=True), batches)
+               prediction.make_predict_step(model, jit_compile=True), batches)
 
 
 def _squad_steps(base, output_dir, mixed_precision):
@@ -158,7 +159,7 @@ def _squad_steps(base, output_dir, mixed_precision):
           pad_last_batch=True, pad_to_multiple_of=options.pad_to_multiple_of))}
   return Steps(loop.make_train_step(model, run_squad.span_loss, _optimizer(options, model),
                                     BATCH, jit_compile=True),
-               loop.make_predict_step(model, jit_compile=True), batches)
+               prediction.make_predict_step(model, jit_compile=True), batches)
 
 
 def multitask_tasks_and_examples():
@@ -193,7 +194,7 @@ def _multitask_steps(base, output_dir, mixed_precision, adapter_type):
                                    tokenizer, BATCH))]
   return Steps(loop.make_train_step(model, multitask_model.loss_fn(heads),
                                     _optimizer(options, model), BATCH, jit_compile=True),
-               loop.make_predict_step(model, jit_compile=True), batches)
+               prediction.make_predict_step(model, jit_compile=True), batches)
 
 
 MODELS = {"classifier": _classifier_steps, "squad": _squad_steps,
@@ -384,7 +385,7 @@ def test_every_adapter_design_compiles_for_tpu(design):
   labels = tf.constant([0, 1, 1, 0], tf.int32)
   train_step = loop.make_train_step(model, classifier_task.loss_fn(False), optimizer, BATCH,
                                     jit_compile=True)
-  predict_step = loop.make_predict_step(model, jit_compile=True)
+  predict_step = prediction.make_predict_step(model, jit_compile=True)
   assert "AdamWeightDecay" in assert_compiles_for_tpu(train_step, features, labels)
   assert_compiles_for_tpu(predict_step, features, labels)
   for step in (train_step, predict_step):
@@ -406,14 +407,14 @@ CONDITIONALS = {"If", "StatelessIf", "Case", "StatelessCase"}
 
 
 def _predict_loop_graph(model, batches, num_steps=2):
-  """The graph of runtime/loop.predict's compiled loop over `batches`, as predict runs it."""
+  """The graph of runtime/prediction.predict's compiled loop over `batches`, as predict runs it."""
   dataset = tf.data.Dataset.from_tensor_slices(batches[0][0]).batch(BATCH, drop_remainder=True)
   dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensor_slices(
       batches[0][1]).batch(BATCH, drop_remainder=True)))
-  dataset = loop._with_positions(dataset)  # pylint: disable=protected-access
+  dataset = prediction._with_positions(dataset)  # pylint: disable=protected-access
   strategy = tf.distribute.get_strategy()
   iterator = iter(strategy.experimental_distribute_dataset(dataset))
-  function = loop.predict_function(strategy, model)
+  function = prediction.predict_function(strategy, model)
   return function.get_concrete_function(iterator, tf.constant(num_steps)).graph.as_graph_def()
 
 
@@ -440,7 +441,7 @@ def _functions_under_conditionals(graph_def):
 
 
 def test_the_predict_loop_runs_the_model_outside_any_conditional():
-  """runtime/loop.predict counts its batches on the host and runs them in a
+  """runtime/prediction.predict counts its batches on the host and runs them in a
   tf.range loop, as training: the replicated step (and the model in it) is
   under no tf.cond, the least-trodden shape under TPUStrategy."""
   model = _design_model("houlsby")

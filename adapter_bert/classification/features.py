@@ -293,7 +293,7 @@ def make_dataset(record_file: str, max_seq_length: int, batch_size: int, is_trai
   (records are written in file order, so the buffer only mixes neighbours).
   Padding and grouping by length: runtime/records.read_batches' arguments of
   the same names; eval/predict batches grouped by length carry each example's
-  `records.INPUT_INDEX`, by which loop.predict restores file order, which
+  `records.INPUT_INDEX`, by which prediction.predict restores file order, which
   `test_results.tsv` relies on.
 
   Returns:

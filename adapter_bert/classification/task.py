@@ -28,7 +28,7 @@ from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.classification import processors
 from adapter_bert import errors
 import modeling
-from adapter_bert.runtime import loop
+from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 
@@ -114,7 +114,7 @@ def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
                    pad_to_multiple_of: Optional[int] = None,
                    iterations_per_loop: int = 1,
                    pack_sequences: bool = False) -> Dict[str, np.ndarray]:
-  """`loop.predict` over a feature record of classifier_features, in record order
+  """`prediction.predict` over a feature record of classifier_features, in record order
   (batches padded as `pad_to_multiple_of` says: records.read_batches). Packed,
   a batch is the rows that hold `batch_size` examples on average (measured on
   the record), one entry per example comes back all the same."""
@@ -126,8 +126,8 @@ def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
                                              is_regression=is_regression,
                                              pad_to_multiple_of=pad_to_multiple_of,
                                              pack_sequences=pack_sequences)
-  return loop.predict(strategy, model, dataset, jit_compile=jit_compile,
-                      iterations_per_loop=iterations_per_loop)
+  return prediction.predict(strategy, model, dataset, jit_compile=jit_compile,
+                            iterations_per_loop=iterations_per_loop)
 
 
 def loss_fn(is_regression: bool):
@@ -154,7 +154,7 @@ def per_example_loss(logits: np.ndarray, labels: np.ndarray, is_regression: bool
 
 def eval_results(task_name: str, outputs: Mapping[str, np.ndarray], batch_size: int,
                  global_step: int, is_regression: bool) -> Dict[str, object]:
-  """The keys of the original's eval_results.txt for `loop.predict` outputs.
+  """The keys of the original's eval_results.txt for `prediction.predict` outputs.
 
   eval_* come from classifier_metrics (real examples only). "loss" is what
   Estimator.evaluate reported: the mean over eval batches of each batch's mean

@@ -62,7 +62,7 @@ def plot(attentions: np.ndarray, places: Sequence[str], tasks: Sequence[str], ti
 
 def write(output_dir: str, split: str, outputs: Mapping[str, np.ndarray],
           places: Sequence[str], tasks: Sequence[str], task_name: str) -> Tuple[str, str]:
-  """The split's table and plot (module docstring), from `loop.predict` outputs
+  """The split's table and plot (module docstring), from `prediction.predict` outputs
   (TPU padding examples left out); returns their paths."""
   real = np.asarray(outputs["is_real_example"]).astype(bool)
   attentions = np.asarray(outputs[OUTPUT_KEY])[real]

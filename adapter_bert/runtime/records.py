@@ -21,7 +21,7 @@ With per-batch padding, batches of similar length pad least:
     resuming by skipping batches works as before;
   * evaluation and prediction always: each window of `_SORT_WINDOW` records is
     sorted by length (stable) before batching, and every example carries its
-    `input_index`, by which runtime/loop.predict puts the results back in
+    `input_index`, by which runtime/prediction.predict puts the results back in
     record order.
 Packed (`pack_sequences`, runtime/packing.py): several examples per row of
 max_seq_length tokens, each batch `batch_size` such rows (one static shape, the
@@ -50,7 +50,7 @@ _SORT_WINDOW = 4096
 # this many batches are shuffled together after bucketing.
 _MIN_BUCKET_WIDTH = 8
 _BATCH_SHUFFLE_BUFFER = 64
-# The feature runtime/loop.predict restores record order by.
+# The feature runtime/prediction.predict restores record order by.
 INPUT_INDEX = "input_index"
 # Packing: examples packed together (first-fit decreasing within a window),
 # and training's packed rows shuffled together (seeded) after, so that a batch
@@ -221,7 +221,7 @@ def _packed_batches(serialized, decode, rows_per_batch: int, max_seq_length: int
   """Batches of `rows_per_batch` packed rows of the (shuffled) serialized records."""
   if is_training:
     windows = serialized.batch(_PACK_WINDOW).map(decode)
-  else:  # Each example's place in the records, restored by loop.predict.
+  else:  # Each example's place in the records, restored by prediction.predict.
     windows = serialized.batch(_PACK_WINDOW).map(decode).enumerate().map(
         lambda index, window: dict(window, **{INPUT_INDEX: tf.cast(
             index * _PACK_WINDOW + tf.range(tf.shape(window["input_mask"],
@@ -267,3 +267,17 @@ def _trimmed(batch, sequences: Sequence[str], multiple: int, max_seq_length: int
   longest = tf.maximum(tf.reduce_max(_lengths(batch)), 1)
   length = tf.minimum((longest + multiple - 1) // multiple * multiple, max_seq_length)
   return {name: t[:, :length] if name in sequences else t for name, t in batch.items()}
+
+
+def with_shard_policy(dataset: tf.data.Dataset, policy) -> tf.data.Dataset:
+  """`dataset` with auto-shard `policy`, unless the caller chose one (not AUTO).
+
+  The policy decides what each worker of a multi-worker strategy reads; it
+  does nothing on one machine.
+  """
+  options = dataset.options().experimental_distribute
+  if options.auto_shard_policy != tf.data.experimental.AutoShardPolicy.AUTO:
+    return dataset
+  options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = policy
+  return dataset.with_options(options)

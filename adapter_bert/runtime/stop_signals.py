@@ -20,6 +20,8 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from absl import logging
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 def exit_status(signum: int) -> int:
@@ -138,3 +140,17 @@ def exit_on_interrupt(main: Callable, then: str = "the same command resumes") ->
   wrapped.__name__ = getattr(main, "__name__", "main")
   wrapped.__doc__ = main.__doc__
   return wrapped
+
+
+def log_lost_device(error, during: str, then: str) -> None:
+  """The one line of a run whose device went away `during` a host call (`error`,
+  a tf.errors.UnavailableError).
+
+  Nothing is saved: the device's weights went with it, or stand at a step
+  somewhere within the failed call, which no checkpoint name could state.
+  """
+  message = (error.message or type(error).__name__).strip().splitlines()
+  logging.error("The TPU (or another device of the run) became unavailable during %s "
+                "(%s): preempted or restarted. Run the same command again %s (exit "
+                "status %d)", during, message[0] if message else "", then,
+                TERMINATED_EXIT_STATUS)
