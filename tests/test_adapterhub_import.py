@@ -28,6 +28,7 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import manage
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import adapterhub
+from adapter_bert.checkpoints import torch_files
 from adapter_bert.runtime import model_setup
 from adapter_bert.serving import export
 from adapter_layers import AdapterConfig
@@ -105,7 +106,7 @@ def test_the_fixtures_test_each_part(interop_base, tmp_path):
 def test_torch_file_reader_builds_arrays_and_nothing_else(tmp_path):
   """pytorch_adapter.bin and its safetensors twin: the same names; a pickle
   naming anything but tensors is refused before it runs."""
-  tensors = adapterhub.read_torch_file(
+  tensors = torch_files.read_torch_file(
       open(os.path.join(HUB, "seq_bn", "pytorch_adapter.bin"), "rb").read(), "f.bin")
   assert sorted(tensors) == [f"bert.encoder.layer.{n}.output.adapters.task.adapter_{p}"
                              for n in (0, 1) for p in ("down.0.bias", "down.0.weight",
@@ -115,7 +116,7 @@ def test_torch_file_reader_builds_arrays_and_nothing_else(tmp_path):
   with zipfile.ZipFile(blob, "w") as archive:
     archive.writestr("archive/data.pkl", pickle.dumps({"x": os.system}))
   with pytest.raises(errors.UserError, match="holds a posix.system, not only tensors"):
-    adapterhub.read_torch_file(blob.getvalue(), "evil.bin")
+    torch_files.read_torch_file(blob.getvalue(), "evil.bin")
 
 
 def _import_argv(base, adapterhub_dir, out):
@@ -361,7 +362,7 @@ def test_import_then_export_gives_their_tensors_back(interop_base, tmp_path):
   saved = _import(interop_base, name, str(tmp_path / "a"))
   out = str(tmp_path / "hub")
   adapterhub.write_adapterhub(saved, interop_base["init_checkpoint"], out, name="task")
-  theirs = adapterhub.read_torch_file(
+  theirs = torch_files.read_torch_file(
       open(os.path.join(HUB, name, "pytorch_adapter.bin"), "rb").read(), name)
   mine = safetensors.numpy.load(open(os.path.join(out, "adapter.safetensors"), "rb").read())
   for key, value in theirs.items():

@@ -10,7 +10,7 @@ with_head=True)` writes it:
 
 Read without PyTorch: safetensors with NumPy, a torch.save file by a small
 reader of its zip and pickle that builds NumPy arrays and nothing else
-(`read_torch_file`). Their names map to this project's TF1 ones
+(checkpoints/torch_files.py). Their names map to this project's TF1 ones
 (docs/adapters_interop.md has the table):
 
   bert.encoder.layer.N.attention.output.adapters.NAME.adapter_down.0.{weight,bias}
@@ -31,12 +31,8 @@ Anything else that would change what the adapter computes is refused with one
 line naming the option (`UNSUPPORTED` says why), never approximated.
 """
 
-import collections
-import io
 import json
-import pickle
 import posixpath
-import zipfile
 from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 from absl import logging
@@ -47,6 +43,7 @@ import tensorflow as tf
 from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.checkpoints import torch_files
 from adapter_bert import errors
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
@@ -116,66 +113,6 @@ class Imported(NamedTuple):
 
 # --- Reading files: safetensors, or torch.save without torch -----------------
 
-_TORCH_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64,
-                 "HalfStorage": np.float16, "LongStorage": np.int64,
-                 "IntStorage": np.int32, "ShortStorage": np.int16, "CharStorage": np.int8,
-                 "ByteStorage": np.uint8, "BoolStorage": np.bool_}
-
-
-def _rebuild_tensor(storage, offset, size, stride, *unused):
-  itemsize = storage.dtype.itemsize
-  view = np.lib.stride_tricks.as_strided(storage[offset:], shape=tuple(size),
-                                         strides=tuple(s * itemsize for s in stride))
-  return np.array(view)
-
-
-class _TorchUnpickler(pickle.Unpickler):
-  """The pickle of a torch.save state dict, its tensors as NumPy arrays. Any
-  other object is refused: loading never runs code named by the file."""
-
-  def __init__(self, archive: zipfile.ZipFile, prefix: str, data: bytes):
-    super().__init__(io.BytesIO(data))
-    self._archive, self._prefix = archive, prefix
-
-  def find_class(self, module, name):
-    if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-      return _rebuild_tensor
-    if (module, name) == ("torch._utils", "_rebuild_parameter"):
-      return lambda data, *unused: data
-    if (module, name) == ("collections", "OrderedDict"):
-      return collections.OrderedDict
-    if module == "torch" and name in _TORCH_DTYPES:
-      return np.dtype(_TORCH_DTYPES[name])
-    raise pickle.UnpicklingError(f"holds a {module}.{name}, not only tensors")
-
-  def persistent_load(self, pid):
-    if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):
-      raise pickle.UnpicklingError(f"unknown storage {pid!r}")
-    dtype, key = pid[1], pid[2]
-    if not isinstance(dtype, np.dtype):
-      raise pickle.UnpicklingError(f"tensor type {dtype!r} has no NumPy equivalent")
-    return np.frombuffer(self._archive.read(f"{self._prefix}/data/{key}"), dtype.newbyteorder("<"))
-
-
-def read_torch_file(blob: bytes, path: str) -> Dict[str, np.ndarray]:
-  """A state dict written by torch.save (its zip format), as NumPy arrays."""
-  try:
-    archive = zipfile.ZipFile(io.BytesIO(blob))
-    pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
-    if len(pickles) != 1:
-      raise ValueError("no data.pkl: not a torch.save zip file")
-    prefix = pickles[0][:-len("/data.pkl")]
-    byteorder = f"{prefix}/byteorder"
-    if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
-      raise ValueError("big-endian tensors")
-    state = _TorchUnpickler(archive, prefix, archive.read(pickles[0])).load()
-  except Exception as e:  # zipfile, pickle and NumPy each raise their own.
-    raise errors.UserError(f"not a PyTorch state dict this reader takes (torch.save's zip "
-                           f"format, tensors only): {e}", path) from e
-  if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
-    raise errors.UserError("not a state dict of tensors", path)
-  return dict(state)
-
 
 def _read_weights(directory: str, names: Tuple[str, ...],
                   required: bool = True) -> Optional[Dict[str, np.ndarray]]:
@@ -187,7 +124,7 @@ def _read_weights(directory: str, names: Tuple[str, ...],
     with tf.io.gfile.GFile(path, "rb") as f:
       blob = f.read()
     if not name.endswith(".safetensors"):
-      return read_torch_file(blob, path)
+      return torch_files.read_torch_file(blob, path)
     try:
       return st_numpy.load(blob)
     except Exception as e:  # safetensors raises its own error types.
@@ -483,7 +420,6 @@ def read_adapterhub(adapterhub_dir: str, bert_config) -> Imported:
                   name)
 
 
-
 # --- Export: this project's adapter file -> an AdapterHub adapter directory ---
 
 ADAPTERHUB_VERSION = "adapters.1.3.0"  # The library version the export was checked with.
@@ -531,6 +467,38 @@ def _bn_config(adapter_config: AdapterConfig, hidden_size: int, path: str) -> di
   return options
 
 
+def _check_carried(arrays, base, path: str) -> None:
+  """Refuses a file whose trained weights an AdapterHub adapter and head cannot carry."""
+  for tf1_name, value in sorted(arrays.items()):
+    role = modeling.variable_role(tf1_name)
+    if role == "layer_norm" and not np.array_equal(value, base.get_tensor(tf1_name)):
+      raise errors.UserError(f"its LayerNorms were trained ({tf1_name} is not the base's): "
+                             "AdapterHub's adapters keep the base's LayerNorms", path)
+    if role not in ("adapter", "layer_norm", "head", "pooler") or (
+        role == "head" and tf1_name not in ("output_weights", "output_bias")):
+      raise errors.UserError(f"{tf1_name} was trained: an AdapterHub adapter and head cannot "
+                             "carry it", path)
+
+
+def _adapterhub_tensors(arrays, name: str) -> Dict[str, np.ndarray]:
+  """The adapters' weights under AdapterHub's names (torch's [out, in] kernels)."""
+  tensors = {}
+  for tf1_name, value in arrays.items():
+    if modeling.variable_role(tf1_name) != "adapter":
+      continue
+    layer, rest = tf1_name[len("bert/encoder/layer_"):].split("/", 1)
+    scope, param = rest.rsplit("/adapters/", 1)
+    module = {"attention/output": "attention.output", "output": "output"}[scope]
+    key = {"weights1": "adapter_down.0.weight", "biases1": "adapter_down.0.bias",
+           "weights2": "adapter_up.weight", "biases2": "adapter_up.bias",
+           "LayerNorm/gamma": "adapter_norm_after.weight",
+           "LayerNorm/beta": "adapter_norm_after.bias"}[param]
+    value = np.asarray(value, np.float32)
+    value = value.T if param in ("weights1", "weights2") else value.reshape(-1)
+    tensors[f"bert.encoder.layer.{layer}.{module}.adapters.{name}.{key}"] = value
+  return tensors
+
+
 def write_adapterhub(adapter_checkpoint: str, init_checkpoint: str, output_dir: str,
                      name: Optional[str] = None, model_name: Optional[str] = None) -> str:
   """Writes an adapter file of this project as an AdapterHub adapter directory.
@@ -559,31 +527,10 @@ def write_adapterhub(adapter_checkpoint: str, init_checkpoint: str, output_dir: 
   metadata = header.get("metadata") or {}
   name = name or str(metadata.get("task") or "adapter")
   base = checkpoint_io.checkpoint_reader(checkpoint_io.resolve_checkpoint(init_checkpoint))
-  for tf1_name, value in sorted(arrays.items()):
-    role = modeling.variable_role(tf1_name)
-    if role == "layer_norm" and not np.array_equal(value, base.get_tensor(tf1_name)):
-      raise errors.UserError(f"its LayerNorms were trained ({tf1_name} is not the base's): "
-                             "AdapterHub's adapters keep the base's LayerNorms", path)
-    if role not in ("adapter", "layer_norm", "head", "pooler") or (
-        role == "head" and tf1_name not in ("output_weights", "output_bias")):
-      raise errors.UserError(f"{tf1_name} was trained: an AdapterHub adapter and head cannot "
-                             "carry it", path)
+  _check_carried(arrays, base, path)
   pooler = {k: arrays[k] if k in arrays else base.get_tensor(k)
             for k in ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")}
-  tensors = {}
-  for tf1_name, value in arrays.items():
-    if modeling.variable_role(tf1_name) != "adapter":
-      continue
-    layer, rest = tf1_name[len("bert/encoder/layer_"):].split("/", 1)
-    scope, param = rest.rsplit("/adapters/", 1)
-    module = {"attention/output": "attention.output", "output": "output"}[scope]
-    key = {"weights1": "adapter_down.0.weight", "biases1": "adapter_down.0.bias",
-           "weights2": "adapter_up.weight", "biases2": "adapter_up.bias",
-           "LayerNorm/gamma": "adapter_norm_after.weight",
-           "LayerNorm/beta": "adapter_norm_after.bias"}[param]
-    value = np.asarray(value, np.float32)
-    value = value.T if param in ("weights1", "weights2") else value.reshape(-1)
-    tensors[f"bert.encoder.layer.{layer}.{module}.adapters.{name}.{key}"] = value
+  tensors = _adapterhub_tensors(arrays, name)
   head = {f"heads.{name}.1.weight": pooler["bert/pooler/dense/kernel"].T,
           f"heads.{name}.1.bias": pooler["bert/pooler/dense/bias"],
           f"heads.{name}.4.weight": arrays["output_weights"],

@@ -45,9 +45,9 @@ import tensorflow as tf
 
 from adapter_bert import errors
 from adapter_bert.checkpoints import adapter_weights
-from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import google_release
 from adapter_bert.checkpoints import huggingface
+from adapter_bert.checkpoints import torch_files
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
 from adapter_layers import AdapterConfig
@@ -55,7 +55,7 @@ from modeling import variable_role
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
-BIN_FILE = "adapter_model.bin"  # torch.save's, read without torch (adapterhub.read_torch_file).
+BIN_FILE = "adapter_model.bin"  # torch.save's, read without torch (torch_files.read_torch_file).
 PREFIX = "base_model.model."
 # The projections this project's LoRA adapts (adapter_layers.LoRA.places).
 TARGET_MODULES = ("query", "value")
@@ -187,7 +187,7 @@ def read_peft_lora(peft_dir: str) -> PeftLora:
   with tf.io.gfile.GFile(path, "rb") as f:
     blob = f.read()
   if path.endswith(BIN_FILE):
-    tensors = adapterhub.read_torch_file(blob, path)
+    tensors = torch_files.read_torch_file(blob, path)
   else:
     try:
       tensors = safetensors.numpy.load(blob)
