@@ -184,20 +184,13 @@ def _write_fusion_attentions(run: startup.Run, split, outputs, task_name) -> Non
                             model.fused_task_names, task_name)
 
 
-def main(argv, flag_values=None):
-  del argv
-  F = flag_values or flags.FLAGS
-  logging.set_verbosity(logging.INFO)
-  path_flags.check_path_flags(F, cli_flags.classifier_path_flags(F.do_train))
-  options = cli_options.run_options(F)
+def _bank_and_fusion(F, options, base, task_name):
+  """The run's adapter bank and its task, and its fusion, checked against the
+  other flags; the options of the bank task's recorded or the fusion's adapters.
 
-  # Start-up checks: each fails before anything is written (the flags' own
-  # values were checked when they were parsed; these need files or presence).
-  processor = classifier_task.make_processor(F.task_name, F.data_dir,
-                                             cli_options.tsv_options(F))
-  classifier_task.check_data_dir(F.data_dir)
-  base = startup.read_base(options)
-  task_name = processors.canonical_task_name(F.task_name)
+  Returns:
+    (options, bank_task, bank, fusion); bank and fusion None where not asked for.
+  """
   bank_task, bank, fusion = F.bank_task or task_name, None, None
   if F.adapter_bank:
     bank = _check_bank(F.adapter_bank, bank_task, base, F.do_lower_case, F.do_train)
@@ -222,6 +215,24 @@ def main(argv, flag_values=None):
     raise errors.UserError("--fusion_attentions: this run has no fusion task (train one "
                            "with --fusion_tasks, or give a fusion --bank_task of "
                            "--adapter_bank)")
+  return options, bank_task, bank, fusion
+
+
+def main(argv, flag_values=None):
+  del argv
+  F = flag_values or flags.FLAGS
+  logging.set_verbosity(logging.INFO)
+  path_flags.check_path_flags(F, cli_flags.classifier_path_flags(F.do_train))
+  options = cli_options.run_options(F)
+
+  # Start-up checks: each fails before anything is written (the flags' own
+  # values were checked when they were parsed; these need files or presence).
+  processor = classifier_task.make_processor(F.task_name, F.data_dir,
+                                             cli_options.tsv_options(F))
+  classifier_task.check_data_dir(F.data_dir)
+  base = startup.read_base(options)
+  task_name = processors.canonical_task_name(F.task_name)
+  options, bank_task, bank, fusion = _bank_and_fusion(F, options, base, task_name)
   examples = classifier_task.read_examples(processor, F.data_dir, F.do_train, F.do_eval,
                                            F.do_predict)
   tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,

@@ -44,6 +44,22 @@ def _real_mask(is_real_example, n: int) -> np.ndarray:
   return mask
 
 
+def _regression_metrics(name: str, label_ids, logits, mask) -> Dict[str, np.float32]:
+  """STS-B's: mean squared error as the loss, Pearson's and Spearman's correlation."""
+  scores = logits.reshape([logits.shape[0], -1])
+  if scores.shape[1] != 1:
+    raise ValueError(f"task {name} is a regression: expected one score per example, "
+                     f"got shape {logits.shape}")
+  predictions = scores[:, 0][mask]
+  labels = label_ids.astype(np.float64)[mask]
+  import scipy.stats  # pylint: disable=g-import-not-at-top,import-outside-toplevel  # On use: below.
+  return {
+      "eval_loss": np.float32(np.mean((predictions - labels) ** 2)),
+      "eval_pearson": np.float32(scipy.stats.pearsonr(predictions, labels)[0]),
+      "eval_spearman": np.float32(scipy.stats.spearmanr(predictions, labels)[0]),
+  }
+
+
 def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
                     is_regression: bool) -> Dict[str, np.float32]:
   """Computes the eval metrics of one task.
@@ -71,19 +87,7 @@ def compute_metrics(task_name: str, label_ids, logits, is_real_example=None, *,
     raise ValueError(f"{logits.shape[0]} predictions for {label_ids.shape[0]} labels")
 
   if is_regression:
-    scores = logits.reshape([logits.shape[0], -1])
-    if scores.shape[1] != 1:
-      raise ValueError(f"task {name} is a regression: expected one score per example, "
-                       f"got shape {logits.shape}")
-    predictions = scores[:, 0][mask]
-    labels = label_ids.astype(np.float64)[mask]
-    import scipy.stats  # pylint: disable=g-import-not-at-top,import-outside-toplevel  # On use: below.
-    return {
-        "eval_loss": np.float32(np.mean((predictions - labels) ** 2)),
-        "eval_pearson": np.float32(scipy.stats.pearsonr(predictions, labels)[0]),
-        "eval_spearman": np.float32(scipy.stats.spearmanr(predictions, labels)[0]),
-    }
-
+    return _regression_metrics(name, label_ids, logits, mask)
   if logits.ndim != 2:
     raise ValueError(f"expected logits [N, num_labels], got shape {logits.shape}")
   labels = label_ids.astype(np.int64)

@@ -199,14 +199,8 @@ def _by_default(designs, attribute: str, show) -> str:
                    for value, names in groups.items())
 
 
-def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
-  """The flags adapter-bert adds to the original scripts, plus this project's.
-
-  Args:
-    check_adapter_size: check --adapter_size against --train_mode and
-      --adapter_placement (False: the caller does; in run_multitask.py it
-      can also be the size of generated adapters).
-  """
+def _define_adapter_config_flags(flag_values):
+  """The flags of the adapters' own settings (AdapterConfig's fields)."""
   fv = _on(flag_values)
   flags.DEFINE_integer("adapter_size", model_setup.DEFAULT_ADAPTER_SIZE, "Bottleneck size "
                        "of the adapters; 0 = no adapters. Left out with a --train_mode "
@@ -234,6 +228,18 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
                     "docs/adapters_interop.md).", **fv)
   flags.DEFINE_bool("adapter_layer_norm", False, "Houlsby adapters with a LayerNorm of "
                     "their own on the up-projection (AdapterHub's ln_after).", **fv)
+
+
+def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
+  """The flags adapter-bert adds to the original scripts, plus this project's.
+
+  Args:
+    check_adapter_size: check --adapter_size against --train_mode and
+      --adapter_placement (False: the caller does; in run_multitask.py it
+      can also be the size of generated adapters).
+  """
+  _define_adapter_config_flags(flag_values)  # AdapterConfig's fields.
+  fv = _on(flag_values)
   flags.DEFINE_float("adapter_weight_decay_rate", 0.01, "Weight decay of adapter "
                      "variables (other weights: 0.01, as the original).", **fv)
   flags.DEFINE_string("train_mode", None, "What trains: adapters | adapters_only (the "

@@ -89,11 +89,14 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
                  "written: run the same command again to redo it (exit status %d)",
                  stop_signals.name(signum), len(batches), stop_signals.exit_status(signum))
     raise stop_signals.Stopped(signum)
-  if not batches:
-    return {}
+  return _in_record_order(batches) if batches else {}
+
+
+def _in_record_order(batches) -> Dict[str, np.ndarray]:
+  """The batches' outputs concatenated: the gathered rows in dataset order (the
+  replicas' order across hosts is the strategy's), packed rows unpacked, then in
+  record order where batches were grouped by length."""
   outputs = {k: _concatenate([b[k] for b in batches]) for k in batches[0]}
-  # The gathered rows in dataset order (the replicas' order across hosts is
-  # the strategy's), then in record order where batches were grouped by length.
   order = np.argsort(outputs.pop(_POSITION), kind="stable")
   outputs = {k: v[order] for k, v in outputs.items()}
   if packing.EXAMPLE_LENGTHS in outputs:
