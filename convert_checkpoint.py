@@ -76,7 +76,7 @@ from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from adapter_bert.runtime import trainable
 from adapter_bert.storage import path_checks
-import modeling
+from adapter_bert.model import modeling
 
 
 def hf_bert_to_google(hf_dir: str, output_dir: str, missing_pooler: str = "random",

@@ -47,7 +47,7 @@ from adapter_bert.fusion import fused_tasks
 from adapter_bert.fusion import model as fusion_model
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import startup
-import tokenization
+from adapter_bert import tokenization
 
 
 def define_flags(flag_values=flags.FLAGS):

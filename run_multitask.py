@@ -44,8 +44,8 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import adapter_layers
-from adapter_layers import AdapterConfig
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import metrics as classifier_metrics
@@ -66,7 +66,7 @@ from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.storage import path_checks
-import tokenization
+from adapter_bert import tokenization
 
 # What trains, per --multitask_adapters: the default first.
 TRAIN_MODES = {"hyperformer": ("head", "layer_norm"), "shared": ("adapters",)}

@@ -35,7 +35,7 @@ from adapter_bert.cli import flags as cli_flags
 from adapter_bert.cli import options as cli_options
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
@@ -46,7 +46,7 @@ from adapter_bert.squad import evaluate as squad_metrics
 from adapter_bert.squad import postprocess
 from adapter_bert.storage import file_io
 from adapter_bert.storage import path_checks
-import tokenization
+from adapter_bert import tokenization
 
 # The original seeds its pre-conversion shuffle of the training examples with this.
 _TRAIN_SHUFFLE_SEED = 12345

@@ -142,7 +142,7 @@ def resolve(path):
 
 
 def load_config(spec):
-  import modeling
+  from adapter_bert.model import modeling
   if spec in BUILT_IN:
     return modeling.BertConfig(**BUILT_IN[spec])
   return modeling.BertConfig.from_json_file(spec)
@@ -239,7 +239,7 @@ def matmul_flops(config, batch, seq, adapter_config, num_labels, trains):
 
 def parse_mode(spec):
   """(TrainMode, AdapterConfig) of a --modes entry: a train mode, or an adapter design."""
-  from adapter_layers import DESIGNS, AdapterConfig
+  from adapter_bert.model.adapter_layers import DESIGNS, AdapterConfig
   from adapter_bert.runtime import trainable
   if spec in DESIGNS:
     return trainable.TrainMode("adapters"), AdapterConfig(size=FLAGS.adapter_size, design=spec)
@@ -254,8 +254,8 @@ def train_worker():
   import numpy as np
   import tensorflow as tf
   from adapter_bert.classification import task as classifier_task
-  import modeling
-  import optimization
+  from adapter_bert.model import modeling
+  from adapter_bert.model import optimization
   from adapter_bert.runtime import loop
   from adapter_bert.runtime import model_setup
   from adapter_bert.runtime import trainable
@@ -375,11 +375,11 @@ def input_pipeline(num_examples=4096):
 def file_sizes(shapes):
   """Adapter-only file vs full checkpoint, in bytes, for each (label, config spec)."""
   import keras
-  from adapter_layers import AdapterConfig
+  from adapter_bert.model.adapter_layers import AdapterConfig
   from adapter_bert.checkpoints import adapter_weights
   from adapter_bert.checkpoints import run_checkpoints
-  import modeling
-  import optimization
+  from adapter_bert.model import modeling
+  from adapter_bert.model import optimization
   from adapter_bert.runtime import trainable
 
   out = {}

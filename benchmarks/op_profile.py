@@ -140,9 +140,9 @@ def tf_side(args):
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
   import benchmark  # For its MiniLM shape.
-  import modeling
-  import optimization
-  from adapter_layers import AdapterConfig
+  from adapter_bert.model import modeling
+  from adapter_bert.model import optimization
+  from adapter_bert.model.adapter_layers import AdapterConfig
   from adapter_bert.classification import task as classifier_task
   from adapter_bert.runtime import loop, trainable
 

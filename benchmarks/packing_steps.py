@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert.classification import task as classifier_task
@@ -33,8 +33,8 @@ from adapter_bert.runtime import loop
 from adapter_bert.runtime import machine
 from adapter_bert.runtime import records
 import run_conditions  # Beside this script: threads, oneDNN ISA, ceiling, steal and load.
-import modeling
-import tokenization
+from adapter_bert.model import modeling
+from adapter_bert import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -27,7 +27,7 @@ from absl import app, flags
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert.runtime import records
-import tokenization
+from adapter_bert import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

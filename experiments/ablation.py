@@ -62,13 +62,13 @@ from adapter_bert.cli import flags as cli_flags
 from adapter_bert.cli import options as cli_options
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import startup
 from adapter_bert.storage import file_io
 from adapter_bert.storage import path_checks
-import tokenization
+from adapter_bert import tokenization
 
 RESULTS_FILE = "ablation.json"
 TABLE_FILE = "ablation.csv"

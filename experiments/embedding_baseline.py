@@ -25,10 +25,10 @@ from sklearn.linear_model import LogisticRegression
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.storage import input_files
 from adapter_bert.storage import path_checks
-import tokenization
+from adapter_bert import tokenization
 
 FLAGS = flags.FLAGS
 

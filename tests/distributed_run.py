@@ -30,14 +30,14 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.runtime import distribution
-from adapter_bert.layers.ops import Dropout
-import modeling
-import optimization
+from adapter_bert.model.ops import Dropout
+from adapter_bert.model import modeling
+from adapter_bert.model import optimization
 import tiny_bert
 from adapter_bert.runtime import trainable
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import prediction
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 
 NUM_EXAMPLES, SEQ_LENGTH, BATCH_SIZE, NUM_STEPS = 24, 16, 8, 6
 ADAPTER_SIZE = 4

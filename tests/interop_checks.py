@@ -13,9 +13,9 @@ import pytest
 from adapter_bert import errors
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.runtime import model_setup
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 import convert_checkpoint
-import modeling
+from adapter_bert.model import modeling
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "interop")
 

@@ -15,14 +15,14 @@ import pytest
 import safetensors.numpy
 from absl import flags
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import manage
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import trainable
 from adapter_bert.bank import bank_tasks
 import file_trees

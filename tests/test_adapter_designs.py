@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import adapter_layers
-from adapter_layers import AdapterConfig
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 import numpy_bert
 from adapter_bert.runtime import trainable
 import tiny_bert

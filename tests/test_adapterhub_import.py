@@ -21,7 +21,7 @@ import tensorflow as tf
 
 import convert_checkpoint
 import interop_checks
-import modeling
+from adapter_bert.model import modeling
 import run_classifier
 from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
@@ -31,7 +31,7 @@ from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import torch_files
 from adapter_bert.runtime import model_setup
 from adapter_bert.serving import export
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from test_run_classifier import run_main
 
 FIXTURES = interop_checks.FIXTURES

@@ -20,13 +20,13 @@ from absl import flags
 from safetensors.numpy import save as save_safetensors
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.classification import processors
 import convert_checkpoint
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 import run_classifier
 import run_squad
 from adapter_bert.runtime import run_config

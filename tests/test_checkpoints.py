@@ -11,11 +11,11 @@ import tensorflow as tf
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 import numpy_bert
 import tiny_bert
 from adapter_bert.runtime import trainable
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 
 CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
 
@@ -122,7 +122,7 @@ def _trained_model(ckpt, mode="adapters", seed=0):
 
 
 def _train(model, steps=3):
-  import optimization
+  from adapter_bert.model import optimization
   optimizer = optimization.create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=0)
   inputs, labels = _inputs(), np.array([0, 1])
   for _ in range(steps):

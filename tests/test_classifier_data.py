@@ -16,7 +16,7 @@ from adapter_bert.classification import processors
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification.processors import InputExample, PaddingInputExample, TsvFormatError
 from adapter_bert import errors
-import tokenization
+from adapter_bert import tokenization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(ROOT, "data", "glue")

@@ -14,7 +14,7 @@ from adapter_bert.checkpoints import huggingface
 from adapter_bert.checkpoints import tf2_encoder
 import convert_checkpoint
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 import file_trees
 import numpy_bert
 

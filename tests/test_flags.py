@@ -22,7 +22,7 @@ from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import options as cli_options
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 import run_classifier
 import run_multitask
 import run_squad

@@ -15,7 +15,7 @@ import pytest
 import safetensors.numpy
 from absl import flags
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
@@ -23,7 +23,7 @@ from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import fused_tasks
 from adapter_bert.fusion import model as fusion_model
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import trainable
 from adapter_bert.serving import export
 import tiny_bert

@@ -27,7 +27,7 @@ from adapter_bert.squad import examples as squad_examples
 from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import postprocess
 import generated_inputs as gen
-import tokenization
+from adapter_bert import tokenization
 
 _WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "##a", "x", "##x", "abc", "xyz", "the",
           "привет", "мир", "中", "文", "字", "符", "🙂", ".", "?", "!", "e", "##e"]

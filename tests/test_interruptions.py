@@ -27,12 +27,12 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 import run_classifier
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import prediction

@@ -15,7 +15,7 @@ from adapter_bert.bank import bank_tasks
 from adapter_bert.classification import processors
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import tasks as multitask_tasks
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 import interop_checks
 
 HUB = os.path.join(interop_checks.FIXTURES, "adapterhub")

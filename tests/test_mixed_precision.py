@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import run_checkpoints
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup

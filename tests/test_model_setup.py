@@ -10,7 +10,7 @@ from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import model_setup
 import tiny_bert
 

@@ -11,11 +11,11 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
-from adapter_bert.layers import ops as modeling_ops
-import modeling
+from adapter_bert.model import ops as modeling_ops
+from adapter_bert.model import modeling
 import numpy_bert
 import tiny_bert
-from adapter_layers import Adapter, AdapterConfig, get_activation
+from adapter_bert.model.adapter_layers import Adapter, AdapterConfig, get_activation
 
 NUM_HEADS = tiny_bert.TINY_CONFIG["num_attention_heads"]
 
@@ -233,7 +233,7 @@ def test_gelu_erf_value_and_gradient_are_the_exact_gelus(rows):
 
 
 def test_gelu_of_a_large_static_shape_is_one_xla_kernel_with_the_same_values():
-  import adapter_layers
+  from adapter_bert.model import adapter_layers
   rows = adapter_layers._FUSE_FROM_ELEMENTS // 512
   x = tf.constant(np.random.default_rng(0).normal(0.0, 3.0, (rows, 512)), tf.float32)
   dy = tf.constant(np.random.default_rng(1).normal(size=(rows, 512)), tf.float32)

@@ -21,7 +21,7 @@ from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.multitask import accounting
 from adapter_bert.multitask import sampling
 from adapter_bert.multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
@@ -29,7 +29,7 @@ from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
 from adapter_bert.serving import multitask_run
 import numpy_bert
-import optimization
+from adapter_bert.model import optimization
 import run_multitask
 import test_run_classifier
 import tiny_bert

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import adapter_layers
-from adapter_layers import AdapterConfig, PlaceInputs
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig, PlaceInputs
 from adapter_bert import errors
 from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
-import modeling
+from adapter_bert.model import modeling
 import numpy_bert
-import optimization
+from adapter_bert.model import optimization
 import tiny_bert
 
 CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)  # 2 layers, hidden 32.

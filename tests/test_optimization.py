@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import optimization
+from adapter_bert.model import optimization
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -335,7 +335,7 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import optimization
+    from adapter_bert.model import optimization
     from tests import test_optimization as t
 
     class PerReplicaClip(optimization.AdamWeightDecay):
@@ -396,9 +396,9 @@ def test_mirrored_strategy_matches_single_device_with_clipping():
 
 def test_decay_rates_on_the_real_model_follow_the_original_names():
   """Keras paths must carry the names the decay rules look for."""
-  import modeling
+  from adapter_bert.model import modeling
   import tiny_bert
-  from adapter_layers import AdapterConfig
+  from adapter_bert.model.adapter_layers import AdapterConfig
 
   model = modeling.BertClassifier(modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG), 2,
                                   AdapterConfig(size=4))

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
 
-from adapter_layers import AdapterConfig
-import modeling
+from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert.model import modeling
 from adapter_bert.classification import task as classifier_task
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import packing

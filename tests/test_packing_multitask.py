@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import task as classifier_task
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
@@ -21,7 +21,7 @@ from adapter_bert.runtime import packing
 from adapter_bert.runtime import startup
 import run_multitask
 from test_packing_squad import CONFIG, LENGTHS, MAX_EXAMPLES, ROWS, pack_by_hand
-import tokenization
+from adapter_bert import tokenization
 
 GLUE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "glue")
 

@@ -16,14 +16,14 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from adapter_layers import AdapterConfig
-import modeling
+from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert.model import modeling
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import packing
 from adapter_bert.squad import examples as squad_examples
 import run_squad
 import tiny_bert
-import tokenization
+from adapter_bert import tokenization
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                     "squad")

@@ -14,12 +14,12 @@ import tensorflow as tf
 
 import convert_checkpoint
 import interop_checks
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import peft_lora
 from adapter_bert.serving import export
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 
 FIXTURES = interop_checks.FIXTURES
 PEFT = os.path.join(FIXTURES, "peft")

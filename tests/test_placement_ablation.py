@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
@@ -25,7 +25,7 @@ from adapter_bert.classification import task as classifier_task
 from adapter_bert.cli import options as cli_options
 from adapter_bert import errors
 from experiments import ablation
-import modeling
+from adapter_bert.model import modeling
 import run_classifier
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable

@@ -19,8 +19,8 @@ import pytest
 import safetensors.numpy
 
 from adapter_bert.checkpoints import adapter_weights
-import modeling
-import optimization
+from adapter_bert.model import modeling
+from adapter_bert.model import optimization
 import tiny_bert
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from adapter_bert.checkpoints import checkpoint_io
-import modeling
-import tokenization
+from adapter_bert.model import modeling
+from adapter_bert import tokenization
 from test_modeling import _model_garden_outputs
 
 # Real sentences of different lengths, single and paired, so that the batch has

@@ -28,7 +28,7 @@ import numpy_bert
 import run_classifier
 from adapter_bert.runtime import distribution
 import tiny_bert
-import tokenization
+from adapter_bert import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(REPO, "data", "glue")

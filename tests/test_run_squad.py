@@ -24,7 +24,7 @@ from adapter_bert.squad import postprocess
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import tf2_encoder
 import tiny_bert
-import tokenization
+from adapter_bert import tokenization
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                     "squad")

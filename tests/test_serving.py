@@ -38,7 +38,7 @@ import file_trees
 import generated_inputs
 from test_run_classifier import run_main
 import tiny_bert
-import tokenization
+from adapter_bert import tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(REPO, "data", "glue")
@@ -298,7 +298,7 @@ sys.meta_path.insert(0, Blocker())
 repo = config["repo"]
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != repo]
 try:
-  import modeling
+  from adapter_bert.model import modeling
   raise SystemExit("modeling was importable")
 except ImportError:
   pass

@@ -20,11 +20,11 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  Registers the SavedModel's tokenizer ops.
 from absl import flags
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig

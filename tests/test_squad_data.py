@@ -15,7 +15,7 @@ from adapter_bert import errors
 from adapter_bert.squad import examples as squad_examples
 from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import postprocess
-import tokenization
+from adapter_bert import tokenization
 
 # "gallon" is deliberately missing so that it splits into gall ##on.
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "man", "went", "to",

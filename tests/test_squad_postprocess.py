@@ -17,7 +17,7 @@ import tensorflow as tf
 from adapter_bert.squad import examples as squad_examples
 from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import postprocess
-import tokenization
+from adapter_bert import tokenization
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "it", "was", "steve", "smith",
           "'", "s", "car", ".", "whose", "?", "the", "man", "went", "to",

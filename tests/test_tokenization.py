@@ -9,7 +9,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from adapter_bert import errors
-import tokenization
+from adapter_bert import tokenization
 
 ORIGINAL_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa",
                   "un", "runn", "##ing", ","]

@@ -31,12 +31,12 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert.classification import task as classifier_task
 from adapter_bert.fusion import model as fusion_model
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import sampling
 from adapter_bert.multitask import tasks as multitask_tasks
@@ -51,7 +51,7 @@ from adapter_bert.runtime import trainable
 import run_multitask
 import run_squad
 from adapter_bert.squad import examples as squad_examples
-import tokenization
+from adapter_bert import tokenization
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -44,13 +44,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
-import modeling
-from modeling import variable_role
+from adapter_bert.model import modeling
+from adapter_bert.model.modeling import variable_role
 from adapter_bert.storage import file_io
 
 BANK_FILE = "bank.json"

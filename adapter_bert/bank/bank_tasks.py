@@ -19,13 +19,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import model_setup
 
 @dataclasses.dataclass(frozen=True)

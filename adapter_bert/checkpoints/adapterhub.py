@@ -47,9 +47,9 @@ from adapter_bert.checkpoints import torch_files
 from adapter_bert import errors
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
-import adapter_layers
-from adapter_layers import AdapterConfig
-import modeling
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert.model import modeling
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILES = ("adapter.safetensors", "pytorch_adapter.bin")

@@ -19,8 +19,8 @@ from absl import logging
 
 from adapter_bert.checkpoints import tf2_encoder
 from adapter_bert import errors
-import modeling
-import tokenization
+from adapter_bert.model import modeling
+from adapter_bert import tokenization
 
 # Tokens the scripts look up by name: a vocabulary without them is not BERT's.
 REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[UNK]")

@@ -21,7 +21,7 @@ from absl import logging
 
 from adapter_bert import errors
 from adapter_bert.checkpoints import adapter_weights
-from modeling import variable_role
+from adapter_bert.model.modeling import variable_role
 from adapter_bert.storage import file_io
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"

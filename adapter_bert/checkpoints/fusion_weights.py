@@ -11,9 +11,9 @@ fusion code.
 
 from typing import Dict
 
-from adapter_layers import AdapterConfig
-from adapter_bert.layers.fusion import AdapterFusion
-import modeling
+from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert.model.fusion import AdapterFusion
+from adapter_bert.model import modeling
 
 # The scope of a place's fusion layer under the place's adapter scope.
 FUSION_SCOPE = "fusion"

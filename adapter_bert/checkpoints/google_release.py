@@ -22,10 +22,10 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.storage import file_io
 from adapter_bert.storage import path_checks
-import tokenization
+from adapter_bert import tokenization
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"

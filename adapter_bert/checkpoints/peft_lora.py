@@ -50,8 +50,8 @@ from adapter_bert.checkpoints import huggingface
 from adapter_bert.checkpoints import torch_files
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
-from adapter_layers import AdapterConfig
-from modeling import variable_role
+from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert.model.modeling import variable_role
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"

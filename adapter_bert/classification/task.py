@@ -27,7 +27,7 @@ from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.classification import processors
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup

@@ -16,8 +16,8 @@ ones), so that no two scripts' same-named flags ever meet in one FlagValues.
 
 from absl import flags
 
-import adapter_layers
-import optimization
+from adapter_bert.model import adapter_layers
+from adapter_bert.model import optimization
 from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
 from adapter_bert.classification import processors

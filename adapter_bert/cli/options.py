@@ -5,8 +5,8 @@ from typing import Dict, Optional, Tuple
 
 from absl import logging
 
-import adapter_layers
-from adapter_layers import AdapterConfig
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import flags as cli_flags

@@ -12,15 +12,15 @@ import dataclasses
 import posixpath
 from typing import Dict, Optional, Sequence, Tuple
 
-import adapter_layers
-from adapter_layers import AdapterConfig
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import model as fusion_model
-import modeling
+from adapter_bert.model import modeling
 
 TASKS_KEY, FINGERPRINTS_KEY = fusion_weights.TASKS_KEY, fusion_weights.FINGERPRINTS_KEY
 

@@ -3,7 +3,7 @@
 Every example of a batch runs through the one encoder with its own task's
 weights, gathered along a task axis. A fusion task adds no adapters of its own
 (its slot of the stacked adapters is zeros, which add exactly 0) and, at each
-place where it fuses, a FusionWeights (adapter_bert/layers/fusion.py): its
+place where it fuses, a FusionWeights (adapter_bert/model/fusion.py): its
 query, key and value, stacked along the task axis like every task's
 LayerNorms, and a mask over the place's fused adapters. Those adapters (every
 adapter any exported fusion task fuses there, read from the bank and checked
@@ -22,13 +22,13 @@ from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig, AdapterWeights
+from adapter_bert.model.adapter_layers import AdapterConfig, AdapterWeights
 from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import fused_tasks
-from adapter_bert.layers.fusion import FusionWeights
-import modeling
+from adapter_bert.model.fusion import FusionWeights
+from adapter_bert.model import modeling
 
 # LayerTaskWeights' adapter fields and the AdapterConfig sub-layer each follows.
 PLACES = (("attention_adapters", "attention"), ("feed_forward_adapters", "feed_forward"))

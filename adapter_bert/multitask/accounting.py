@@ -12,7 +12,7 @@ from typing import Dict
 from absl import logging
 import numpy as np
 
-from modeling import variable_role
+from adapter_bert.model.modeling import variable_role
 
 
 def _size(variable) -> int:

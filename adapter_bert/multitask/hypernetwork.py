@@ -27,8 +27,8 @@ from typing import Dict, List, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_layers import KERAS_PACKAGE, AdapterWeights
-from modeling import LayerTaskWeights
+from adapter_bert.model.adapter_layers import KERAS_PACKAGE, AdapterWeights
+from adapter_bert.model.modeling import LayerTaskWeights
 
 # Adapter positions in a layer, in the order of their position embeddings.
 POSITIONS = ("attention", "feed_forward")

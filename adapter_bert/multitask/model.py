@@ -29,9 +29,9 @@ from typing import Dict, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from adapter_layers import KERAS_PACKAGE, AdapterConfig
+from adapter_bert.model.adapter_layers import KERAS_PACKAGE, AdapterConfig
 from adapter_bert import label_lists
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.multitask.hypernetwork import AdapterHyperNetwork, HyperFormerConfig
 
 ADAPTER_TYPES = ("hyperformer", "shared")

@@ -42,7 +42,7 @@ from absl import logging
 
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-import optimization
+from adapter_bert.model import optimization
 from adapter_bert.runtime import packing
 from adapter_bert.runtime import records
 from adapter_bert.runtime import stop_signals

@@ -22,16 +22,16 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-import adapter_layers
-from adapter_layers import AdapterConfig, PLACEMENTS
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig, PLACEMENTS
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import trainable
-import tokenization
+from adapter_bert import tokenization
 
 ADAPTER_MODEL_DIR = "adapter_model"
 

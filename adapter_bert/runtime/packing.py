@@ -31,7 +31,7 @@ from typing import Dict, Mapping
 import numpy as np
 import tensorflow as tf
 
-from modeling import EXAMPLE_IDS, EXAMPLE_LENGTHS, EXAMPLE_STARTS, POSITION_IDS
+from adapter_bert.model.modeling import EXAMPLE_IDS, EXAMPLE_LENGTHS, EXAMPLE_STARTS, POSITION_IDS
 
 # K, the examples a row holds at most, is max_seq_length // TOKENS_PER_SLOT: an
 # example has at least [CLS] and [SEP], and empty slots cost only a pooled vector

@@ -20,11 +20,11 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup

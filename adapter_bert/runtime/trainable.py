@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from absl import logging
 
-from modeling import variable_role
+from adapter_bert.model.modeling import variable_role
 
 _LAYER_INDEX = re.compile(r"^bert/encoder/layer_(\d+)/")
 

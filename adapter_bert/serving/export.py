@@ -101,13 +101,13 @@ from adapter_bert.cli import path_flags
 from adapter_bert.cli import renamed_flags
 from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.serving import multitask
 from adapter_bert.serving import multitask_run
 from adapter_bert.serving import text
 from adapter_bert.storage import file_io
 from adapter_bert.storage import path_checks
-import tokenization
+from adapter_bert import tokenization
 
 TASKS_FILE = "assets.extra/tasks.json"
 # What a SavedModel loader (TensorFlow Serving) looks for first.

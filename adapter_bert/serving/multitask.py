@@ -38,13 +38,13 @@ from typing import List, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-import adapter_layers
-from adapter_layers import AdapterConfig
+from adapter_bert.model import adapter_layers
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
-from adapter_bert.layers.head import classifier_logits
-import modeling
+from adapter_bert.model.head import classifier_logits
+from adapter_bert.model import modeling
 
 class MultiTaskBert(tf.Module):
   """BertClassifier for many tasks at once (see the module docstring).

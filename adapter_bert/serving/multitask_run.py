@@ -24,12 +24,12 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from adapter_layers import AdapterConfig
+from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.bank import bank_tasks
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert import errors
-import modeling
+from adapter_bert.model import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import model_setup

@@ -12,7 +12,7 @@ from typing import Dict
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-import tokenization
+from adapter_bert import tokenization
 
 VOCAB_ASSET = "vocab.txt"
 

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
-import adapter_layers
+from adapter_bert.model import adapter_layers
 from experiments.points import grid as grid_lib
 from experiments.points import tables
 from adapter_bert.cli import launch

@@ -28,8 +28,8 @@ import convert_checkpoint
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import checkpoint_io
-from adapter_layers import AdapterConfig
-import modeling
+from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert.model import modeling
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

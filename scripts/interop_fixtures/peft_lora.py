@@ -147,12 +147,12 @@ def _export_source():
   os.chdir(REPO)
   import numpy as np  # pylint: disable=import-outside-toplevel
   import convert_checkpoint  # pylint: disable=import-outside-toplevel
-  import modeling  # pylint: disable=import-outside-toplevel
+  from adapter_bert.model import modeling  # pylint: disable=import-outside-toplevel
   from adapter_bert.checkpoints import adapter_weights  # pylint: disable=import-outside-toplevel
   from adapter_bert.checkpoints import checkpoint_io  # pylint: disable=import-outside-toplevel
   from adapter_bert.checkpoints import peft_lora  # pylint: disable=import-outside-toplevel
   from adapter_bert.runtime import trainable  # pylint: disable=import-outside-toplevel
-  from adapter_layers import AdapterConfig  # pylint: disable=import-outside-toplevel
+  from adapter_bert.model.adapter_layers import AdapterConfig  # pylint: disable=import-outside-toplevel
 
   import keras  # pylint: disable=import-outside-toplevel
   keras.utils.set_random_seed(SEED)  # LoRA's A starts random.

@@ -12,8 +12,8 @@ from typing import Dict, Optional
 import keras
 import tensorflow as tf
 
-from adapter_layers import KERAS_PACKAGE as _PACKAGE
-from adapter_bert.layers.ops import Dropout
+from adapter_bert.model.adapter_layers import KERAS_PACKAGE as _PACKAGE
+from adapter_bert.model.ops import Dropout
 
 
 def classifier_logits(pooled, output_weights, output_bias):

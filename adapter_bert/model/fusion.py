@@ -12,7 +12,7 @@ from typing import NamedTuple, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_layers import (KERAS_PACKAGE, AdapterWeights, Design, apply_adapter,
+from adapter_bert.model.adapter_layers import (KERAS_PACKAGE, AdapterWeights, Design, apply_adapter,
                             register_design)
 
 
