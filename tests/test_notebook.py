@@ -570,9 +570,12 @@ def test_stopping_the_run_cell_ends_the_run_before_the_cell_ends(tmp_path, stops
   cells_file.write_text(json.dumps([cells[0], run_settings, paths, run_cell]))
   env = dict(os.environ, FAKE_SAVE_SECONDS="1" if stops == 1 else "600")
   env.pop("NOTEBOOK_SMOKE_TEST", None)
+  # SIGINT as a kernel has it: a suite started in the background (`nohup ... &` from a
+  # script) hands its processes SIGINT ignored, and a Python started so ignores it too.
   kernel = subprocess.Popen([sys.executable, "-c", _STOP_DRIVER, str(cells_file)],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   try:
     for line in kernel.stdout:  # Until the cell prints the run's progress.
       if line.startswith("global_step = 7"):
