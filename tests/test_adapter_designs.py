@@ -37,15 +37,6 @@ def _adapter_parameters(config, h, layers):
   return layers * len(config.sublayers) * (h * m + m + m * h + h)
 
 
-def _inputs(seed=1, batch=3, seq=9):
-  rng = np.random.default_rng(seed)
-  mask = np.ones((batch, seq), np.int32)
-  mask[1, 6:] = 0
-  return {"input_ids": rng.integers(0, CONFIG.vocab_size, (batch, seq)).astype(np.int32),
-          "input_mask": mask, "segment_ids": (np.arange(seq) >= 4).astype(np.int32)[None]
-          .repeat(batch, 0)}
-
-
 def _random_encoder(adapter_config, seed=3):
   """An encoder whose every weight (LoRA's zero B and the adapters included) is
   large and random, so a mis-wired design shows; and those weights by TF1 name."""
@@ -66,7 +57,7 @@ def _random_encoder(adapter_config, seed=3):
 def test_each_design_is_its_papers_equation(design, placement, scaling):
   config = AdapterConfig(size=5, design=design, placement=placement, scaling=scaling)
   encoder, weights = _random_encoder(config)
-  inputs = _inputs()
+  inputs = tiny_bert.random_inputs()
   ours = encoder(inputs, training=False)
   seq, pooled = numpy_bert.bert_forward(weights, CONFIG.num_attention_heads, **inputs,
                                         design=design, scaling=config.scaling)
@@ -149,7 +140,7 @@ def test_a_design_added_in_one_entry_is_its_numpy_equation(scaled_identity, monk
       return original(h, r, w, prefix, norm, design, scaling)
     return h + w[prefix + "scale"] * h if prefix + "scale" in w else h
   monkeypatch.setattr(numpy_bert, "adapted_sublayer", adapted_sublayer)
-  inputs = _inputs()
+  inputs = tiny_bert.random_inputs()
   ours = encoder(inputs, training=False)["sequence_output"].numpy()
   seq, _ = numpy_bert.bert_forward(weights, CONFIG.num_attention_heads, **inputs,
                                    design=scaled_identity.name)
@@ -211,7 +202,7 @@ def test_parameter_counts_are_the_hand_arithmetic(design, placement, per_layer):
 
 def test_lora_merged_into_the_kernels_equals_the_unmerged_model():
   encoder, _ = _random_encoder(AdapterConfig(size=4, design="lora", scaling=1.5))
-  inputs = _inputs()
+  inputs = tiny_bert.random_inputs()
   expected = encoder(inputs, training=False)["sequence_output"].numpy()
   merged = modeling.merge_lora(encoder)
   assert merged.adapter_config == modeling.NO_ADAPTERS
@@ -296,7 +287,7 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
     tasks.append(types.SimpleNamespace(name=name, path=name, arrays=arrays,
                                        adapter_config=config))
   served = multitask.MultiTaskBert(CONFIG, base, tasks)
-  inputs = _inputs(seed=4, batch=12)
+  inputs = tiny_bert.random_inputs(seed=4, batch=12)
   task_index = np.arange(12) % len(tasks)
   logits = served(inputs, task_index).numpy()
   for i, (name, model) in enumerate(models.items()):

@@ -113,15 +113,6 @@ def test_one_place_is_the_hand_computed_equation(sum_reading):
   np.testing.assert_allclose(given, expected, rtol=1e-6, atol=1e-6)
 
 
-def _batch(seed=1, batch=2, seq=7):
-  rng = np.random.default_rng(seed)
-  mask = np.ones((batch, seq), np.int32)
-  mask[1, 5:] = 0
-  return {"input_ids": rng.integers(0, CONFIG.vocab_size, (batch, seq)).astype(np.int32),
-          "input_mask": mask, "segment_ids": (np.arange(seq) >= 3).astype(np.int32)[None]
-          .repeat(batch, 0)}
-
-
 def _adapter_shapes(model):
   return {n: tuple(v.shape) for n, v in model.tf1_variable_map().items()
           if modeling.variable_role(n) == "adapter"}
@@ -155,7 +146,7 @@ def test_a_model_is_the_numpy_equation_and_its_weights_have_houlsbys_tf1_names(
       return h
     return h + scaling * numpy_bert.bottleneck(h + r, w, prefix)
   monkeypatch.setattr(numpy_bert, "adapted_sublayer", adapted_sublayer)
-  inputs = _batch()
+  inputs = tiny_bert.random_inputs(batch=2, seq=7, padded_from=5, second_segment_from=3)
   seq, pooled = numpy_bert.bert_forward(values, CONFIG.num_attention_heads, **inputs,
                                         design="sum_reading", scaling=0.5)
   out = encoder(inputs, training=False)
@@ -197,7 +188,7 @@ def test_a_classifier_trains_a_step_and_its_tf1_checkpoint_restores_it(sum_readi
   assert _adapter_shapes(model) == _adapter_shapes(houlsby)
   before = {n: v.numpy().copy() for n, v in names.items()}
   optimizer = optimization.create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=0)
-  inputs = _batch()
+  inputs = tiny_bert.random_inputs(batch=2, seq=7, padded_from=5, second_segment_from=3)
   _train_step(model, optimizer, inputs, np.array([0, 1]))
   changed = {n for n, v in names.items() if not np.array_equal(v.numpy(), before[n])}
   adapters = {n for n in names if modeling.variable_role(n) == "adapter"}
@@ -297,7 +288,8 @@ def test_its_tasks_are_served_beside_houlsbys_in_one_batch(sum_reading):
                                        arrays={n: v.numpy() for n, v in names.items()
                                                if n in trained}))
   served = multitask.MultiTaskBert(CONFIG, base, tasks)
-  inputs = _batch(seed=4, batch=6)
+  inputs = tiny_bert.random_inputs(seed=4, batch=6, seq=7, padded_from=5,
+                                   second_segment_from=3)
   task_index = np.arange(6) % 2
   logits = served(inputs, task_index).numpy()
   for i, model in enumerate(models.values()):

@@ -100,3 +100,15 @@ def write_google_dir(directory, config=None, seed=0, adapter_size=0, extra=None,
   ckpt = os.path.join(directory, prefix)
   checkpoint_io.write_tf1_checkpoint(ckpt, weights)
   return config_path, vocab_path, ckpt, weights
+
+
+def random_inputs(seed=1, batch=3, seq=9, padded_from=6, second_segment_from=4):
+  """A batch of random token ids under TINY_CONFIG's vocab: example 1 padded from
+  `padded_from` on, every example's second segment from `second_segment_from`."""
+  rng = np.random.default_rng(seed)
+  mask = np.ones((batch, seq), np.int32)
+  mask[1, padded_from:] = 0
+  return {"input_ids": rng.integers(0, TINY_CONFIG["vocab_size"], (batch, seq)).astype(np.int32),
+          "input_mask": mask,
+          "segment_ids": (np.arange(seq) >= second_segment_from).astype(np.int32)[None]
+          .repeat(batch, 0)}
