@@ -24,7 +24,7 @@ Usage, e.g. for the sentence-transformers MiniLM encoder that the project instal
       --bert_config_file=bert_config.json --vocab_file=vocab.txt --output_dir=...
 
 Adapters (docs/adapters_interop.md): a PEFT LoRA adapter directory to an
-adapter-only file (for --adapter_checkpoint, bank.manage add, serving.export)
+adapter-only file (for --adapter_checkpoint, manage_bank.py add, export_savedmodel.py)
 on the converted base, and a LoRA task's adapter file to a PEFT directory:
 
   python convert_checkpoint.py --peft_dir=/path/peft_adapter \

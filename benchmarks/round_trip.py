@@ -10,7 +10,7 @@ convert_checkpoint.py flags); this module runs the rest:
 2. `project_side`, here, with this project's commands as a user runs them: the
    MiniLM converted (convert_checkpoint.py --hf_dir, once), the adapter imported,
    its dev accuracy through run_classifier.py --do_eval --adapter_checkpoint,
-   `bank.manage add` and `serving.export`, and the SavedModel's accuracy on dev.tsv's
+   `manage_bank.py add` and `export_savedmodel.py`, and the SavedModel's accuracy on dev.tsv's
    raw text; then the import exported again and evaluated by the library.
 
 Writes <output_dir>/round_trip.json: the accuracies and how many dev predictions agree
@@ -172,7 +172,7 @@ def project_side(script, args, library, import_flag, export_flag, export_needs_b
        f"--task_name={TASK}", f"--labels={','.join(labels)}",
        f"--max_seq_length={args.seq_length}", f"--output_dir={adapter}", "--overwrite")
   # Evaluated in the directory that holds it: its run_config.json then says which
-  # base the adapter is on, which `bank.manage add` reads to create the bank.
+  # base the adapter is on, which `manage_bank.py add` reads to create the bank.
   _run("run_classifier.py", "--task_name=tsv", f"--data_dir={args.data_dir}",
        f"--text_a_column={args.text_column}", f"--label_column={args.label_column}",
        "--do_eval", f"--init_checkpoint={ckpt}", f"--bert_config_file={config_file}",
@@ -187,8 +187,8 @@ def project_side(script, args, library, import_flag, export_flag, export_needs_b
   bank, served_dir = os.path.join(out, "bank"), os.path.join(out, "export")
   if os.path.exists(bank):
     tf.io.gfile.rmtree(bank)
-  _run("-m", "adapter_bert.bank.manage", f"--adapter_bank={bank}", "add", TASK, adapter)
-  _run("-m", "adapter_bert.serving.export", f"--adapter_bank={bank}",
+  _run("manage_bank.py", f"--adapter_bank={bank}", "add", TASK, adapter)
+  _run("export_savedmodel.py", f"--adapter_bank={bank}",
        f"--export_dir={served_dir}", "--overwrite")
   served = tf.saved_model.load(served_dir)
   predicted = []
@@ -199,7 +199,7 @@ def project_side(script, args, library, import_flag, export_flag, export_needs_b
     predicted += [labels.index(p.decode()) for p in result["predicted_label"].numpy()]
   predicted = np.array(predicted)
   served_accuracy = float(np.mean(predicted == dev_ids))
-  print(f"serving.export SavedModel: dev accuracy {served_accuracy:.4f}", flush=True)
+  print(f"export_savedmodel.py SavedModel: dev accuracy {served_accuracy:.4f}", flush=True)
 
   exported = os.path.join(out, f"exported_{library}")
   _run("convert_checkpoint.py", f"--{export_flag}={adapter}",

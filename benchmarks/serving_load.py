@@ -8,7 +8,7 @@ temporary directory): three WordNet tasks (data/wordnet: lexname and pos,
 single sentences with 10 and 4 labels, max_seq_length 32; example, sentence
 pairs, 64) each trained briefly (--train_steps) with run_classifier.py into
 one adapter bank on the real MiniLM (models/minilm, from convert_checkpoint.py),
-then `python -m adapter_bert.serving.export`. The request pool is --pool_size dev examples
+then `python export_savedmodel.py`. The request pool is --pool_size dev examples
 of the export's tasks, mixed and shuffled (with --export_dir: of those WordNet
 tasks the export serves).
 
@@ -86,7 +86,7 @@ def build_export(work_dir, model_dir, train_steps):
     if column_b:
       command.append(f"--text_b_column={column_b}")
     _run(command, f"training {task}")
-  _run([sys.executable, "-m", "adapter_bert.serving.export", f"--adapter_bank={bank}",
+  _run([sys.executable, "export_savedmodel.py", f"--adapter_bank={bank}",
         f"--export_dir={export_dir}", "--overwrite"], "exporting")
   return export_dir
 
@@ -148,7 +148,7 @@ def report(results):
 
 def define_flags():
   """The command's flags (in main only: a test imports this module)."""
-  flags.DEFINE_string("export_dir", None, "A raw-text SavedModel of serving.export; default: "
+  flags.DEFINE_string("export_dir", None, "A raw-text SavedModel of export_savedmodel.py; default: "
                       "build one in --work_dir.")
   flags.DEFINE_string("work_dir", None, "Where to build the bank and export (default: a "
                       "temporary directory, removed after).")

@@ -18,7 +18,6 @@ from absl import flags
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
-from adapter_bert.bank import manage
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
@@ -26,6 +25,7 @@ from adapter_bert.model import modeling
 from adapter_bert.runtime import trainable
 from adapter_bert.bank import bank_tasks
 import file_trees
+import manage_bank
 import tiny_bert
 # The in-process runner of run_classifier.py and its flags for the tiny base.
 from test_run_classifier import ADAPTER, GLUE, _Records, _flags, _test_results, run_main
@@ -195,9 +195,9 @@ def _adapter_file(base, out, checkpoint, mode="adapters"):
 
 
 def _run_manage(*argv):
-  """adapter_bert.bank.manage's command line in-process; returns its exit status."""
+  """manage_bank.py's command line in-process; returns its exit status."""
   try:
-    errors.exit_on_user_error(manage.main)(list(argv))
+    errors.exit_on_user_error(manage_bank.main)(list(argv))
   except SystemExit as e:
     return e.code
   return 0
@@ -331,7 +331,7 @@ def _with_metadata(source, out, **changes):
                                 "do_lower_case=True"),
 ])
 def test_adding_and_serving_refuse_a_task_with_one_check(bank, tmp_path, changes, message):
-  """What a bank task's metadata must say: the same error line from bank.manage add and
+  """What a bank task's metadata must say: the same error line from manage_bank.py add and
   from serving (adapter_bank.check_task, the one owner of the check)."""
   d = str(tmp_path / "bank")
   shutil.copytree(bank["dir"], d)

@@ -21,11 +21,11 @@ import tensorflow as tf
 
 import convert_checkpoint
 import interop_checks
+import manage_bank
 from adapter_bert.model import modeling
 import run_classifier
 from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
-from adapter_bert.bank import manage
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import torch_files
@@ -301,7 +301,7 @@ def test_bank_serves_imported_adapters(interop_base, tmp_path):
 
 def test_a_new_bank_refusing_a_two_layer_head_is_not_created(interop_base, tmp_path, capsys):
   """AdapterHub's default head (2 layers on [CLS]) imports with its first layer as the
-  file's own pooler, which a bank cannot hold: bank.manage add says so in one line,
+  file's own pooler, which a bank cannot hold: manage_bank.py add says so in one line,
   before it creates anything."""
   run = tmp_path / "run"
   adapter_model = _import(interop_base, "seq_bn", str(run / "adapter_model"))
@@ -310,7 +310,7 @@ def test_a_new_bank_refusing_a_two_layer_head_is_not_created(interop_base, tmp_p
                    vocab_file=interop_base["vocab_file"], do_lower_case=True), f)
   bank = tmp_path / "bank"
   with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(manage.main)([f"--adapter_bank={bank}", "add", "seq_bn",
+    errors.exit_on_user_error(manage_bank.main)([f"--adapter_bank={bank}", "add", "seq_bn",
                                             adapter_model])
   assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS
   err = capsys.readouterr().err

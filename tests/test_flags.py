@@ -17,19 +17,19 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from adapter_bert.bank import manage
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import options as cli_options
 from adapter_bert import errors
 from adapter_bert.model import modeling
+import export_savedmodel
+import manage_bank
 import run_classifier
 import run_multitask
 import run_squad
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
-from adapter_bert.serving import export as serving_export
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -420,7 +420,7 @@ RENAMED = {
     "run_multitask --adapter_type": (run_multitask.define_flags, [
         "--task_name=mrpc", "--data_dir=d", "--output_dir=o", "--do_train"],
         "adapter_type", "multitask_adapters", "shared"),
-    "export --bank": (serving_export.define_flags, _BANK_ARGS, "bank", "adapter_bank", "b"),
+    "export --bank": (export_savedmodel.define_flags, _BANK_ARGS, "bank", "adapter_bank", "b"),
 }
 
 
@@ -442,7 +442,7 @@ def test_renamed_flag_takes_the_old_spelling_with_one_deprecation_line(case):
 def test_renamed_flag_is_checked_as_the_current_one():
   """--bank sets --adapter_bank, so the export's exactly-one-source check sees it."""
   fv = flags.FlagValues()
-  serving_export.define_flags(fv)
+  export_savedmodel.define_flags(fv)
   with pytest.raises(flags.IllegalFlagValueError, match="give exactly one of them"):
     fv(["export", "--bank=b", "--multitask_run=r"] + _BANK_ARGS)
 
@@ -455,7 +455,7 @@ def test_bank_manage_takes_the_old_spelling_with_one_deprecation_line(tmp_path):
   def list_bank(spelling):
     with pytest.raises(errors.UserError, match=f"flag --adapter_bank={bank}: directory "
                        "not found"):
-      manage.main([spelling, bank, "list"])
+      manage_bank.main([spelling, bank, "list"])
   assert _parse_logging(lambda: list_bank("--bank")) == [
       "--bank is deprecated; use --adapter_bank"]
   assert _parse_logging(lambda: list_bank("--adapter_bank")) == []

@@ -88,11 +88,19 @@ def _refusal(used: str, why: str) -> str:
     ("adapter_bert/fusion/model.py", "import run_classifier", _refusal(
         "run_classifier", "Layer 'commands' ('adapter_bert.fusion') is lower than layer "
         "'entry_points' ('run_classifier')")),
+    # The bank and serving libraries import their commands (top-level entry points).
+    ("adapter_bert/bank/listing.py", "import manage_bank", _refusal(
+        "manage_bank", "Layer 'commands' ('adapter_bert.bank') is lower than layer "
+        "'entry_points' ('manage_bank')")),
+    ("adapter_bert/serving/export.py", "import export_savedmodel", _refusal(
+        "export_savedmodel", "Layer 'commands' ('adapter_bert.serving') is lower than layer "
+        "'entry_points' ('export_savedmodel')")),
     ("adapter_bert/storage/file_io.py", "from adapter_bert.model import modeling", _refusal(
         "adapter_bert.model.modeling", "Layer 'foundation' ('adapter_bert.storage') is lower "
         "than layer 'model' ('adapter_bert.model')")),
     # Downward imports, and those a module's depends_on lists, pass.
     ("run_squad.py", "from adapter_bert.bank import bank_tasks", None),
+    ("manage_bank.py", "from adapter_bert.serving import export", None),
     ("adapter_bert/serving/multitask.py", "from adapter_bert.fusion import fused_tasks", None),
     ("adapter_bert/cli/flags.py", "from adapter_bert.checkpoints import adapter_weights", None),
 ])

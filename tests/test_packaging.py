@@ -10,10 +10,10 @@ import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# google-research/bert's table of contents, plus this project's two other entry points.
+# google-research/bert's table of contents, plus this project's other entry points.
 ORIGINAL_MODULES = {"run_classifier", "run_squad", "modeling", "optimization", "tokenization"}
 TOP_LEVEL = ORIGINAL_MODULES | {"adapter_layers", "run_multitask", "convert_checkpoint",
-                                "adapter_bert"}
+                                "manage_bank", "export_savedmodel", "adapter_bert"}
 
 
 def _built_wheel(tmp_path):

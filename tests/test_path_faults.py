@@ -24,11 +24,12 @@ import tensorflow as tf
 from absl import flags
 
 import convert_checkpoint
+import export_savedmodel
+import manage_bank
 from adapter_bert import errors
 import run_classifier
 import run_multitask
 import run_squad
-from adapter_bert.bank import manage as bank_manage
 from experiments import ablation
 from experiments import embedding_baseline
 from experiments import multitask_comparison
@@ -37,7 +38,6 @@ from experiments import plots
 from experiments import select
 from experiments.study import command as study
 from experiments import sweep
-from adapter_bert.serving import export
 from adapter_bert.squad import evaluate as squad_evaluate
 from adapter_bert.storage import path_checks
 
@@ -119,10 +119,10 @@ COMMANDS = {
         **_encoder(g, out), task_name="mrpc", data_dir=MRPC, do_eval=True), dict(
             data_dir=IN_DIR, output_dir=OUT_DIR, bert_config_file=IN_FILE, vocab_file=IN_FILE,
             init_checkpoint=CKPT, adapter_checkpoint=IN_ANY, bert_hub_module_handle=IN_DIR)),
-    "adapter_bert.serving.export": (export, "absl", lambda g, out: _flags(adapter_bank=g["bank"], export_dir=out),
-                       dict(adapter_bank=IN_DIR, export_dir=OUT_DIR, init_checkpoint=CKPT,
+    "export_savedmodel.py": (export_savedmodel, "absl", lambda g, out: _flags(
+        adapter_bank=g["bank"], export_dir=out), dict(adapter_bank=IN_DIR, export_dir=OUT_DIR, init_checkpoint=CKPT,
                             bert_hub_module_handle=IN_DIR)),
-    "adapter_bert.serving.export --multitask_run": (export, "absl", lambda g, out: _flags(
+    "export_savedmodel.py --multitask_run": (export_savedmodel, "absl", lambda g, out: _flags(
         multitask_run=g["run"], export_dir=out), dict(multitask_run=IN_DIR)),
     "convert_checkpoint.py": (convert_checkpoint, "global", lambda g, out: _flags(
         hf_dir=g["hf"], output_dir=out), dict(hf_dir=IN_DIR, output_dir=OUT_DIR)),
@@ -163,9 +163,9 @@ COMMANDS = {
     "experiments.embedding_baseline": (embedding_baseline, "global", lambda g, out: _flags(
         model_dir=g["model"], data_dir=g["data_root"]), dict(
             model_dir=IN_DIR, data_dir=IN_DIR)),
-    "adapter_bert.bank.manage add": (bank_manage, "argparse", lambda g, out: [
+    "manage_bank.py add": (manage_bank, "argparse", lambda g, out: [
         f"--adapter_bank={out}", "add", "task", g["adapter_model"]], {"--adapter_bank": OUT_DIR}),
-    "adapter_bert.bank.manage list": (bank_manage, "argparse", lambda g, out: [
+    "manage_bank.py list": (manage_bank, "argparse", lambda g, out: [
         f"--adapter_bank={g['bank']}", "list"], {"--adapter_bank": IN_DIR}),
     "adapter_bert.squad.evaluate": (squad_evaluate, "argparse", lambda g, out: [
         "--version=1.1", SQUAD_DEV, g["pred"], f"--out-file={out}/eval.json"], {
@@ -306,7 +306,7 @@ def test_unreachable_gcs_is_one_line_within_the_bound(tmp_path):
   env = dict(os.environ, https_proxy=proxy, HTTPS_PROXY=proxy, TF_CPP_MIN_LOG_LEVEL="3")
   start = time.monotonic()
   result = subprocess.run(
-      [sys.executable, "-m", "adapter_bert.bank.manage", "--adapter_bank=gs://no-such-bucket-xyz/bank", "list"],
+      [sys.executable, "manage_bank.py", "--adapter_bank=gs://no-such-bucket-xyz/bank", "list"],
       cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
   took = time.monotonic() - start
   server.close()

@@ -30,8 +30,9 @@ from absl import flags
 import pytest
 import tensorflow as tf
 
-from adapter_bert.bank import manage
 import convert_checkpoint
+import export_savedmodel
+import manage_bank
 from experiments import ablation
 from experiments import embedding_baseline
 from experiments import multitask_comparison
@@ -42,7 +43,6 @@ from experiments import sweep
 import run_classifier
 import run_multitask
 import run_squad
-from adapter_bert.serving import export as serving_export
 from adapter_bert.squad import evaluate as squad_evaluate
 from test_convert_checkpoint import _hf_state, _write_hf_dir
 from test_run_classifier import _Records, run_main
@@ -228,20 +228,20 @@ def test_run_classifier(classifier_run):
 def test_bank_manage(classifier_run, local_disk, capsys):
   out, bank = classifier_run
   # Not a name that starts with another task's: ram:// would list one in the other.
-  manage.main(["--adapter_bank", bank, "add", "paraphrase", f"{out}/adapter_model"])
-  manage.main(["--adapter_bank", bank, "list"])
+  manage_bank.main(["--adapter_bank", bank, "add", "paraphrase", f"{out}/adapter_model"])
+  manage_bank.main(["--adapter_bank", bank, "list"])
   listed = capsys.readouterr().out
   assert "paraphrase" in listed and "mrpc" in listed
-  manage.main(["--adapter_bank", bank, "remove", "paraphrase"])
+  manage_bank.main(["--adapter_bank", bank, "remove", "paraphrase"])
   assert [t.rstrip("/") for t in tf.io.gfile.listdir(f"{bank}/tasks")] == ["mrpc"]
 
 
 def test_serving_export(classifier_run, local_disk):
   _, bank = classifier_run
   export_dir = f"{ROOT}/export/1"
-  fv, _ = _parse(serving_export.define_flags, ["export", f"--adapter_bank={bank}",
+  fv, _ = _parse(export_savedmodel.define_flags, ["export", f"--adapter_bank={bank}",
                                                f"--export_dir={export_dir}"])
-  serving_export.main(["export"], fv)
+  export_savedmodel.main(["export"], fv)
   names = {n.rstrip("/") for n in tf.io.gfile.listdir(export_dir)}
   assert {"saved_model.pb", "variables", "assets"} <= names
 

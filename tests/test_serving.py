@@ -34,6 +34,7 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
+import export_savedmodel
 import file_trees
 import generated_inputs
 from test_run_classifier import run_main
@@ -508,9 +509,9 @@ def exported_ids(bank, tmp_path_factory):
   """The same bank exported with --token_ids_only, through the command's main."""
   export_dir = str(tmp_path_factory.mktemp("export_ids") / "1")
   fv = flags.FlagValues()
-  serving_export.define_flags(fv)
+  export_savedmodel.define_flags(fv)
   fv(["export", f"--adapter_bank={bank}", f"--export_dir={export_dir}", "--token_ids_only"])
-  serving_export.main(["export"], fv)
+  export_savedmodel.main(["export"], fv)
   return export_dir
 
 
@@ -665,10 +666,10 @@ def test_multitask_model_compiles_with_xla(bank):
 def export_error(capsys, **flag_values):
   """Runs the command's main as its entry point does; returns the ERROR line."""
   fv = flags.FlagValues()
-  serving_export.define_flags(fv)
+  export_savedmodel.define_flags(fv)
   fv(["export"] + [f"--{k}={v}" for k, v in flag_values.items()])
   with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(lambda argv: serving_export.main(argv, fv))(["export"])
+    errors.exit_on_user_error(lambda argv: export_savedmodel.main(argv, fv))(["export"])
   assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS
   lines = capsys.readouterr().err.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
@@ -719,10 +720,10 @@ def test_an_export_into_a_users_directory_needs_overwrite_and_keeps_their_files(
       f"other files are kept)")
   assert file_trees.files_under(out) == users
   fv = flags.FlagValues()
-  serving_export.define_flags(fv)
+  export_savedmodel.define_flags(fv)
   fv(["export", f"--adapter_bank={bank}", f"--export_dir={out}", "--overwrite",
       "--token_ids_only"])
-  serving_export.main(["export"], fv)
+  export_savedmodel.main(["export"], fv)
   assert serving_export.CLIENT_VOCAB_FILE in file_trees.files_under(out)
   leftover = tmp_path / "models" / ".1.tmp-0123456789ab"  # As a killed export leaves it.
   os.makedirs(leftover / "variables")
@@ -730,7 +731,7 @@ def test_an_export_into_a_users_directory_needs_overwrite_and_keeps_their_files(
   fv(["export", f"--adapter_bank={bank}", f"--export_dir={out}", "--overwrite",
       "--notoken_ids_only"])
   with caplog.at_level("INFO", logger="absl"):
-    serving_export.main(["export"], fv)
+    export_savedmodel.main(["export"], fv)
   files = file_trees.files_under(out)
   assert {k: files[k] for k in users} == users  # The user's files, unchanged.
   # The previous export's own files went, those of a token-ids export too.

@@ -28,6 +28,7 @@ from adapter_bert.model import modeling
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
+import export_savedmodel
 import run_multitask
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import run_config
@@ -255,9 +256,9 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   # --tasks: those tasks, in the run's order, with the results of the full export.
   out = str(tmp_path / "subset")
   fv = flags.FlagValues()
-  serving_export.define_flags(fv)
+  export_savedmodel.define_flags(fv)
   fv(["export", f"--multitask_run={run}", f"--export_dir={out}", "--tasks=tsv_example,mrpc"])
-  serving_export.main(["export"], fv)
+  export_savedmodel.main(["export"], fv)
   with open(os.path.join(out, serving_export.TASKS_FILE)) as f:
     described = json.load(f)
   assert [(t["name"], t["labels"], t["max_seq_length"], t["adapter_size"])
@@ -274,7 +275,7 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   export_dir = str(tmp_path / "out")
   for given in ({}, {"adapter_bank": str(tmp_path), "multitask_run": run}):
     fv = flags.FlagValues()
-    serving_export.define_flags(fv)
+    export_savedmodel.define_flags(fv)
     with pytest.raises(flags.IllegalFlagValueError, match="exactly one"):
       fv(["export", f"--export_dir={export_dir}"] + [f"--{k}={v}" for k, v in given.items()])
   message = export_error(capsys, multitask_run=tmp_path / "none", export_dir=export_dir)

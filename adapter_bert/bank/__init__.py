@@ -3,5 +3,7 @@
   adapter_bank  the bank's directory: its base, adding, checking and listing tasks
   bank_tasks    a bank's tasks and its base weights read whole, with every check
                 (what serving/ and fusion/ take)
-  manage        `python -m adapter_bert.bank.manage`: list, add, remove
+  listing       the table that manage_bank.py `list` prints
+
+The command that lists, adds and removes tasks is manage_bank.py, at the top level.
 """

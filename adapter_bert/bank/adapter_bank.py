@@ -163,7 +163,7 @@ def open_bank(bank_dir: str) -> BankBase:
   if not tf.io.gfile.exists(path):
     raise errors.UserError(
         f"not an adapter bank: no {BANK_FILE} (a bank is created by run_classifier.py "
-        f"--do_train --adapter_bank=DIR, or by python -m adapter_bert.bank.manage "
+        f"--do_train --adapter_bank=DIR, or by python manage_bank.py "
         f"--adapter_bank=DIR add)", bank_dir)
   try:
     with tf.io.gfile.GFile(path, "r") as f:
@@ -235,6 +235,28 @@ def create_bank(bank_dir: str, base: BankBase) -> BankBase:
                base.fingerprint)
   return base
 
+
+def base_from_run(adapter_model: str) -> BankBase:
+  """The base of a new bank, from a run's adapter file and the run_config.json beside
+  its adapter_model/ (where its base came from): what manage_bank.py `add` creates a
+  bank for."""
+  weights, header, _ = adapter_weights.read_adapter_file(adapter_model)
+  run_dir = posixpath.dirname(posixpath.dirname(weights))
+  config_path = posixpath.join(run_dir, "run_config.json")
+  if not tf.io.gfile.exists(config_path):
+    raise errors.UserError(
+        f"cannot create a bank from {adapter_model}: no run_config.json in {run_dir or '.'} "
+        f"says which base it was trained on (create the bank by training with "
+        f"run_classifier.py --adapter_bank)")
+  with tf.io.gfile.GFile(config_path, "r") as f:
+    config = json.loads(f.read())
+  return BankBase(
+      fingerprint=header["base_fingerprint"], bert_config=header.get("bert_config"),
+      init_checkpoint=config.get("init_checkpoint"),
+      bert_hub_module_handle=config.get("bert_hub_module_handle"),
+      vocab_file=config.get("vocab_file"),
+      do_lower_case=bool(config.get("do_lower_case",
+                                    header.get("metadata", {}).get("do_lower_case"))))
 
 def check_base(bank_dir: str, bank: BankBase, fingerprint: Optional[str],
                bert_config: dict, do_lower_case: Optional[bool], what: str) -> None:
@@ -495,7 +517,7 @@ def read_task_info(bank_dir: str, task: str) -> TaskInfo:
   if not tf.io.gfile.exists(weights):
     raise errors.UserError(
         f"task {task!r} of adapter bank {bank_dir} has no {adapter_weights.WEIGHTS_FILE} "
-        f"(remove it with python -m adapter_bert.bank.manage --adapter_bank={bank_dir} "
+        f"(remove it with python manage_bank.py --adapter_bank={bank_dir} "
         f"remove {task})", path)
   header, shapes = adapter_weights.read_adapter_shapes(weights)
   num_bytes = sum(tf.io.gfile.stat(posixpath.join(path, n)).length
@@ -559,7 +581,7 @@ def accounting(bank_dir: str, tasks: Optional[Sequence[TaskInfo]] = None) -> Acc
 
 
 def accounting_lines(acc: Accounting, fingerprint: str = "") -> List[str]:
-  """The summary that `python -m adapter_bert.bank.manage list` prints under its table."""
+  """The summary that `python manage_bank.py list` prints under its table (listing.py)."""
   n, p = len(acc.tasks), acc.base_parameters
   base = f"Base parameters P = {p} (encoder with pooler)"
   if fingerprint:

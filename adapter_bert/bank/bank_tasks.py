@@ -80,7 +80,7 @@ def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
     available = sorted(set(names))
   if not available:
     raise errors.UserError(f"adapter bank {bank_dir} has no tasks (add some with "
-                           f"python -m adapter_bert.bank.manage --adapter_bank={bank_dir} "
+                           f"python manage_bank.py --adapter_bank={bank_dir} "
                            "add TASK ADAPTER_MODEL)")
   return [read_task(bank_dir, bank, name) for name in available]
 

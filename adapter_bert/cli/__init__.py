@@ -5,7 +5,7 @@
   tpu_flags    the Cloud TPU flags (read by launch too, so without TensorFlow)
   flags        the flag definitions the entry points share (run_classifier.py,
                run_squad.py, run_multitask.py, experiments/ablation.py,
-               serving/export.py), each with its checks
+               export_savedmodel.py), each with its checks
   flag_checks  checks that absl runs as the flags are parsed, reported as one
                `ERROR:` line (errors.UserError's format)
   options      parsed flags -> the plain options the library takes

@@ -8,7 +8,7 @@ takes, then adds its own:
   run_multitask.py     define_model_and_run_flags (+ its list-valued task flags)
   run_squad.py         define_encoder_flags, define_action_flags,
                        define_training_flags, define_tpu_flags, define_adapter_flags
-  serving/export.py    define_base_source_flags
+  export_savedmodel.py define_base_source_flags
 
 Every definition takes the FlagValues to define them on (tests use fresh
 ones), so that no two scripts' same-named flags ever meet in one FlagValues.

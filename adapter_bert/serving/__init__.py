@@ -6,5 +6,7 @@ SavedModel.
   multitask      the multi-task model: one encoder, each example with its task's
                  adapters, LayerNorms and head (gathered along a task axis)
   text           in-graph tokenization from a SavedModel asset, packing per task
-  export         `python -m adapter_bert.serving.export`: the SavedModel and its signatures
+  export         the SavedModel and its signatures, and writing it
+
+The command that writes it is export_savedmodel.py, at the top level.
 """

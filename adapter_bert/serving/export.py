@@ -1,17 +1,14 @@
-r"""Exports an adapter bank, or a multi-task run, as one SavedModel that serves every task
-from raw text.
+r"""An adapter bank, or a multi-task run, as one SavedModel that serves every task from
+raw text: its modules and signatures, assets.extra/tasks.json, and `export`, which
+writes it (the command: export_savedmodel.py at the repository's top level).
 
-  python -m adapter_bert.serving.export (--adapter_bank=BANK | --multitask_run=OUTPUT_DIR) \
-      --export_dir=EXPORT_DIR [--init_checkpoint=... | --bert_hub_module_handle=...] \
-      [--tasks=a,b] [--token_ids_only]
-
---adapter_bank: the tasks of an adapter bank (bank/), each trained by
-run_classifier.py. The base weights come from bank.json (or the flag given
-instead) and must have the bank's fingerprint; every task's adapter file must
-name that base.
---multitask_run: the tasks of one run_multitask.py output_dir
+export(bank_dir=...): the tasks of an adapter bank (bank/), each trained by
+run_classifier.py. The base weights come from bank.json (or the checkpoint or
+TF Hub handle given instead) and must have the bank's fingerprint; every task's
+adapter file must name that base.
+export(multitask_run_dir=...): the tasks of one run_multitask.py output_dir
 (serving/multitask_run.py), HyperFormer++ or shared adapters, in the run's
-task order. The base comes from its run_config.json (or the flag given
+task order. The base comes from its run_config.json (or the one given
 instead) and must be the one adapter_model/ was trained on; HyperFormer++
 adapters are generated once, at export, and the hypernetwork is not exported.
 
@@ -20,7 +17,7 @@ head (serving/multitask.py), the WordPiece vocabulary as assets/vocab.txt and th
 tokenizer as TensorFlow ops (tensorflow_text), so it needs neither this
 repository nor Python to run: TensorFlow Serving, or tf.saved_model.load after
 `import tensorflow_text`. Adding a bank's task, or removing any task, is a
-re-export; nothing retrains. EXPORT_DIR must be new or empty, or given with --overwrite: the
+re-export; nothing retrains. export_dir must be new or empty, or given with overwrite: the
 export is written beside it, then renamed in, and replaces only its own files there (OWNED;
 others, such as TensorFlow Serving's warmup requests, are kept). For
 TensorFlow Serving give a version directory, e.g. models/glue/1 (on gs://, where a rename
@@ -63,7 +60,7 @@ client that splits its work into batches needs no special case for an empty
 one. assets.extra/tasks.json lists the tasks, labels and lengths for people
 and clients.
 
---token_ids_only writes a SavedModel without the tokenizer: its signatures are
+token_ids_only writes a SavedModel without the tokenizer: its signatures are
 token_ids and, with the same inputs, serving_default, and it holds no
 tensorflow-text op, so it loads in any TensorFlow runtime (stock TensorFlow
 Serving, `saved_model_cli run`, tf.saved_model.load without
@@ -72,34 +69,23 @@ registered in the process that loads it, for every signature (TensorFlow
 loads the whole graph). The vocabulary is in assets.extra/vocab.txt for the
 clients that tokenize.
 
-Mistakes in the bank, the run or the flags end the command with one `ERROR:` line,
-status 2.
+Mistakes in the bank, the run or the arguments are errors.UserError (the command's
+one `ERROR:` line, status 2).
 """
 
 import json
 import os
 import posixpath
-import tempfile
 import sys
+import tempfile
 from typing import Callable, Dict, List, Optional, Sequence
 
-# First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
-from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
-launch.start(sys.argv if __name__ == "__main__" else None)
-
-from absl import app
-from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
-from adapter_bert.cli import flag_checks
-from adapter_bert.cli import flags as cli_flags
-from adapter_bert.cli import path_flags
-from adapter_bert.cli import renamed_flags
-from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
 from adapter_bert.model import modeling
 from adapter_bert.serving import multitask
@@ -383,48 +369,10 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   return tasks
 
 
-def define_flags(flag_values=flags.FLAGS):
-  fv = dict(flag_values=flag_values)
-  flags.DEFINE_string("adapter_bank", None, "The adapter bank directory (bank.json, tasks/), "
-                      "as run_classifier.py's --adapter_bank.", **fv)
-  renamed_flags.define_renamed("bank", "adapter_bank", flag_values)
-  flags.DEFINE_string("multitask_run", None, "Instead of --adapter_bank: a run_multitask.py "
-                      "output_dir (run_config.json, adapter_model/).", **fv)
-  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty "
-                      "directory (see --overwrite).", **fv)
-  flags.DEFINE_bool("overwrite", False, "Write into a non-empty --export_dir: the export's "
-                    "own files there are replaced, the others kept.", **fv)
-  cli_flags.define_base_source_flags(
-      flag_values, init_checkpoint_help="Base checkpoint to use instead of bank.json's or "
-      "run_config.json's (e.g. the same one at another path).",
-      hub_help="TF Hub / Model Garden BERT encoder to use instead of bank.json's or "
-      "run_config.json's base.")
-  flags.DEFINE_list("tasks", None, "Export only these tasks of the bank or run (default: "
-                    "all).", **fv)
-  flags.DEFINE_bool("token_ids_only", False, "Export only the token_ids signature (also as "
-                    "serving_default), with no tokenizer: the SavedModel holds no "
-                    "tensorflow-text op and loads in any TensorFlow or TensorFlow Serving "
-                    "build. The vocabulary is written to assets.extra/vocab.txt for the "
-                    "clients that tokenize.", **fv)
-  flags.mark_flag_as_required("export_dir", **fv)
-  flag_checks.check_flags_together(
-      flag_values, ("adapter_bank", "multitask_run"),
-      lambda a, b: None if bool(a) != bool(b) else "give exactly one of them")
-
-
-def main(argv, flag_values=flags.FLAGS):
-  if len(argv) > 1:
-    raise app.UsageError("Too many command-line arguments.")
-  f = flag_values
-  path_flags.check_path_flags(f, dict(
-      adapter_bank=path_checks.INPUT_DIR, multitask_run=path_checks.INPUT_DIR,
-      export_dir=path_checks.OUTPUT_DIR, init_checkpoint=path_checks.CHECKPOINT,
-      bert_hub_module_handle=path_flags.HUB_HANDLE))
-  export(f.adapter_bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle, f.tasks,
-         f.multitask_run, f.token_ids_only, f.overwrite)
-  print(f.export_dir)
-
 
 if __name__ == "__main__":
-  define_flags()
-  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)
+  # The command is a top-level script now; run as one, this module would export nothing.
+  sys.stderr.write("ERROR: the export command is export_savedmodel.py, at the repository's "
+                   "top level: python export_savedmodel.py --adapter_bank=BANK "
+                   "--export_dir=DIR (--help for its flags)\n")
+  sys.exit(2)
