@@ -7,10 +7,10 @@ OUT_DIR/golden_manifest.json: the sha256 of every result file, by its path under
 OUT_DIR. Run it from the repository root whose code is to be checked (its entry
 points and its adapter_bert/ are the ones run, whatever the installed copy is):
 
-  python scripts/golden_runs.py --out_dir /tmp/golden/before
+  python scripts/golden_runs.py --out_dir golden/before
   ... refactor ...
-  python scripts/golden_runs.py --out_dir /tmp/golden/after \\
-      --compare /tmp/golden/before/golden_manifest.json
+  python scripts/golden_runs.py --out_dir golden/after \\
+      --compare golden/before/golden_manifest.json
 
 --compare prints one line per file (same / DIFFERENT / missing / new) and exits 1 if
 any file differs or is missing. The runs take a few minutes on 2 CPU cores.
