@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from adapter_bert.model import adapter_layers
+from adapter_bert.model.designs import registry as design_registry
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert import errors
@@ -114,8 +115,8 @@ class ScaledIdentity(adapter_layers.Design):
 @pytest.fixture
 def scaled_identity(monkeypatch):
   """The toy design, registered for one test (the registry restored after it)."""
-  registry = adapter_layers._REGISTRY  # pylint: disable=protected-access
-  monkeypatch.setattr(adapter_layers, "_REGISTRY", dict(registry))
+  registry = design_registry._REGISTRY  # pylint: disable=protected-access
+  monkeypatch.setattr(design_registry, "_REGISTRY", dict(registry))
   return adapter_layers.register_design(ScaledIdentity())
 
 

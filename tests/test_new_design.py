@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from adapter_bert.model import adapter_layers
+from adapter_bert.model.designs import registry as design_registry
 from adapter_bert.model.adapter_layers import AdapterConfig, PlaceInputs
 from adapter_bert import errors
 from adapter_bert.checkpoints import adapterhub
@@ -31,7 +32,7 @@ class SumReadingWeights(adapter_layers.AdapterWeights):
   """AdapterWeights of the sum-reading design (the design_of them)."""
 
 
-class SumReading(adapter_layers._Bottleneck):  # pylint: disable=protected-access
+class SumReading(adapter_layers.Bottleneck):
   """LN(h + s A(h + r) + r): the bottleneck reads the attention sub-layer's output
   and input summed (before their LayerNorm), and is scaled by 1/2."""
   name = "sum_reading"
@@ -49,8 +50,8 @@ class SumReading(adapter_layers._Bottleneck):  # pylint: disable=protected-acces
 @pytest.fixture
 def sum_reading(monkeypatch):
   """The design, registered for one test; the registry restored after it."""
-  registry = adapter_layers._REGISTRY  # pylint: disable=protected-access
-  monkeypatch.setattr(adapter_layers, "_REGISTRY", dict(registry))
+  registry = design_registry._REGISTRY  # pylint: disable=protected-access
+  monkeypatch.setattr(design_registry, "_REGISTRY", dict(registry))
   return adapter_layers.register_design(SumReading())
 
 

@@ -2,9 +2,9 @@
 
 The layer (AdapterFusion), its equation (apply_fusion) and its weights as a
 TransformerBlock's call takes them (FusedAdapters in a fusion model,
-FusionWeights in a multi-task SavedModel): the adapter design "fusion", a
-composition of Houlsby adapters and the attention, registered here
-(adapter_layers.register_design). Only given, never a model's own.
+FusionWeights in a multi-task SavedModel). The adapter design "fusion", a
+composition of Houlsby adapters and the attention, is designs/fusion.py's.
+Only given, never a model's own.
 """
 
 from typing import NamedTuple, Tuple
@@ -12,8 +12,8 @@ from typing import NamedTuple, Tuple
 import keras
 import tensorflow as tf
 
-from adapter_bert.model.adapter_layers import (KERAS_PACKAGE, AdapterWeights, Design, apply_adapter,
-                            register_design)
+from adapter_bert.model.layers.adapters import AdapterWeights, apply_adapter
+from adapter_bert.model.serialization import KERAS_PACKAGE
 
 
 def apply_fusion(tokens, adapters: Tuple[AdapterWeights, ...], query, query_bias, key,
@@ -157,19 +157,3 @@ class FusedAdapters:
     del batch_size  # Shared by the batch.
     return self.fusion.fuse(tokens, self.adapters, activation)
 
-
-class Fusion(Design):
-  """AdapterFusion (Pfeiffer et al. 2021): a composition of Houlsby adapters,
-  frozen, and the attention over their outputs (apply_fusion). Only given: a
-  fusion model passes FusedAdapters (its AdapterFusion layer with them), a
-  multi-task SavedModel each example's FusionWeights, stacked with the fused
-  adapters shared by the batch (fusion/serving.py)."""
-  name = "fusion"
-  weights_types = (FusedAdapters, FusionWeights)
-  selectable = False
-
-  def apply(self, h, weights, inputs):
-    return weights(h, inputs.activation, inputs.batch_size)
-
-
-register_design(Fusion())

@@ -12,7 +12,7 @@ from typing import Dict, Optional
 import keras
 import tensorflow as tf
 
-from adapter_bert.model.adapter_layers import KERAS_PACKAGE as _PACKAGE
+from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE
 from adapter_bert.model.ops import Dropout
 
 

@@ -10,7 +10,7 @@ import math
 import keras
 import tensorflow as tf
 
-from adapter_bert.model.adapter_layers import KERAS_PACKAGE as _PACKAGE
+from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from adapter_bert.model.adapter_layers import KERAS_PACKAGE as _PACKAGE
+from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE
 
 # --optimizer: the original's Adam (the default), or with Adam's bias correction.
 OPTIMIZERS = {"bert": False, "adamw": True}  # Name -> bias_correction.

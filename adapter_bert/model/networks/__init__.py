@@ -1,0 +1,2 @@
+"""The model's networks (as Model Garden's official/nlp/modeling/networks): the
+BERT encoder (bert_encoder.py)."""
