@@ -21,7 +21,7 @@ from adapter_bert.runtime import loop
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
-import run_squad
+from adapter_bert.tasks import question_answering
 from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main
 
 MAX_LEN = 40
@@ -217,10 +217,10 @@ def test_tpu_batches_have_static_shapes(task_records, batch_size):
       "classifier eval, predict": classifier_features.make_dataset(
           task_records, MAX_LEN, batch_size, is_training=False,
           drop_remainder=options.use_tpu, **padding),
-      "squad train": run_squad.train_dataset(
+      "squad train": question_answering.train_dataset(
           task_records, MAX_LEN, batch_size, 1, group_by_length=options.group_by_length,
           **padding),
-      "squad predict": run_squad.predict_dataset(
+      "squad predict": question_answering.predict_dataset(
           task_records, MAX_LEN, batch_size, NUM_RECORDS, pad_last_batch=options.use_tpu,
           **padding)}
   for name, d in datasets.items():

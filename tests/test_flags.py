@@ -27,6 +27,7 @@ import manage_bank
 import run_classifier
 import run_multitask
 import run_squad
+from adapter_bert.cli import squad_flags
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
@@ -298,16 +299,16 @@ def test_adapters_set_after_parsing_are_still_refused(tmp_path, capsys, tiny):
 def test_squad_validate_is_a_user_error():
   with pytest.raises(errors.UserError, match=r"^flags do_train=True, train_file=None: "
                                              r"--do_train needs --train_file$"):
-    run_squad.validate(True, False, None, None, 384, 64, 128)
+    squad_flags.validate(True, False, None, None, 384, 64, 128)
   with pytest.raises(errors.UserError, match=r"^flag --doc_stride=0: must be a positive "):
-    run_squad.validate(False, True, None, "dev.json", 384, 64, 0)
+    squad_flags.validate(False, True, None, "dev.json", 384, 64, 0)
   # [CLS] query [SEP] [SEP] leaves 10 - 7 - 3 = 0 tokens for the document.
   with pytest.raises(errors.UserError, match=(
       r"^flags max_seq_length=10, max_query_length=7: --max_seq_length must be greater "
       r"than --max_query_length \+ 3 \(7 \+ 3\)$")):
-    run_squad.validate(False, True, None, "dev.json", 10, 7, 128)
-  run_squad.validate(False, True, None, "dev.json", 11, 7, 128)
-  run_squad.validate(False, True, None, "dev.json", 384, 64, 128)
+    squad_flags.validate(False, True, None, "dev.json", 10, 7, 128)
+  squad_flags.validate(False, True, None, "dev.json", 11, 7, 128)
+  squad_flags.validate(False, True, None, "dev.json", 384, 64, 128)
 
 
 def test_head_mode_without_adapter_size_builds_no_adapters(tmp_path, tiny):

@@ -31,6 +31,8 @@ from adapter_bert.serving import multitask_run
 import numpy_bert
 from adapter_bert.model import optimization
 import run_multitask
+from adapter_bert.cli import multitask_flags
+from adapter_bert.multitask import tasks as multitask_tasks
 import test_run_classifier
 import tiny_bert
 
@@ -316,13 +318,13 @@ def _fresh_model_from(out, base):
   run_multitask.define_flags(fv)
   fv(["x"] + [f"--{k}={v}" for k, v in _flags(base, multitask_adapters="hyperformer",
                                                  output_dir=out, do_eval=True).items()])
-  tasks = [t.head() for t in run_multitask.multitask_tasks.tasks_from_flags(
+  tasks = [t.head() for t in multitask_tasks.tasks_from_flags(
       fv.task_name, fv.data_dir, fv.text_a_column, fv.text_b_column, fv.label_column)]
-  options = run_multitask.model_options(fv)
+  options = multitask_flags.model_options(fv)
   base_encoder = options.read_checked_base(fv.bert_config_file, fv.vocab_file, True, 32)
   model, _ = model_setup.create_model(
       tf.distribute.get_strategy(), lambda bert, adapters: MultiTaskClassifier(
-          bert, tasks, "hyperformer", adapters, run_multitask.hyperformer_config(fv)),
+          bert, tasks, "hyperformer", adapters, multitask_flags.hyperformer_config(fv)),
       options, base_encoder, out)
   return model
 
@@ -377,7 +379,7 @@ def _check_eval_predictions(out):
   """Each task's eval_predictions.tsv, one row per dev example in the dev set's
   order, gives the task's eval_results.txt: accuracy of the argmax against the dev
   labels, Pearson's r of the scores (STS-B)."""
-  tasks = run_multitask.multitask_tasks.tasks_from_flags(
+  tasks = multitask_tasks.tasks_from_flags(
       TASKS["task_name"].split(","), TASKS["data_dir"].split(","), ["sentence"], None,
       ["label"])
   for task in tasks:

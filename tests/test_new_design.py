@@ -228,12 +228,12 @@ def test_validation_honours_its_capabilities(sum_reading):
   assert str(refused.value).endswith("adapter design sum_reading (size 4) has no AdapterHub "
                                      "bottleneck equivalent")
   # Not fusable: the multitask runner's shared adapters refuse it.
-  import run_multitask
+  from adapter_bert.cli import multitask_flags
   flags = types.SimpleNamespace(multitask_adapters="shared", train_mode=None,
                                 adapter_placement=None, adapter_design="sum_reading")
   with pytest.raises(errors.UserError, match="--adapter_design=sum_reading: run_multitask.py "
                      "trains adapters of design houlsby"):
-    run_multitask.model_options(flags)
+    multitask_flags.model_options(flags)
   # Not merged into projections: merge_lora refuses its model.
   model = modeling.BertEncoder(CONFIG, AdapterConfig(size=3, design="sum_reading"))
   with pytest.raises(ValueError, match="only LoRA merges into the kernels"):
@@ -253,13 +253,13 @@ def test_its_capabilities_change_what_is_refused(sum_reading, monkeypatch):
     AdapterConfig(design="pfeiffer", layer_norm=True)
   with pytest.raises(errors.UserError, match="only with --adapter_design=houlsby or sum_reading"):
     model_setup.ModelOptions(adapter_design="parallel", adapter_layer_norm=True).validate(True)
-  import run_multitask
+  from adapter_bert.cli import multitask_flags
   flags = types.SimpleNamespace(
       multitask_adapters="shared", train_mode=None, adapter_placement=None,
       adapter_design="sum_reading", adapter_size=8, adapter_init_scale=1e-3,
       init_checkpoint=None, bert_hub_module_handle=None, adapter_checkpoint=None,
       mixed_precision="none")
-  assert run_multitask.model_options(flags).adapter_config() == AdapterConfig(
+  assert multitask_flags.model_options(flags).adapter_config() == AdapterConfig(
       size=8, design="sum_reading")
 
 

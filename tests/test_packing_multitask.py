@@ -19,7 +19,7 @@ from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
 from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.runtime import packing
 from adapter_bert.runtime import startup
-import run_multitask
+from adapter_bert.tasks import multitask
 from test_packing_squad import CONFIG, LENGTHS, MAX_EXAMPLES, ROWS, pack_by_hand
 from adapter_bert import tokenization
 
@@ -99,7 +99,7 @@ def test_packed_logits_loss_and_gradients_are_each_examples_own(adapter_type, ta
 
 
 def test_packed_training_batches_hold_one_tasks_examples(base, tmp_path):
-  """run_multitask.train_dataset, packed: every batch is one task's, its task ids
+  """multitask.train_dataset, packed: every batch is one task's, its task ids
   that task's, and each slot an example of that task's records with its label."""
   tasks = multitask_tasks.tasks_from_flags(
       ["sst-2", "sts-b"], [os.path.join(GLUE, "SST-2"), os.path.join(GLUE, "STS-B")],
@@ -109,7 +109,7 @@ def test_packed_training_batches_hold_one_tasks_examples(base, tmp_path):
   options = startup.RunOptions(output_dir=str(tmp_path), max_seq_length=32,
                                train_batch_size=4, seed=1, pack_sequences=True)
   tokenizer = tokenization.FullTokenizer(base["vocab_file"], do_lower_case=True)
-  record_files = run_multitask.train_records(options, tasks, examples, tokenizer)
+  record_files = multitask.train_records(options, tasks, examples, tokenizer)
   # Each task's (tokens, label) pairs, read back unpacked.
   known = []
   for task, path in zip(tasks, record_files):
@@ -119,7 +119,7 @@ def test_packed_training_batches_hold_one_tasks_examples(base, tmp_path):
     known.append({(tuple(ids[mask == 1]), float(label)) for features, labels in batches
                   for ids, mask, label in zip(features["input_ids"].numpy(),
                                               features["input_mask"].numpy(), labels.numpy())})
-  dataset = run_multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5],
+  dataset = multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5],
                                         rows_per_batch=3, record_files=record_files)
   seen_tasks, num_examples = set(), 0
   for features, labels in dataset.take(12):

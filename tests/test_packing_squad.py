@@ -22,6 +22,7 @@ from adapter_bert.runtime import prediction
 from adapter_bert.runtime import packing
 from adapter_bert.squad import examples as squad_examples
 import run_squad
+from adapter_bert.tasks import question_answering
 import tiny_bert
 from adapter_bert import tokenization
 
@@ -127,11 +128,11 @@ def test_packed_span_loss_and_gradients_are_the_unpacked_ones(span_labeler):
   packed = pack_by_hand(features)
   labels = {k: packed[k] for k in ("start_positions", "end_positions")}
   with tf.GradientTape() as tape:
-    per_example = run_squad.span_loss(labels, span_labeler(packed, training=False))
+    per_example = question_answering.span_loss(labels, span_labeler(packed, training=False))
     loss = packing.mean_over_examples(per_example, packed[modeling.EXAMPLE_LENGTHS])
   grads = tape.gradient(loss, variables)
   with tf.GradientTape() as tape:
-    losses = [run_squad.span_loss(
+    losses = [question_answering.span_loss(
         {k: tf.constant([f[k]]) for k in labels}, span_labeler(_single(f), training=False))
               for f in features]
     expected = tf.reduce_mean(tf.concat(losses, 0))
@@ -229,14 +230,14 @@ def test_packed_batches_have_one_shape_and_compile_once_with_xla(long_base, tmp_
   vocab = next(a.split("=", 1)[1] for a in args if a.startswith("--vocab_file="))
   tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
   convert = dict(tokenizer=tokenizer, max_seq_length=256, doc_stride=64, max_query_length=16)
-  train = run_squad.write_features(
+  train = question_answering.write_features(
       squad_examples.read_squad_examples(os.path.join(DATA, "train-v2.0.json"), True, True),
       path=str(tmp_path / "train.tf_record"), is_training=True, **convert)
-  predict = run_squad.write_features(
+  predict = question_answering.write_features(
       squad_examples.read_squad_examples(os.path.join(DATA, "dev-v2.0.json"), False, True),
       path=str(tmp_path / "eval.tf_record"), is_training=False, **convert)
-  train_batches = run_squad.train_dataset(train.filename, 256, 2, 1, pack_sequences=True)
-  predict_batches = run_squad.predict_dataset(predict.filename, 256, 2, predict.num_features,
+  train_batches = question_answering.train_dataset(train.filename, 256, 2, 1, pack_sequences=True)
+  predict_batches = question_answering.predict_dataset(predict.filename, 256, 2, predict.num_features,
                                               pad_last_batch=False, pack_sequences=True)
   for batches in (train_batches, predict_batches):
     assert all(s.shape.is_fully_defined() for s in tf.nest.flatten(batches.element_spec))

@@ -17,6 +17,7 @@ from absl import flags
 from adapter_bert import errors
 import numpy_bert
 import run_squad
+from adapter_bert.tasks import question_answering
 from adapter_bert.squad import examples as squad_examples
 from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import evaluate as squad_evaluate
@@ -96,7 +97,7 @@ def test_span_loss_is_mean_of_start_and_end_cross_entropy():
   start = np.array([[1.0, 2.0, 0.5], [0.0, 0.0, 3.0]], np.float32)
   end = np.array([[0.3, -1.0, 2.0], [1.0, 2.0, 3.0]], np.float32)
   labels = {"start_positions": np.array([1, 0]), "end_positions": np.array([2, 2])}
-  loss = run_squad.span_loss(labels, {"start_logits": start, "end_logits": end}).numpy()
+  loss = question_answering.span_loss(labels, {"start_logits": start, "end_logits": end}).numpy()
 
   def ce(logits, pos):
     return np.log(np.exp(logits).sum(-1)) - logits[np.arange(2), pos]
@@ -219,11 +220,11 @@ def test_predict_dataset_pads_last_batch_with_foreign_ids(tmp_path):
           unique_id=squad_features.FIRST_UNIQUE_ID + n, example_index=n, doc_span_index=0,
           tokens=[], token_to_orig_map={}, token_is_max_context={},
           input_ids=[n + 1] * 8, input_mask=[1] * 8, segment_ids=[0] * 8))
-  batches = list(run_squad.predict_dataset(path, 8, 4, 5, pad_last_batch=True))
+  batches = list(question_answering.predict_dataset(path, 8, 4, 5, pad_last_batch=True))
   assert [b[0]["input_ids"].shape.as_list() for b in batches] == [[4, 8], [4, 8]]
   ids = np.concatenate([b[1].numpy() for b in batches])
   assert list(ids) == [squad_features.FIRST_UNIQUE_ID + n for n in range(5)] + [-1] * 3
-  unpadded = list(run_squad.predict_dataset(path, 8, 4, 5, pad_last_batch=False))
+  unpadded = list(question_answering.predict_dataset(path, 8, 4, 5, pad_last_batch=False))
   assert [int(b[1].shape[0]) for b in unpadded] == [4, 1]
   # The padding's results are dropped before post-processing.
   features = [squad_features.InputFeatures(unique_id=int(i), example_index=0, doc_span_index=0,
@@ -231,7 +232,7 @@ def test_predict_dataset_pads_last_batch_with_foreign_ids(tmp_path):
                                        token_is_max_context={}, input_ids=[],
                                        input_mask=[], segment_ids=[]) for i in ids[:5]]
   logits = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
-  kept = run_squad.raw_results({"unique_ids": ids, "start_logits": logits,
+  kept = question_answering.raw_results({"unique_ids": ids, "start_logits": logits,
                                 "end_logits": -logits}, features)
   assert [r.unique_id for r in kept] == list(ids[:5])
   np.testing.assert_array_equal(kept[4].start_logits, logits[4])

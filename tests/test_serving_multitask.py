@@ -30,6 +30,8 @@ from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 import export_savedmodel
 import run_multitask
+from adapter_bert.cli import multitask_flags
+from adapter_bert.tasks import multitask as multitask_task
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import run_config
 from adapter_bert.serving import export as serving_export
@@ -349,12 +351,12 @@ def test_runs_written_before_the_flag_rename_still_serve_and_load(runs, tmp_path
   fv(["run_multitask.py", "--do_eval", f"--output_dir={tmp_path / 'eval'}",
       f"--adapter_checkpoint={os.path.join(old, model_setup.ADAPTER_MODEL_DIR)}"] +
      [f"--{k}={v}" for k, v in TASK_FLAGS.items()])
-  run_multitask.take_recorded_settings(fv)
+  multitask_flags.take_recorded_settings(fv)
   assert fv.multitask_adapters == "shared" and fv.adapter_size == 4
   # Resuming into it: its settings as written now pass; other adapters are refused.
   with open(os.path.join(run, "run_config.json")) as f:
     current = json.load(f)
-  run_config.check(old, current, also=run_multitask.MODEL_KEYS)
+  run_config.check(old, current, also=multitask_task.MODEL_KEYS)
   with pytest.raises(errors.UserError, match="multitask_adapters was 'shared' there"):
     run_config.check(old, dict(current, multitask_adapters="hyperformer"),
-                     also=run_multitask.MODEL_KEYS)
+                     also=multitask_task.MODEL_KEYS)

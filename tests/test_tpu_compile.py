@@ -48,8 +48,8 @@ from adapter_bert.runtime import packing
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.runtime import trainable
-import run_multitask
-import run_squad
+from adapter_bert.tasks import multitask
+from adapter_bert.tasks import question_answering
 from adapter_bert.squad import examples as squad_examples
 from adapter_bert import tokenization
 import tiny_bert
@@ -144,20 +144,20 @@ def _squad_steps(base, output_dir, mixed_precision):
   model = _model(options, modeling.BertSpanLabeler)
   convert = dict(tokenizer=_tokenizer(base), max_seq_length=MAX_SEQ_LENGTH, doc_stride=24,
                  max_query_length=16)
-  train = run_squad.write_features(
-      run_squad.read_train_examples(os.path.join(SQUAD, "train-v1.1.json"), False),
+  train = question_answering.write_features(
+      question_answering.read_train_examples(os.path.join(SQUAD, "train-v1.1.json"), False),
       path=os.path.join(output_dir, "train.tf_record"), is_training=True, **convert)
-  predict = run_squad.write_features(
+  predict = question_answering.write_features(
       squad_examples.read_squad_examples(os.path.join(SQUAD, "dev-v1.1.json"), False, False),
       path=os.path.join(output_dir, "eval.tf_record"), is_training=False, **convert)
   assert predict.num_features % BATCH  # The last batch is filled.
   batches = {
-      "train": _take(run_squad.train_dataset(train.filename, MAX_SEQ_LENGTH, BATCH, 1,
+      "train": _take(question_answering.train_dataset(train.filename, MAX_SEQ_LENGTH, BATCH, 1,
                                              options.pad_to_multiple_of), TRAIN_BATCHES),
-      "predict": _take(run_squad.predict_dataset(
+      "predict": _take(question_answering.predict_dataset(
           predict.filename, MAX_SEQ_LENGTH, BATCH, predict.num_features,
           pad_last_batch=True, pad_to_multiple_of=options.pad_to_multiple_of))}
-  return Steps(loop.make_train_step(model, run_squad.span_loss, _optimizer(options, model),
+  return Steps(loop.make_train_step(model, question_answering.span_loss, _optimizer(options, model),
                                     BATCH, jit_compile=True),
                prediction.make_predict_step(model, jit_compile=True), batches)
 
@@ -186,11 +186,11 @@ def _multitask_steps(base, output_dir, mixed_precision, adapter_type):
   tokenizer = _tokenizer(base)
   probabilities = sampling.task_probabilities([len(examples[t.name]["train"]) for t in tasks],
                                               1.0)
-  batches = {"train": _take(run_multitask.train_dataset(options, tasks, examples, tokenizer,
+  batches = {"train": _take(multitask.train_dataset(options, tasks, examples, tokenizer,
                                                         probabilities), TRAIN_BATCHES)}
   for split in ("eval", "predict"):
     batches[split] = [b for index, task in enumerate(tasks) for b in _take(
-        run_multitask.task_dataset(options, task, index, split, examples[task.name][split],
+        multitask.task_dataset(options, task, index, split, examples[task.name][split],
                                    tokenizer, BATCH))]
   return Steps(loop.make_train_step(model, multitask_model.loss_fn(heads),
                                     _optimizer(options, model), BATCH, jit_compile=True),
@@ -467,7 +467,7 @@ def replica_task_ids(vocab_file, output_dir, num_steps=12):
   """Multi-task training batches as each of REPLICAS logical CPUs reads them.
 
   Run in a fresh interpreter (logical devices exist only if set before
-  TensorFlow starts): run_multitask.train_dataset's stream under --use_tpu,
+  TensorFlow starts): multitask.train_dataset's stream under --use_tpu,
   through loop.training_iterator under MirroredStrategy, which splits each
   global batch between the replicas as TPUStrategy does. Returns, per step,
   each replica's task ids and input_ids shape.
@@ -485,7 +485,7 @@ def replica_task_ids(vocab_file, output_dir, num_steps=12):
   for start in (0, num_steps // 2):  # From the start, and resumed halfway.
     # Built anew, as a resumed run builds it (a second iterator of one seeded
     # dataset is reshuffled).
-    dataset = run_multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5])
+    dataset = multitask.train_dataset(options, tasks, examples, tokenizer, [0.5, 0.5])
     iterator = loop.training_iterator(strategy, dataset, start)
     read = []
     for _ in range(start, num_steps):

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import tensorflow as tf
 
-import run_squad
+from adapter_bert.tasks import question_answering
 
 from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
@@ -122,7 +122,7 @@ def _write_squad_outputs(d):
       [], [], [], 20, 30, True, *(os.path.join(d, n) for n in (
           "predictions.json", "nbest_predictions.json", "null_odds.json")),
       version_2_with_negative=True)
-  run_squad.write_eval_results(os.path.join(d, "eval_results.json"), SQUAD_DEV, {}, None,
+  question_answering.write_eval_results(os.path.join(d, "eval_results.json"), SQUAD_DEV, {}, None,
                                False)
 
 

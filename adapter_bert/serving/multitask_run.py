@@ -35,7 +35,7 @@ from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import run_config
 
-# run_config.json keys that fix the trained variables (run_multitask.MODEL_KEYS):
+# run_config.json keys that fix the trained variables (tasks/multitask.py's MODEL_KEYS):
 # the adapter file must have been written with the same.
 _MODEL_KEYS = ("multitask_adapters", "hyperformer_config", "tasks")
 

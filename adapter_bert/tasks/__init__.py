@@ -1,0 +1,9 @@
+"""Each entry point's task, in the shape of Model Garden's official/nlp/tasks:
+what it reads, its model, its training inputs and loss, its result files.
+runtime/task_run.run runs any of them.
+
+  sentence_prediction  run_classifier.py: a classifier or regression, its adapter
+                       bank and AdapterFusion
+  question_answering   run_squad.py: SQuAD v1.1 / v2.0 spans
+  multitask            run_multitask.py: several classification tasks at once
+"""
