@@ -7,10 +7,10 @@ OUT_DIR/golden_manifest.json: the sha256 of every result file, by its path under
 OUT_DIR. Run it from the repository root whose code is to be checked (its entry
 points and its adapter_bert/ are the ones run, whatever the installed copy is):
 
-  python scripts/golden_runs.py --out_dir golden/before
+  python scripts/golden_runs.py --out_dir ~/golden/before
   ... refactor ...
-  python scripts/golden_runs.py --out_dir golden/after \\
-      --compare golden/before/golden_manifest.json
+  python scripts/golden_runs.py --out_dir ~/golden/after \\
+      --compare ~/golden/before/golden_manifest.json
 
 --compare prints one line per file (same / DIFFERENT / missing / new) and exits 1 if
 any file differs or is missing. The runs take a few minutes on 2 CPU cores.
@@ -38,9 +38,8 @@ import time
 # command may replace it: the first of these whose file exists in the repository is
 # used (a module given as ("-m", name) is looked for as its .py file).
 EXPORT_COMMANDS = (
-    ("-m", "adapter_bert.serving.export"),
-    ("export_saved_model.py",),
-    ("export.py",),
+    ("export_savedmodel.py",),
+    ("-m", "adapter_bert.serving.export"),  # Where the command was before export_savedmodel.py.
 )
 
 # The tiny base (tests/tiny_bert.TINY_CONFIG, seed 0 weights), as every run's flags.
