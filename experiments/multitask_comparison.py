@@ -38,6 +38,7 @@ from absl import logging
 import tensorflow as tf
 
 from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import listing as bank_listing
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
@@ -263,7 +264,7 @@ def _compare(F, popen: Optional[Callable],
       if method == "houlsby":
         # As the bank counts: the base once, each task's adapters, LayerNorms and head.
         trained = [int(r["params"]["trainable"]) for _, r in done]
-        base = adapter_bank.base_parameter_count(
+        base = bank_listing.base_parameter_count(
             input_files.read_json(os.path.join(F.model_dir, "bert_config.json")))
         for (output_dir, _), task in zip(done, WORDNET_TASKS):
           records[(method, seed, task)] = {"accuracy": accuracies(output_dir, [task])[task]}

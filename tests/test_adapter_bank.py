@@ -18,6 +18,7 @@ from absl import flags
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert import label_lists
 from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import listing as bank_listing
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
@@ -126,12 +127,12 @@ def test_predicting_takes_the_recorded_adapter_settings_and_refuses_others(base,
 
 def test_accounting_is_the_parameter_arithmetic(bank, tmp_path):
   assert TINY_BASE == 19_978
-  assert adapter_bank.base_parameter_count(tiny_bert.TINY_CONFIG) == TINY_BASE
+  assert bank_listing.base_parameter_count(tiny_bert.TINY_CONFIG) == TINY_BASE
   shapes = tiny_bert.google_variable_shapes(tiny_bert.TINY_CONFIG)  # no adapters, no head
   assert sum(int(np.prod(s)) for s in shapes.values()) == TINY_BASE
-  assert adapter_bank.base_parameter_count(BERT_BASE) == BERT_BASE_P
+  assert bank_listing.base_parameter_count(BERT_BASE) == BERT_BASE_P
 
-  acc = adapter_bank.accounting(bank["dir"])
+  acc = bank_listing.accounting(bank["dir"])
   mrpc, stsb = acc.tasks
   assert mrpc.parameters("adapter") == TINY_ADAPTERS
   assert mrpc.parameters("layer_norm") == TINY_LAYER_NORMS
@@ -149,11 +150,11 @@ def test_accounting_is_the_parameter_arithmetic(bank, tmp_path):
   source = _bert_base_file(str(tmp_path / "run" / "adapter_model"))
   for task in ("a", "b"):
     adapter_bank.add_task(big, task, source)
-  acc = adapter_bank.accounting(big)
+  acc = bank_listing.accounting(big)
   assert [t.parameters() for t in acc.tasks] == [BERT_BASE_TRAINED] * 2
   assert acc.tasks[0].parameters("adapter") == 2 * 12 * (2 * 64 * 768 + 64 + 768) == 2_379_264
   assert acc.total_parameters == BERT_BASE_P + 2 * BERT_BASE_TRAINED
-  lines = adapter_bank.accounting_lines(acc)
+  lines = bank_listing.accounting_lines(acc)
   assert lines[0] == f"Base parameters P = {BERT_BASE_P} (encoder with pooler)"
   assert lines[1] == (f"Trained parameters of 2 tasks = {2 * BERT_BASE_TRAINED} (4.42% of P), "
                       f"{acc.num_bytes} bytes")

@@ -1,8 +1,9 @@
 """What manage_bank.py `list` prints of an adapter bank: one row per task, then the
 parameter accounting of the paper (base parameters P, what the tasks add, the
-total as a multiple of P; adapter_bank.accounting_lines)."""
+total as a multiple of P: accounting_lines)."""
 
-from typing import List
+import dataclasses
+from typing import List, Optional, Sequence
 
 from adapter_bert.bank import adapter_bank
 
@@ -45,6 +46,70 @@ def list_bank(bank_dir: str) -> List[str]:
   """The lines `list` prints: the table, a blank line, the accounting."""
   base = adapter_bank.open_bank(bank_dir)
   tasks = adapter_bank.list_tasks(bank_dir)
-  acc = adapter_bank.accounting(bank_dir, tasks)
+  acc = accounting(bank_dir, tasks)
   return (format_table(table_rows(tasks)) + [""]
-          + adapter_bank.accounting_lines(acc, base.fingerprint))
+          + accounting_lines(acc, base.fingerprint))
+
+
+# --- accounting in the paper's terms -----------------------------------------
+
+def base_parameter_count(bert_config: dict) -> int:
+  """P: every weight of the encoder, pooler included (no adapters, no task head).
+
+  BERT-base (V 30522, H 768, L 12, I 3072, 512 positions, 2 token types):
+  23,837,184 embeddings + 12 x 7,087,872 per layer + 590,592 pooler = 109,482,240.
+  """
+  c = bert_config
+  h, i = c["hidden_size"], c["intermediate_size"]
+  embeddings = (c["vocab_size"] + c["max_position_embeddings"] + c["type_vocab_size"]) * h
+  embeddings += 2 * h  # LayerNorm gamma, beta
+  attention = 4 * (h * h + h)  # query, key, value, output dense
+  feed_forward = (h * i + i) + (i * h + h)
+  layer = attention + feed_forward + 2 * 2 * h  # two LayerNorms
+  pooler = h * h + h
+  return embeddings + c["num_hidden_layers"] * layer + pooler
+
+
+@dataclasses.dataclass(frozen=True)
+class Accounting:
+  """Parameters of a bank as the paper counts them (Houlsby et al. 2019, Table 1)."""
+  base_parameters: int  # P
+  tasks: Sequence[adapter_bank.TaskInfo]
+
+  @property
+  def trained_parameters(self) -> int:
+    return sum(t.parameters() for t in self.tasks)
+
+  @property
+  def total_parameters(self) -> int:
+    return self.base_parameters + self.trained_parameters
+
+  @property
+  def multiple_of_base(self) -> float:
+    """(P + sum of the tasks' trained parameters) / P: 1.3x for the paper's nine GLUE tasks."""
+    return self.total_parameters / self.base_parameters
+
+  @property
+  def num_bytes(self) -> int:
+    return sum(t.num_bytes for t in self.tasks)
+
+
+def accounting(bank_dir: str, tasks: Optional[Sequence[adapter_bank.TaskInfo]] = None) -> Accounting:
+  bank = adapter_bank.open_bank(bank_dir)
+  return Accounting(base_parameter_count(bank.bert_config),
+                    adapter_bank.list_tasks(bank_dir) if tasks is None else list(tasks))
+
+
+def accounting_lines(acc: Accounting, fingerprint: str = "") -> List[str]:
+  """The summary that `python manage_bank.py list` prints under its table (list_bank above)."""
+  n, p = len(acc.tasks), acc.base_parameters
+  base = f"Base parameters P = {p} (encoder with pooler)"
+  if fingerprint:
+    base += f", fingerprint {fingerprint[:16]}..."
+  return [
+      base,
+      f"Trained parameters of {n} task{'s' if n != 1 else ''} = {acc.trained_parameters} "
+      f"({100 * acc.trained_parameters / p:.2f}% of P), {acc.num_bytes} bytes",
+      f"Total parameters = {acc.total_parameters} = {acc.multiple_of_base:.3f}x P "
+      f"(full fine-tuning: {n}x P)",
+  ]
