@@ -2,6 +2,7 @@
 
   processors  GLUE / XNLI / user TSV files -> `InputExample`s, label lists
   features    examples -> BERT features -> TFRecord files -> tf.data
-  task        loss, eval results and probabilities from model outputs
+  task        the pipeline pieces every classification task uses: processor, set-up,
+              loss, eval results and probabilities from model outputs
   metrics     GLUE metrics and the result files (eval_results.txt, test_results.tsv)
 """

@@ -1,4 +1,6 @@
-"""The pieces of run_classifier.py that are not flag wiring: inputs, losses, results.
+"""The classifier's pipeline pieces that every classification task uses (tasks/
+sentence_prediction.py, run_classifier.py's, and tasks/multitask.py): inputs,
+losses, results.
 
   make_processor / read_examples  the task's processor and every split the run needs
   set_up                       the classifier run: startup.set_up with the task's model
@@ -12,9 +14,9 @@
                                (run_config.check), fix a classifier
 
 What the entry points share (base encoder, strategy, model, weights,
-run_config.json) is in runtime/startup.py, their flags in cli/. `is_regression`
-is always the task processor's (classification/processors.py): no function
-here decides it from a task name.
+run_config.json) is in runtime/startup.py, the run's order in runtime/task_run.py,
+their flags in cli/. `is_regression` is always the task processor's
+(classification/processors.py): no function here decides it from a task name.
 """
 
 import os
