@@ -26,7 +26,8 @@ Every layer and model is Keras-serializable (`get_config`/`from_config`, package
 This is the model's public module: it re-exports, under the names they always
 had, what lives split as Model Garden splits it (official/nlp/modeling):
 configs.py (BertConfig), layers/ (embeddings.py: BertEmbeddings;
-transformer.py: TransformerBlock, ADAPTER_PLACES, LayerTaskWeights),
+transformer.py: TransformerBlock, ADAPTER_PLACES, SITES, register_place,
+LayerTaskWeights),
 networks/bert_encoder.py (BertEncoder, EncoderTaskWeights, packed batches,
 variable_role), models/ (BertClassifier, BertSpanLabeler, merge_lora). No
 module of the model imports it.
@@ -39,7 +40,8 @@ from adapter_bert.model.designs.registry import PlaceInputs
 from adapter_bert.model.head import ClassifierHead, HeadWeightsFirst, classifier_logits
 from adapter_bert.model.layers.embeddings import BertEmbeddings
 from adapter_bert.model.layers.transformer import (
-    ADAPTER_PLACES, AdapterPlace, LayerTaskWeights, TransformerBlock)
+    ADAPTER_PLACES, SITES, AdapterPlace, LayerTaskWeights, TransformerBlock, place_units,
+    register_place)
 from adapter_bert.model.models.bert_classifier import BertClassifier
 from adapter_bert.model.models.bert_span_labeler import BertSpanLabeler
 from adapter_bert.model.models.task_model import merge_lora

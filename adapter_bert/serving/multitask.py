@@ -97,7 +97,7 @@ class MultiTaskBert(tf.Module):
     self.encoder_variables = [v.value for v in encoder.variables]
     models = {}  # One per adapter config and head width (_task_weights).
     own = [_task_weights(models, config, base, task) for task in tasks]
-    stacked = _stack([weights for weights, _ in own], config.hidden_size)
+    stacked = _stack([weights for weights, _ in own], config)
     variable = lambda a: tf.Variable(a, trainable=False)
     # AdapterFusion: each place's fusion item, after the stacked adapters; its
     # fused adapters are shared by the batch, kept apart from what is gathered.
@@ -187,25 +187,27 @@ def _task_weights(models: dict, config: modeling.BertConfig, base: Mapping[str, 
   return weights, (copy(model.head.output_weights), copy(model.head.output_bias))
 
 
-def _stack(weights: List[modeling.EncoderTaskWeights], hidden: int):
+def _stack(weights: List[modeling.EncoderTaskWeights], config: modeling.BertConfig):
   """One EncoderTaskWeights whose arrays have a leading task axis (module docstring)."""
   stack = lambda arrays: np.stack([np.asarray(a, np.float32) for a in arrays])
   layers = []
   for i in range(len(weights[0].layers)):
     mine = [w.layers[i] for w in weights]
     places = {}
-    for where in modeling.ADAPTER_PLACES.values():
+    for place in modeling.ADAPTER_PLACES:
       # A task's own weights at a place: one item of its design, or none.
-      items = [(getattr(m, where.field) or (None,))[0] for m in mine]
-      places[where.field] = ()
+      items = [(m.at(place) or (None,))[0] for m in mine]
+      places[place] = ()
       for design in adapter_layers.designs():
         owned = [w if w is not None and adapter_layers.design_of(w) is design else None
                  for w in items]
         if any(w is not None for w in owned):
-          places[where.field] += design.stack(owned, hidden)
+          # Padded to the width at the place (the hidden size but at a site
+          # of another width, e.g. the feed-forward's intermediate activation).
+          places[place] += design.stack(owned, modeling.place_units(config, place))
     norm = lambda field: tuple(stack(getattr(m, field)[k] for m in mine) for k in (0, 1))
-    layers.append(modeling.LayerTaskWeights(
-        **places, attention_layer_norm=norm("attention_layer_norm"),
+    layers.append(modeling.LayerTaskWeights.of(
+        places, attention_layer_norm=norm("attention_layer_norm"),
         output_layer_norm=norm("output_layer_norm")))
   return modeling.EncoderTaskWeights(
       tuple(layers), tuple(stack(w.embeddings_layer_norm[k] for w in weights)

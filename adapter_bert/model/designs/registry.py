@@ -15,15 +15,20 @@ import numpy as np
 import tensorflow as tf
 
 
-# Where a design's weights act in a Transformer layer (modeling.TransformerBlock),
-# in call order: on the query and value projections, and after the attention
-# and the feed-forward sub-layers (after their output projection and dropout,
-# before the residual add and LayerNorm).
+# The built-in places where a design's weights act in a Transformer layer
+# (modeling.TransformerBlock), in call order: on the query and value
+# projections, and after the attention and the feed-forward sub-layers (after
+# their output projection and dropout, before the residual add and LayerNorm).
+# A place is data, not code: layers/transformer.py's ADAPTER_PLACES maps each to
+# a site of the block (its SITES) and a TF1 scope, and its register_place adds
+# a place at any site (e.g. the feed-forward's intermediate activation), which
+# a design's `places` may then name.
 PLACES = ("query", "value", "attention", "feed_forward")
 
 
 class PlaceInputs(NamedTuple):
-  """What the weights at one place of a layer may read.
+  """What the weights at one place of a layer may read (what each site of the
+  block gives: layers/transformer.py's SITES).
 
   sublayer_input: the sub-layer's input, [tokens, hidden]: the residual r
     after a sub-layer, the tokens x at a projection.
@@ -96,7 +101,8 @@ class Design:
                        f"{' or '.join(names_with('own_layer_norm'))}, got {config.design!r}")
 
   def places(self, config: "AdapterConfig") -> Tuple[str, ...]:
-    """The PLACES of every layer where a model of `config` has its weights."""
+    """The places (PLACES, or registered ones) of every layer where a model of
+    `config` has its weights."""
     return ("attention", "feed_forward") if config.placement == "both" else (config.placement,)
 
   # Each design defines those it needs (a design only given needs `apply`):
@@ -119,7 +125,8 @@ class Design:
   def stack(self, items: Sequence, hidden: int) -> tuple:
     """The serving form: `items`, one per task (its weights at a place as NumPy
     arrays, or None), as weights with a leading task axis, applied in turn;
-    zero-padded so that padding and a task without them add exactly 0."""
+    zero-padded so that padding and a task without them add exactly 0.
+    `hidden`: the width of the tensor at the place (transformer.place_units)."""
     raise NotImplementedError
 
 
