@@ -2,7 +2,9 @@
 project needs: an AdapterConfig names it, a model builds, trains and saves its
 weights under adapter-bert's TF1 names, validation honours its capabilities
 (Design's attributes) and nothing else asks for its name; its weights are found
-by design_of and served beside another design's in one batch."""
+by design_of and served beside another design's in one batch. The same holds
+for a design at a new place (modeling.register_place, here at the feed-forward's
+intermediate activation and at the layer's output), registered here too."""
 
 import types
 from typing import NamedTuple
@@ -419,7 +421,7 @@ def new_place(request, monkeypatch):
 
 @pytest.fixture
 def output_place(monkeypatch):
-  """The design at the layer's output (a bank's tasks: see the run's test)."""
+  """The design at the layer's output only (the tests of one site's equation)."""
   before = dict(modeling.ADAPTER_PLACES)
   yield _register_new_place(monkeypatch, NEW_PLACES["output"])
   modeling.ADAPTER_PLACES.clear()
@@ -593,12 +595,11 @@ def test_its_tasks_at_the_new_place_are_served_beside_houlsbys(new_place):
 
 
 def test_a_run_at_the_new_place_fills_a_bank_that_the_export_serves(
-    base, output_place, tmp_path):
-  """run_classifier.py --adapter_design=output_bottleneck --adapter_bank, its
+    base, new_place, tmp_path):
+  """run_classifier.py --adapter_design=<place>_bottleneck --adapter_bank, its
   adapter_model/ added again as a second task (manage_bank.py add's way), the
-  bank reopened: both tasks hold its weights under its scope, and the exported
-  SavedModel gives the run's test predictions for each. (At the layer's output:
-  a bank checks a task's shapes on a model of intermediate_size 1, a frozen
-  width everywhere but at the intermediate activation.)"""
-  _run_bank_and_export(base, tmp_path, output_place.name, NEW_PLACES["output"].scope,
-                       extra_task="mrpc-again")
+  bank reopened: both tasks hold its weights under its scope (the bank checks
+  their shapes on a model of the place's width), and the exported SavedModel
+  gives the run's test predictions for each."""
+  design, place = new_place
+  _run_bank_and_export(base, tmp_path, design.name, place.scope, extra_task="mrpc-again")

@@ -367,10 +367,14 @@ def _trained_shapes(config: modeling.BertConfig, adapter_config: AdapterConfig,
   """The shape of every variable a task of the bank trains, by original name: those
   of a classifier of its config (modeling's one table of names); for a fusion
   task (fusion/), its fusion layers where those adapters would be."""
-  # The embedding tables and the feed-forward width are frozen shapes: 2 rows
+  # The embedding tables and the feed-forward width are frozen shapes (the
+  # width unless adapters act at a site of that width, modeling.SITES): 2 rows
   # and width 1 give the same trained variables without allocating the real ones.
+  widths = {modeling.SITES[modeling.ADAPTER_PLACES[p].site] for p in adapter_config.places
+            if p in modeling.ADAPTER_PLACES}
+  frozen = {} if "intermediate_size" in widths else {"intermediate_size": 1}
   small = dataclasses.replace(config, vocab_size=2, max_position_embeddings=2,
-                              type_vocab_size=2, intermediate_size=1)
+                              type_vocab_size=2, **frozen)
   model = modeling.BertClassifier(small, num_outputs,
                                   modeling.NO_ADAPTERS if fusion else adapter_config)
   model.ensure_built()
