@@ -31,7 +31,7 @@ def _model(options, output_dir, seed=0, **kwargs):
 
 def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, caplog):
   _, _, ckpt, weights = tiny_bert.write_google_dir(str(tmp_path / "base"))
-  options = model_setup.ModelOptions(adapter_size=4, init_checkpoint=ckpt)
+  options = model_setup.ModelOptions(adapter={"size": 4}, init_checkpoint=ckpt)
   out = str(tmp_path / "out")
   model, step = _model(options, out)
   assert step == 0
@@ -48,14 +48,14 @@ def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, cap
   adapter_weights.save_adapter_weights(model, adapter_dir,
                                           {"labels": ["0", "1"], "global_step": 7})
   with_adapters = dict(init_checkpoint=ckpt, adapter_checkpoint=adapter_dir)
-  restored, step = _model(model_setup.ModelOptions(adapter_size=4, **with_adapters), out,
+  restored, step = _model(model_setup.ModelOptions(adapter={"size": 4}, **with_adapters), out,
                           seed=3, adapter_metadata={"labels": ["0", "1"]})
   assert step == 7
   np.testing.assert_array_equal(restored(INPUTS).numpy(), expected)
   # Labels in another order, or recorded twice: refused by their one owner
   # (label_lists.check_recorded_labels), in one line naming the flag and both lists.
   with pytest.raises(errors.UserError) as e:
-    _model(model_setup.ModelOptions(adapter_size=4, **with_adapters), out,
+    _model(model_setup.ModelOptions(adapter={"size": 4}, **with_adapters), out,
            adapter_metadata={"labels": ["1", "0"]})
   assert str(e.value) == (
       f"--adapter_checkpoint={adapter_dir}: this run gives the labels ['1', '0'], but its "
@@ -65,7 +65,7 @@ def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, cap
   twice = str(tmp_path / "twice")
   adapter_weights.save_adapter_weights(model, twice, {"labels": ["0", "0"]})
   with pytest.raises(errors.UserError) as e:
-    _model(model_setup.ModelOptions(adapter_size=4, init_checkpoint=ckpt,
+    _model(model_setup.ModelOptions(adapter={"size": 4}, init_checkpoint=ckpt,
                                     adapter_checkpoint=twice), out,
            adapter_metadata={"labels": ["0", "1"]})
   assert str(e.value) == (f"--adapter_checkpoint={twice}: its metadata: label '0' is given "
@@ -74,7 +74,7 @@ def test_latest_checkpoint_wins_then_init_checkpoint_then_adapters(tmp_path, cap
   # A checkpoint in output_dir (as training writes it) wins over both flags.
   run_checkpoints.manager(model, out).save(checkpoint_number=12)
   with caplog.at_level("WARNING"):
-    resumed, step = _model(model_setup.ModelOptions(adapter_size=4, **with_adapters), out,
+    resumed, step = _model(model_setup.ModelOptions(adapter={"size": 4}, **with_adapters), out,
                            seed=5)
   assert step == 12
   np.testing.assert_array_equal(resumed(INPUTS).numpy(), expected)
@@ -87,7 +87,7 @@ def _checkpoint_variables(path):
 
 def test_adapter_mode_checkpoints_hold_what_trains_over_a_checked_base(tmp_path, caplog):
   _, _, ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "base"))
-  options = model_setup.ModelOptions(adapter_size=4, init_checkpoint=ckpt)
+  options = model_setup.ModelOptions(adapter={"size": 4}, init_checkpoint=ckpt)
   out = str(tmp_path / "out")
   model, _ = _model(options, out)
   for name, variable in model.tf1_variable_map().items():
@@ -107,26 +107,26 @@ def test_adapter_mode_checkpoints_hold_what_trains_over_a_checked_base(tmp_path,
 
   # Eval-only without --init_checkpoint: the base comes from where the checkpoint says.
   with caplog.at_level("INFO", logger="absl"):
-    restored, step = _model(model_setup.ModelOptions(adapter_size=4), out, seed=7)
+    restored, step = _model(model_setup.ModelOptions(adapter={"size": 4}), out, seed=7)
   assert step == 3
   assert "holds the trained variables only; loading its base from" in caplog.text
   np.testing.assert_array_equal(restored(INPUTS).numpy(), expected)
 
   # The same checkpoint as --init_checkpoint of another run (trained elsewhere).
   elsewhere, _ = _model(model_setup.ModelOptions(
-      adapter_size=4, init_checkpoint=run_checkpoints.latest(out)), str(tmp_path / "e"))
+      adapter={"size": 4}, init_checkpoint=run_checkpoints.latest(out)), str(tmp_path / "e"))
   np.testing.assert_array_equal(elsewhere(INPUTS).numpy(), expected)
 
   # Another base under those trained variables is refused, naming the recorded one.
   _, _, other, _ = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=9)
   with pytest.raises(errors.UserError, match="holds only the trained variables of a model whose "
                                        "frozen weights came from --init_checkpoint="):
-    _model(model_setup.ModelOptions(adapter_size=4, init_checkpoint=other), out)
+    _model(model_setup.ModelOptions(adapter={"size": 4}, init_checkpoint=other), out)
 
 
 def test_full_fine_tuning_checkpoints_hold_the_whole_model(tmp_path):
   _, _, ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "base"))
-  options = model_setup.ModelOptions(adapter_size=0, init_checkpoint=ckpt)
+  options = model_setup.ModelOptions(adapter={"size": 0}, init_checkpoint=ckpt)
   out = str(tmp_path / "out")
   model, _ = _model(options, out)
   assert model_setup.base_reference(model, options, out) is None

@@ -319,7 +319,7 @@ def test_ablating_every_layer_is_the_encoder_without_adapters(base, runs, ablate
   """The span 0..L-1 of the command equals a model built without adapters that
   has the trained LayerNorms and head, evaluated by run_classifier's eval path."""
   result, directory = ablated
-  options = model_setup.ModelOptions(adapter_size=M, init_checkpoint=base["init_checkpoint"])
+  options = model_setup.ModelOptions(adapter={"size": M}, init_checkpoint=base["init_checkpoint"])
   bert = options.read_checked_base(base["bert_config_file"], base["vocab_file"], True, 32)
   strategy = tf.distribute.get_strategy()
   trained, step = model_setup.create_model(

@@ -553,7 +553,7 @@ def test_a_point_without_run_config_gets_the_method_run_classifier_derives():
                            ({"train_mode": "top_layers:3"}, ("top_layers:3", 0)),
                            ({"train_mode": "layer_norm"}, ("layer_norm", 0))]:
     assert runs.resolve_method(settings) == method, settings
-    options = model_setup.ModelOptions(**settings)
+    options = model_setup.ModelOptions.from_flags(settings)
     assert (str(options.mode()), options.adapter_size) == method, settings
   assert runs.resolve_method({"adapter_size": 8}, {"train_mode": "full", "adapter_config": {
       "size": 4}}) == ("full", 4)  # What the run itself wrote wins.

@@ -112,7 +112,7 @@ def _take(dataset, n=None):
 def _classifier_steps(base, output_dir, mixed_precision, pack_sequences=False):
   """run_classifier.py's model and datasets under --use_tpu (SST-2); packed:
   batches of BATCH rows of packed examples (--pack_sequences)."""
-  options = _options(base, output_dir, adapter_size=8, mixed_precision=mixed_precision)
+  options = _options(base, output_dir, adapter={"size": 8}, mixed_precision=mixed_precision)
   options = dataclasses.replace(options, pack_sequences=pack_sequences)
   processor = processors.get_processor("sst-2")
   model = _model(options, lambda bert, adapters: modeling.BertClassifier(
@@ -140,7 +140,7 @@ def _classifier_steps(base, output_dir, mixed_precision, pack_sequences=False):
 
 def _squad_steps(base, output_dir, mixed_precision):
   """run_squad.py's model and datasets under --use_tpu (the v1.1 files)."""
-  options = _options(base, output_dir, adapter_size=8, mixed_precision=mixed_precision)
+  options = _options(base, output_dir, adapter={"size": 8}, mixed_precision=mixed_precision)
   model = _model(options, modeling.BertSpanLabeler)
   convert = dict(tokenizer=_tokenizer(base), max_seq_length=MAX_SEQ_LENGTH, doc_stride=24,
                  max_query_length=16)
@@ -178,8 +178,8 @@ def _multitask_steps(base, output_dir, mixed_precision, adapter_type):
   heads = [t.head() for t in tasks]
   hyper = (HyperFormerConfig(adapter_size=8, task_embedding_dim=8, projector_hidden_dim=16,
                              projected_dim=8) if adapter_type == "hyperformer" else None)
-  model_options = (dict(adapter_size=0, train_mode="head") if hyper else
-                   dict(adapter_size=8, train_mode="adapters"))
+  model_options = (dict(adapter={"size": 0}, train_mode="head") if hyper else
+                   dict(adapter={"size": 8}, train_mode="adapters"))
   options = _options(base, output_dir, mixed_precision=mixed_precision, **model_options)
   model = _model(options, lambda bert, adapters: multitask_model.MultiTaskClassifier(
       bert, heads, adapter_type, adapters, hyper))

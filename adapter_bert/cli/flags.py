@@ -257,11 +257,11 @@ def define_adapter_flags(flag_values=_FLAGS, check_adapter_size=True):
                     "Compute in 16 bits, keep weights in float32: bfloat16 (TPU, recent "
                     "CPUs) or float16 with dynamic loss scaling (GPU).", **fv)
   check, fc = flag_checks.check_flag, flag_checks
-  check(flag_values, "adapter_size", lambda v: v >= 0, model_setup.ADAPTER_SIZES_ALLOWED)
-  check(flag_values, "adapter_init_scale", *fc.POSITIVE)
-  check(flag_values, "adapter_placement", lambda v: v in adapter_layers.PLACEMENTS,
-        model_setup.PLACEMENTS_ALLOWED)
-  check(flag_values, "adapter_scaling", *fc.POSITIVE)
+  # AdapterConfig's rules of its fields, at parse time (its --adapter_design and
+  # --adapter_activation are enums of its values).
+  for field in ("size", "init_scale", "placement", "scaling"):
+    check(flag_values, model_setup.ADAPTER_CONFIG_FLAGS[field],
+          *adapter_layers.field_rule(field))
   check(flag_values, "adapter_weight_decay_rate", *fc.NON_NEGATIVE)
   check(flag_values, "train_mode", model_setup.train_mode_ok,
         model_setup.TRAIN_MODES_ALLOWED)
@@ -277,34 +277,41 @@ def _given_size(flag_values, adapter_size):
   return adapter_size if flag_checks.flag_given(flag_values["adapter_size"]) else None
 
 
+def _size_ok(adapter_size) -> bool:
+  """Whether --adapter_size passes its own check (else that check reports it)."""
+  return adapter_layers.field_rule("size")[0](adapter_size)
+
+
 def _check_adapter_size(flag_values):
   def adapters_problem(train_mode, adapter_size):
     # Adapters of the default size where the train mode does not train them
     # are dropped (ModelOptions); given explicitly, they are a contradiction.
-    if (not flag_checks.flag_given(flag_values["adapter_size"]) or adapter_size < 0
+    if (not flag_checks.flag_given(flag_values["adapter_size"]) or not _size_ok(adapter_size)
         or not model_setup.train_mode_ok(train_mode)):
       return None
-    mode = model_setup.ModelOptions(adapter_size=adapter_size, train_mode=train_mode).mode()
+    mode = model_setup.ModelOptions(adapter={"size": adapter_size},
+                                    train_mode=train_mode).mode()
     return model_setup.adapter_conflict(mode, adapter_size)
   flag_checks.check_flags_together(flag_values, ("train_mode", "adapter_size"),
                                    adapters_problem)
 
   def placement_problem(placement, train_mode, adapter_size):
-    if (placement not in adapter_layers.PLACEMENTS or adapter_size < 0
+    if (placement not in adapter_layers.PLACEMENTS or not _size_ok(adapter_size)
         or not model_setup.train_mode_ok(train_mode)):
       return None  # Reported by the flags' own checks.
     options = model_setup.ModelOptions(
-        adapter_size=_given_size(flag_values, adapter_size), train_mode=train_mode)
+        adapter={"size": _given_size(flag_values, adapter_size)}, train_mode=train_mode)
     return model_setup.placement_conflict(placement, options.adapter_size)
   flag_checks.check_flags_together(
       flag_values, ("adapter_placement", "train_mode", "adapter_size"), placement_problem)
 
   def design_problem(design, placement, train_mode, adapter_size):
-    if adapter_size < 0 or not model_setup.train_mode_ok(train_mode):
+    if not _size_ok(adapter_size) or not model_setup.train_mode_ok(train_mode):
       return None
     options = model_setup.ModelOptions(
-        adapter_size=_given_size(flag_values, adapter_size), train_mode=train_mode)
-    return model_setup.design_conflict(design, placement, options.adapter_size)
+        adapter={"size": _given_size(flag_values, adapter_size)}, train_mode=train_mode)
+    return (model_setup.design_conflict(design, options.adapter_size)
+            or model_setup.given_placement_conflict(design, placement))
   flag_checks.check_flags_together(
       flag_values, ("adapter_design", "adapter_placement", "train_mode", "adapter_size"),
       design_problem)
@@ -410,9 +417,9 @@ def define_bank_flags(flag_values=_FLAGS):
   def train_mode_problem(bank, do_train, train_mode, adapter_size):
     # A bank's fingerprint covers what these modes leave frozen (bank/adapter_bank.py).
     if (not (bank and do_train) or not model_setup.train_mode_ok(train_mode)
-        or adapter_size < 0):
+        or not _size_ok(adapter_size)):
       return None
-    mode = model_setup.ModelOptions(adapter_size=_given_size(flag_values, adapter_size),
+    mode = model_setup.ModelOptions(adapter={"size": _given_size(flag_values, adapter_size)},
                                     train_mode=train_mode).mode()
     if mode.name in adapter_bank.TRAIN_MODES:
       return None

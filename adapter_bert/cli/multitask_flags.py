@@ -145,11 +145,12 @@ def model_options(F) -> model_setup.ModelOptions:
                            + " or ".join(adapter_layers.names_with("fusable")))
   # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
   shared = F.multitask_adapters == "shared"
+  adapter = dict(size=F.adapter_size if shared else 0, init_scale=F.adapter_init_scale,
+                 placement=F.adapter_placement,
+                 design=F.adapter_design if shared else adapter_layers.DEFAULT_DESIGN)
   return model_setup.ModelOptions(
-      adapter_size=F.adapter_size if shared else 0, adapter_init_scale=F.adapter_init_scale,
-      adapter_placement=F.adapter_placement, train_mode=train_mode,
-      adapter_design=F.adapter_design if shared else adapter_layers.DEFAULT_DESIGN,
-      init_checkpoint=F.init_checkpoint, bert_hub_module_handle=F.bert_hub_module_handle,
+      adapter=adapter, train_mode=train_mode, init_checkpoint=F.init_checkpoint,
+      bert_hub_module_handle=F.bert_hub_module_handle,
       adapter_checkpoint=F.adapter_checkpoint, mixed_precision=F.mixed_precision)
 
 

@@ -15,16 +15,14 @@ from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import startup
 
 # AdapterConfig's keys that a flag sets, and the flag.
-ADAPTER_CONFIG_FLAGS = {"size": "adapter_size", "init_scale": "adapter_init_scale",
-                        "placement": "adapter_placement", "design": "adapter_design",
-                        "scaling": "adapter_scaling", "activation": "adapter_activation",
-                        "layer_norm": "adapter_layer_norm"}
+ADAPTER_CONFIG_FLAGS = model_setup.ADAPTER_CONFIG_FLAGS
 
 
 def _flag_values(flag_values) -> Tuple[Dict[str, object], set]:
   """ModelOptions' flags by name, and the adapter-config flags that were given."""
-  values = {f.name: flag_values[f.name].value
-            for f in dataclasses.fields(model_setup.ModelOptions)}
+  names = [f.name for f in dataclasses.fields(model_setup.ModelOptions)
+           if f.name != "adapter"] + list(ADAPTER_CONFIG_FLAGS.values())
+  values = {name: flag_values[name].value for name in names}
   given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
            if flag_checks.flag_given(flag_values[flag])}
   return values, given
@@ -53,7 +51,7 @@ def model_options(flag_values,
     values.update(recorded_adapter_settings(values["adapter_checkpoint"], values, given))
   elif "adapter_size" not in given:
     values["adapter_size"] = None
-  return model_setup.ModelOptions(**values)
+  return model_setup.ModelOptions.from_flags(values)
 
 
 def fusion_model_options(flag_values, adapter_config: AdapterConfig,
@@ -63,7 +61,7 @@ def fusion_model_options(flag_values, adapter_config: AdapterConfig,
   own, as an adapter file's for `recorded_adapter_settings`."""
   values, given = _flag_values(flag_values)
   values.update(_take_config(source, adapter_config, values, given))
-  return model_setup.ModelOptions(**values)
+  return model_setup.ModelOptions.from_flags(values)
 
 
 def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object],

@@ -12,7 +12,8 @@ names they always had; no module of the model imports it.
 # pylint: disable=unused-import
 from adapter_bert.model.activations import (
     _FUSE_FROM_ELEMENTS, ACTIVATION_NAMES, gelu, gelu_erf, get_activation)
-from adapter_bert.model.configs import DEFAULT_DESIGN, PLACEMENTS, AdapterConfig
+from adapter_bert.model.configs import (
+    DEFAULT_DESIGN, PLACEMENTS, AdapterConfig, AdapterConfigError, field_rule)
 from adapter_bert.model.designs import (
     DEFAULT_PLACEMENTS, DESIGNS, PLACES, Bottleneck, Design, Houlsby, LoRA, Parallel,
     ParallelAdapterWeights, Pfeiffer, PfeifferAdapterWeights, PlaceInputs, design_names,

@@ -9,7 +9,9 @@ the import of this module or of any module the designs import.
 
 import dataclasses
 import json
-from typing import Optional, Tuple
+import math
+import numbers
+from typing import Callable, Optional, Tuple
 
 from adapter_bert import errors
 from adapter_bert.model.activations import ACTIVATION_NAMES, get_activation
@@ -107,9 +109,68 @@ PLACEMENTS = ("both", "attention", "feed_forward")
 DEFAULT_DESIGN = "houlsby"
 
 
+def _design_selectable(name) -> bool:
+  design = registry.lookup(name)
+  return design is not None and design.selectable
+
+
+def _positive(value) -> bool:
+  return (not isinstance(value, bool) and isinstance(value, numbers.Real)
+          and math.isfinite(value) and value > 0)
+
+
+# The one rule of each of AdapterConfig's fields that a value alone decides:
+# field -> (ok(value), what is allowed). __post_init__ checks them, and the
+# command line's checks at parse time (cli/flags.py) are these same rules.
+FIELD_RULES = {
+    "design": (_design_selectable,
+               lambda: "one of " + ", ".join(registry.design_names())),
+    "size": (lambda v: not isinstance(v, bool) and isinstance(v, int) and v >= 0,
+             lambda: "an integer >= 0 (0: no adapters)"),
+    "init_scale": (_positive, lambda: "a positive number"),
+    "activation": (lambda v: v in ACTIVATION_NAMES,
+                   lambda: "one of " + ", ".join(ACTIVATION_NAMES)),
+    "placement": (lambda v: v in PLACEMENTS, lambda: "one of " + ", ".join(PLACEMENTS)),
+    "layer_norm": (lambda v: isinstance(v, bool), lambda: "true or false"),
+    "scaling": (_positive, lambda: "a positive number"),
+}
+
+
+def field_rule(field: str) -> Tuple[Callable[[object], bool], str]:
+  """(ok(value), what is allowed) of AdapterConfig's `field` (FIELD_RULES)."""
+  ok, allowed = FIELD_RULES[field]
+  return ok, allowed()
+
+
+class AdapterConfigError(ValueError):
+  """An AdapterConfig refused: the field at fault and its value, for a message
+  naming what set it (the command line's: runtime/model_setup.checked_adapter_config).
+
+  Attributes:
+    field, value: the field and the value refused.
+    allowed: what the field may be, or None where another field decides
+      (`needs`) or the design refused the config (the message says why).
+    needs: (other field, its values that allow this value), e.g. a LayerNorm
+      of the adapter's own only with ("design", ("houlsby",)); else None.
+  """
+
+  def __init__(self, message, field, value, allowed=None, needs=None):
+    super().__init__(message)
+    self.field, self.value, self.allowed, self.needs = field, value, allowed, needs
+
+
+def check_field(field: str, value) -> None:
+  """Raises AdapterConfigError if `value` breaks `field`'s rule (FIELD_RULES)."""
+  ok, allowed = field_rule(field)
+  if not ok(value):
+    raise AdapterConfigError(f"adapter {field} must be {allowed}, got {value!r}", field,
+                             value, allowed)
+
+
 @dataclasses.dataclass(frozen=True)
 class AdapterConfig:
-  """Validated adapter hyperparameters, saved with every model.
+  """Validated adapter hyperparameters, saved with every model: the one shape
+  of the adapter settings (the --adapter_* flags are its fields).
 
   Attributes:
     size: bottleneck width m (LoRA's rank r); 0 means no adapters (plain BERT).
@@ -127,6 +188,9 @@ class AdapterConfig:
     design: how the adapter is wired into a layer: a registered Design's name.
     scaling: s, the factor of the adapter's output; None: the design's
       (Design.default_scaling).
+
+  Raises:
+    AdapterConfigError (a ValueError): a field's value is refused.
   """
   size: int = 64
   init_scale: float = 1e-3
@@ -137,29 +201,22 @@ class AdapterConfig:
   scaling: Optional[float] = None
 
   def __post_init__(self):
-    design = registry.lookup(self.design)
-    if design is None or not design.selectable:
-      raise ValueError(f"adapter design must be one of {list(registry.design_names())}, "
-                       f"got {self.design!r}")
+    check_field("design", self.design)
+    design = registry.get_design(self.design)
     if self.placement is None:
       object.__setattr__(self, "placement", design.default_placement)
     if self.scaling is None:
       object.__setattr__(self, "scaling", design.default_scaling)
-    if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
-      raise ValueError(f"adapter size must be an integer >= 0, got {self.size!r}")
-    if not self.init_scale > 0:
-      raise ValueError(f"adapter init_scale must be > 0, got {self.init_scale!r}")
-    if self.activation not in ACTIVATION_NAMES:
-      raise ValueError(f"adapter activation must be one of {list(ACTIVATION_NAMES)}, "
-                       f"got {self.activation!r}")
-    if self.placement not in PLACEMENTS:
-      raise ValueError(f"adapter placement must be one of {list(PLACEMENTS)}, "
-                       f"got {self.placement!r}")
-    if not isinstance(self.layer_norm, bool):
-      raise ValueError(f"adapter layer_norm must be true or false, got {self.layer_norm!r}")
-    design.validate(self)
-    if not self.scaling > 0:
-      raise ValueError(f"adapter scaling must be > 0, got {self.scaling!r}")
+    for field in ("size", "init_scale", "activation", "placement", "layer_norm"):
+      check_field(field, getattr(self, field))
+    try:
+      design.validate(self)
+    except ValueError as e:
+      if self.layer_norm and not design.own_layer_norm:
+        raise AdapterConfigError(str(e), "layer_norm", self.layer_norm, needs=(
+            "design", registry.names_with("own_layer_norm"))) from e
+      raise AdapterConfigError(str(e), "design", self.design) from e
+    check_field("scaling", self.scaling)
 
   @property
   def enabled(self) -> bool:

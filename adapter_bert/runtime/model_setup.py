@@ -23,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert.model import adapter_layers
-from adapter_bert.model.adapter_layers import AdapterConfig, PLACEMENTS
+from adapter_bert.model.adapter_layers import AdapterConfig, AdapterConfigError
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import base_model
 from adapter_bert.checkpoints import checkpoint_io
@@ -40,38 +40,99 @@ ADAPTER_MODEL_DIR = "adapter_model"
 DEFAULT_ADAPTER_SIZE = 64
 
 
-@dataclasses.dataclass(frozen=True)
+# AdapterConfig's fields, and the flag that sets each ("adapter_" + the field; in
+# this order a given flag is compared with what an adapter file records).
+ADAPTER_CONFIG_FLAGS = {field: "adapter_" + field for field in (
+    "size", "init_scale", "placement", "design", "scaling", "activation", "layer_norm")}
+assert set(ADAPTER_CONFIG_FLAGS) == {f.name for f in dataclasses.fields(AdapterConfig)}
+
+
+def checked_adapter_config(**settings) -> AdapterConfig:
+  """AdapterConfig(**settings), its refusal (AdapterConfigError) as the one-line
+  user error naming the flag (ADAPTER_CONFIG_FLAGS), its value and what is allowed.
+
+  The one place where the command line's words for AdapterConfig's own checks
+  are made: the flags' checks at parse time are the same rules (field_rule).
+  """
+  try:
+    return AdapterConfig(**settings)
+  except AdapterConfigError as e:
+    named = errors.flags_named(**{ADAPTER_CONFIG_FLAGS[e.field]: e.value})
+    if e.needs:
+      field, values = e.needs
+      reason = f"only with --{ADAPTER_CONFIG_FLAGS[field]}=" + " or ".join(values)
+    else:
+      reason = f"must be {e.allowed}" if e.allowed else str(e)
+    raise errors.UserError(f"{named}: {reason}") from e
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class ModelOptions:
   """Where a task model's weights come from and what trains (the adapter flags).
 
-  `adapter_size=None` (the flag not given) becomes DEFAULT_ADAPTER_SIZE for
-  train mode adapters (the default) and 0 for the others: a baseline must not
-  carry random adapters, nor a full fine-tuning run modify BERT unasked.
-  """
-  adapter_size: Optional[int] = None
-  adapter_init_scale: float = 1e-3
-  adapter_placement: Optional[str] = None
-  adapter_design: str = adapter_layers.DEFAULT_DESIGN
-  adapter_scaling: Optional[float] = None
-  adapter_activation: str = "gelu"
-  adapter_layer_norm: bool = False
-  train_mode: Optional[str] = None
-  init_checkpoint: Optional[str] = None
-  bert_hub_module_handle: Optional[str] = None
-  adapter_checkpoint: Optional[str] = None
-  mixed_precision: str = "none"
+  Attributes:
+    adapter: the adapter settings as given, AdapterConfig's keyword arguments
+      (field -> value); AdapterConfig alone checks them (`adapter_config`).
+      Without "size" (the flag not given), the size is DEFAULT_ADAPTER_SIZE
+      for train mode adapters (the default) and 0 for the others: a baseline
+      must not carry random adapters, nor a full fine-tuning run modify BERT
+      unasked (`adapter_size`).
 
-  def __post_init__(self):
-    if self.adapter_size is None:
-      object.__setattr__(self, "adapter_size", implied_adapter_size(self.train_mode))
+  `adapter=` may also be an AdapterConfig; besides it, the constructor takes each
+  setting as its flag's keyword (adapter_size=8, adapter_design="lora":
+  ADAPTER_CONFIG_FLAGS), as the flags give them; None is "not given".
+  """
+  adapter: Mapping[str, object]
+  train_mode: Optional[str]
+  init_checkpoint: Optional[str]
+  bert_hub_module_handle: Optional[str]
+  adapter_checkpoint: Optional[str]
+  mixed_precision: str
+
+  def __init__(self, adapter: Optional[Mapping[str, object]] = None,
+               train_mode: Optional[str] = None, init_checkpoint: Optional[str] = None,
+               bert_hub_module_handle: Optional[str] = None,
+               adapter_checkpoint: Optional[str] = None, mixed_precision: str = "none",
+               **adapter_flags):
+    if isinstance(adapter, AdapterConfig):
+      adapter = dataclasses.asdict(adapter)
+    settings = dict(adapter or {})
+    fields = {flag: field for field, flag in ADAPTER_CONFIG_FLAGS.items()}
+    for flag, value in adapter_flags.items():
+      if flag not in fields:
+        raise TypeError(f"ModelOptions got an unexpected keyword argument {flag!r}")
+      settings[fields[flag]] = value
+    settings = {k: v for k, v in settings.items() if v is not None}
+    for name, value in (("adapter", settings), ("train_mode", train_mode),
+                        ("init_checkpoint", init_checkpoint),
+                        ("bert_hub_module_handle", bert_hub_module_handle),
+                        ("adapter_checkpoint", adapter_checkpoint),
+                        ("mixed_precision", mixed_precision)):
+      object.__setattr__(self, name, value)
+
+  @classmethod
+  def from_flags(cls, values: Mapping[str, object]) -> "ModelOptions":
+    """ModelOptions of the flags' values by name (the adapter flags and the
+    other fields' flags; others ignored); adapter_size None: not given."""
+    names = set(ADAPTER_CONFIG_FLAGS.values()) | {
+        f.name for f in dataclasses.fields(cls) if f.name != "adapter"}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+  @property
+  def adapter_size(self) -> int:
+    """The adapters' size: as given, else what the train mode implies."""
+    size = self.adapter.get("size")
+    return implied_adapter_size(self.train_mode) if size is None else size
+
+  def _full_adapter_config(self) -> AdapterConfig:
+    """The settings as given, the size resolved: checked (UserError) as given."""
+    return checked_adapter_config(**dict(self.adapter, size=self.adapter_size))
 
   def adapter_config(self) -> AdapterConfig:
-    if not self.adapter_size:  # Plain BERT, recorded as before designs existed.
-      return AdapterConfig(size=0, init_scale=self.adapter_init_scale)
-    return AdapterConfig(size=self.adapter_size, init_scale=self.adapter_init_scale,
-                         placement=self.adapter_placement, design=self.adapter_design,
-                         scaling=self.adapter_scaling, activation=self.adapter_activation,
-                         layer_norm=self.adapter_layer_norm)
+    config = self._full_adapter_config()
+    if not config.size:  # Plain BERT, recorded as before designs existed.
+      return AdapterConfig(size=0, init_scale=config.init_scale)
+    return config
 
   def validate(self, do_lower_case: bool) -> None:
     """Fails on inconsistent flags before a script does any work.
@@ -80,40 +141,30 @@ class ModelOptions:
       errors.UserError: naming the flags, their values and what is allowed.
     """
     named = errors.flags_named
-    problems = (
-        (named(init_checkpoint=self.init_checkpoint,
-               bert_hub_module_handle=self.bert_hub_module_handle),
-         sources_conflict(self.init_checkpoint, self.bert_hub_module_handle)),
-        (named(adapter_size=self.adapter_size),
-         None if self.adapter_size >= 0 else "must be " + ADAPTER_SIZES_ALLOWED),
-        (named(train_mode=self.train_mode),
-         None if train_mode_ok(self.train_mode) else "must be " + TRAIN_MODES_ALLOWED),
-        (named(adapter_placement=self.adapter_placement),
-         None if self.adapter_placement in (None,) + PLACEMENTS
-         else "must be " + PLACEMENTS_ALLOWED),
-        (named(adapter_design=self.adapter_design),
-         None if self.adapter_design in adapter_layers.design_names()
-         else "must be " + designs_allowed()),
-        (named(adapter_scaling=self.adapter_scaling),
-         None if self.adapter_scaling is None or self.adapter_scaling > 0 else "must be > 0"),
-        (named(adapter_layer_norm=self.adapter_layer_norm),
-         None if not self.adapter_layer_norm or _design_can(self.adapter_design,
-                                                            "own_layer_norm")
-         else "only with --adapter_design="
-         + " or ".join(adapter_layers.names_with("own_layer_norm"))))
-    for flags_and_values, message in problems:
-      if message:
-        raise errors.UserError(f"{flags_and_values}: {message}")
-    message = adapter_conflict(self.mode(), self.adapter_size)
+    message = sources_conflict(self.init_checkpoint, self.bert_hub_module_handle)
+    if message:
+      sources = named(init_checkpoint=self.init_checkpoint,
+                      bert_hub_module_handle=self.bert_hub_module_handle)
+      raise errors.UserError(f"{sources}: {message}")
+    placement, design = self.adapter.get("placement"), self.adapter.get("design")
+    message = given_placement_conflict(design, placement)
+    if message:  # Before AdapterConfig's own check, which does not say "leave it out".
+      raise errors.UserError(f"{named(adapter_design=design)}: {message}")
+    self._full_adapter_config()  # AdapterConfig's checks of each setting.
+    if not train_mode_ok(self.train_mode):
+      raise errors.UserError(f"{named(train_mode=self.train_mode)}: must be "
+                             + TRAIN_MODES_ALLOWED)
+    config = self._full_adapter_config()
+    message = adapter_conflict(self.mode(), config.size)
     if message:
       raise errors.UserError(
-          f"{named(train_mode=self.train_mode, adapter_size=self.adapter_size)}: {message}")
-    message = placement_conflict(self.adapter_placement, self.adapter_size)
+          f"{named(train_mode=self.train_mode, adapter_size=config.size)}: {message}")
+    message = placement_conflict(placement, config.size)
     if message:
-      raise errors.UserError(f"{named(adapter_placement=self.adapter_placement)}: {message}")
-    message = design_conflict(self.adapter_design, self.adapter_placement, self.adapter_size)
+      raise errors.UserError(f"{named(adapter_placement=placement)}: {message}")
+    message = design_conflict(config.design, config.size)
     if message:
-      raise errors.UserError(f"{named(adapter_design=self.adapter_design)}: {message}")
+      raise errors.UserError(f"{named(adapter_design=config.design)}: {message}")
     tokenization.validate_case_matches_checkpoint(do_lower_case, self.init_checkpoint)
 
   def mode(self) -> trainable.TrainMode:
@@ -144,24 +195,12 @@ def implied_adapter_size(train_mode: Optional[str]) -> int:
   return DEFAULT_ADAPTER_SIZE
 
 
-# The checks of these options, shared by the scripts' flag validators (absl
-# prefixes their messages with the flags and values, as flags_named does).
+# The checks of these options that involve more than one adapter setting or a
+# setting besides them, shared by the scripts' flag validators (absl prefixes
+# their messages with the flags and values, as flags_named does).
 
-ADAPTER_SIZES_ALLOWED = "an integer >= 0 (0: no adapters)"
 TRAIN_MODES_ALLOWED = ("one of adapters, adapters_only, full, layer_norm, head, "
                        "top_layers:K (K >= 0)")
-PLACEMENTS_ALLOWED = "one of " + ", ".join(PLACEMENTS)
-
-
-def designs_allowed() -> str:
-  """The registered designs --adapter_design may name, for a message."""
-  return "one of " + ", ".join(adapter_layers.design_names())
-
-
-def _design_can(design: str, capability: str) -> bool:
-  """Whether the registered design `design` has `capability` (False: no such design)."""
-  return design in adapter_layers.design_names() and getattr(
-      adapter_layers.get_design(design), capability)
 
 
 def train_mode_ok(train_mode: Optional[str]) -> bool:
@@ -199,18 +238,23 @@ def placement_conflict(placement: Optional[str], adapter_size: int) -> Optional[
   return None
 
 
-def design_conflict(design: str, placement: Optional[str], adapter_size: int) -> Optional[str]:
-  """A design asked for a model without adapters, or a placement given to a
-  design whose places are fixed (LoRA's)."""
-  if design != adapter_layers.DEFAULT_DESIGN and adapter_size == 0:
+def design_conflict(design: Optional[str], adapter_size: int) -> Optional[str]:
+  """A design asked for a model without adapters."""
+  if design not in (None, adapter_layers.DEFAULT_DESIGN) and adapter_size == 0:
     return (f"--adapter_design={design} needs adapters, but the model has none "
             "(--adapter_size=0, or a --train_mode without adapters)")
-  if placement is not None and design in adapter_layers.design_names() and not (
-      adapter_layers.get_design(design).takes_placement):
-    return (f"design {design} takes no placement "
-            f"({adapter_layers.get_design(design).summary}); leave "
-            f"--adapter_placement={placement} out")
   return None
+
+
+def given_placement_conflict(design: Optional[str], placement: Optional[str]) -> Optional[str]:
+  """A placement given to a design whose places are fixed (LoRA's)."""
+  if placement is None or design is None or design not in adapter_layers.design_names():
+    return None
+  spec = adapter_layers.get_design(design)
+  if spec.takes_placement:
+    return None
+  return (f"design {design} takes no placement ({spec.summary}); leave "
+          f"--adapter_placement={placement} out")
 
 
 def set_seed(seed: Optional[int]) -> None:
