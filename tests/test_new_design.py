@@ -216,15 +216,15 @@ def test_validation_honours_its_capabilities(sum_reading):
                      r"houlsby, got 'sum_reading'"):
     AdapterConfig(size=3, design="sum_reading", layer_norm=True)
   AdapterConfig(size=3, design="sum_reading", placement="both")  # It takes a placement.
-  options = model_setup.ModelOptions(adapter_design="sum_reading", adapter_layer_norm=True)
+  options = model_setup.ModelOptions(adapter={"design": "sum_reading", "layer_norm": True})
   with pytest.raises(errors.UserError, match="^flag --adapter_layer_norm=True: only with "
                      "--adapter_design=houlsby$"):
     options.validate(do_lower_case=True)
-  model_setup.ModelOptions(adapter_design="sum_reading").validate(do_lower_case=True)
-  model_setup.ModelOptions(adapter_design="sum_reading",
-                           adapter_placement="feed_forward").validate(do_lower_case=True)
+  model_setup.ModelOptions(adapter={"design": "sum_reading"}).validate(do_lower_case=True)
+  model_setup.ModelOptions(adapter={"design": "sum_reading", "placement": "feed_forward"}
+                           ).validate(do_lower_case=True)
   with pytest.raises(errors.UserError, match="--adapter_design=sum_reading needs adapters"):
-    model_setup.ModelOptions(adapter_design="sum_reading", adapter_size=0).validate(True)
+    model_setup.ModelOptions(adapter={"design": "sum_reading", "size": 0}).validate(True)
   # No AdapterHub form: the export refuses it (and does not point to PEFT).
   with pytest.raises(errors.UserError) as refused:
     adapterhub._bn_config(AdapterConfig(size=4, design="sum_reading"), 32, "f")  # pylint: disable=protected-access
@@ -250,12 +250,12 @@ def test_its_capabilities_change_what_is_refused(sum_reading, monkeypatch):
   monkeypatch.setattr(sum_reading, "fusable", True)
   config = AdapterConfig(size=3, design="sum_reading", layer_norm=True)
   assert config.layer_norm
-  model_setup.ModelOptions(adapter_design="sum_reading",
-                           adapter_layer_norm=True).validate(do_lower_case=True)
+  model_setup.ModelOptions(adapter={"design": "sum_reading", "layer_norm": True}
+                           ).validate(do_lower_case=True)
   with pytest.raises(ValueError, match="needs design houlsby or sum_reading, got 'pfeiffer'"):
     AdapterConfig(design="pfeiffer", layer_norm=True)
   with pytest.raises(errors.UserError, match="only with --adapter_design=houlsby or sum_reading"):
-    model_setup.ModelOptions(adapter_design="parallel", adapter_layer_norm=True).validate(True)
+    model_setup.ModelOptions(adapter={"design": "parallel", "layer_norm": True}).validate(True)
   from adapter_bert.cli import multitask_flags
   flags = types.SimpleNamespace(
       multitask_adapters="shared", train_mode=None, adapter_placement=None,

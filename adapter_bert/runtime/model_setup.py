@@ -66,57 +66,41 @@ def checked_adapter_config(**settings) -> AdapterConfig:
     raise errors.UserError(f"{named}: {reason}") from e
 
 
-@dataclasses.dataclass(frozen=True, init=False)
+@dataclasses.dataclass(frozen=True)
 class ModelOptions:
   """Where a task model's weights come from and what trains (the adapter flags).
 
   Attributes:
     adapter: the adapter settings as given, AdapterConfig's keyword arguments
-      (field -> value); AdapterConfig alone checks them (`adapter_config`).
-      Without "size" (the flag not given), the size is DEFAULT_ADAPTER_SIZE
-      for train mode adapters (the default) and 0 for the others: a baseline
-      must not carry random adapters, nor a full fine-tuning run modify BERT
-      unasked (`adapter_size`).
-
-  `adapter=` may also be an AdapterConfig; besides it, the constructor takes each
-  setting as its flag's keyword (adapter_size=8, adapter_design="lora":
-  ADAPTER_CONFIG_FLAGS), as the flags give them; None is "not given".
+      (field -> value; an AdapterConfig is taken as its fields); AdapterConfig
+      alone checks them (`adapter_config`). Without "size" (the flag not
+      given), the size is DEFAULT_ADAPTER_SIZE for train mode adapters (the
+      default) and 0 for the others: a baseline must not carry random adapters,
+      nor a full fine-tuning run modify BERT unasked (`adapter_size`).
   """
-  adapter: Mapping[str, object]
-  train_mode: Optional[str]
-  init_checkpoint: Optional[str]
-  bert_hub_module_handle: Optional[str]
-  adapter_checkpoint: Optional[str]
-  mixed_precision: str
+  adapter: Mapping[str, object] = dataclasses.field(default_factory=dict)
+  train_mode: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  bert_hub_module_handle: Optional[str] = None
+  adapter_checkpoint: Optional[str] = None
+  mixed_precision: str = "none"
 
-  def __init__(self, adapter: Optional[Mapping[str, object]] = None,
-               train_mode: Optional[str] = None, init_checkpoint: Optional[str] = None,
-               bert_hub_module_handle: Optional[str] = None,
-               adapter_checkpoint: Optional[str] = None, mixed_precision: str = "none",
-               **adapter_flags):
+  def __post_init__(self):
+    adapter = self.adapter
     if isinstance(adapter, AdapterConfig):
       adapter = dataclasses.asdict(adapter)
-    settings = dict(adapter or {})
-    fields = {flag: field for field, flag in ADAPTER_CONFIG_FLAGS.items()}
-    for flag, value in adapter_flags.items():
-      if flag not in fields:
-        raise TypeError(f"ModelOptions got an unexpected keyword argument {flag!r}")
-      settings[fields[flag]] = value
-    settings = {k: v for k, v in settings.items() if v is not None}
-    for name, value in (("adapter", settings), ("train_mode", train_mode),
-                        ("init_checkpoint", init_checkpoint),
-                        ("bert_hub_module_handle", bert_hub_module_handle),
-                        ("adapter_checkpoint", adapter_checkpoint),
-                        ("mixed_precision", mixed_precision)):
-      object.__setattr__(self, name, value)
+    # None is "not given", as the flags give it.
+    object.__setattr__(self, "adapter",
+                       {k: v for k, v in dict(adapter).items() if v is not None})
 
   @classmethod
   def from_flags(cls, values: Mapping[str, object]) -> "ModelOptions":
     """ModelOptions of the flags' values by name (the adapter flags and the
     other fields' flags; others ignored); adapter_size None: not given."""
-    names = set(ADAPTER_CONFIG_FLAGS.values()) | {
-        f.name for f in dataclasses.fields(cls) if f.name != "adapter"}
-    return cls(**{k: v for k, v in values.items() if k in names})
+    fields = {flag: field for field, flag in ADAPTER_CONFIG_FLAGS.items()}
+    others = {f.name for f in dataclasses.fields(cls)} - {"adapter"}
+    return cls(adapter={fields[k]: v for k, v in values.items() if k in fields},
+               **{k: v for k, v in values.items() if k in others})
 
   @property
   def adapter_size(self) -> int:
