@@ -192,7 +192,7 @@ class AdapterConfig:
   Raises:
     AdapterConfigError (a ValueError): a field's value is refused.
   """
-  size: int = 64
+  size: int = 64  # The paper's, and --adapter_size's default (model_setup takes it from here).
   init_scale: float = 1e-3
   activation: str = "gelu"
   placement: Optional[str] = None

@@ -36,8 +36,8 @@ from adapter_bert import tokenization
 ADAPTER_MODEL_DIR = "adapter_model"
 
 
-# adapter-bert's --adapter_size, where the train mode trains adapters.
-DEFAULT_ADAPTER_SIZE = 64
+# adapter-bert's --adapter_size, where the train mode trains adapters: AdapterConfig's.
+DEFAULT_ADAPTER_SIZE = AdapterConfig.size
 
 
 # AdapterConfig's fields, and the flag that sets each ("adapter_" + the field; in

@@ -143,8 +143,11 @@ class Adapter(keras.layers.Layer):
     float Tensor of the same shape.
   """
 
-  def __init__(self, size: int = 64, init_scale: float = 1e-3,
-               activation: str = "gelu", layer_norm: bool = False, scaling: float = 1.0,
+  # The defaults are AdapterConfig's, which checks the values too.
+  def __init__(self, size: int = AdapterConfig.size,
+               init_scale: float = AdapterConfig.init_scale,
+               activation: str = AdapterConfig.activation, layer_norm: bool = False,
+               scaling: float = 1.0,
                **kwargs):
     kwargs.setdefault("name", "adapters")
     super().__init__(**kwargs)
