@@ -37,7 +37,6 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import listing as bank_listing
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import path_flags

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -151,10 +150,11 @@ def _export_command(repo):
 
 def _child_env(repo):
   """The repository's modules before the installed ones (an entry point's own
-  directory comes first anyway; -m and -c need PYTHONPATH); CPU only."""
+  directory comes first anyway; -m and -c need PYTHONPATH), and tests/ for
+  tiny_bert; CPU only."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
-      [repo] +
+      [repo, os.path.join(repo, "tests")] +
       ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
   env.update(CUDA_VISIBLE_DEVICES="-1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONHASHSEED="0")
   return env
@@ -270,8 +270,7 @@ def main():
   start = time.time()
   # The base, written by the repository's tests/tiny_bert.py; and which adapter_bert
   # the children import (logged).
-  _run("base", ["-c", f"import sys; sys.path.insert(0, {os.path.join(repo, 'tests')!r}); "
-                "import adapter_bert, tiny_bert; "
+  _run("base", ["-c", "import adapter_bert, tiny_bert; "
                 "print('adapter_bert:', adapter_bert.__file__); "
                 "tiny_bert.write_google_dir('base')"], out_dir, env, log_dir)
   with open(os.path.join(log_dir, "base.log")) as f:

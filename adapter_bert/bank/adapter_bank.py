@@ -38,7 +38,7 @@ import json
 import os
 import posixpath
 import re
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf

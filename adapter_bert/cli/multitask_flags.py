@@ -114,7 +114,7 @@ def take_recorded_settings(F) -> None:
   elif recorded.get("multitask_adapters") == "shared":
     config = AdapterConfig.from_dict(header["adapter_config"])
     recorded.update((flag, getattr(config, key))
-                    for key, flag in cli_options.ADAPTER_CONFIG_FLAGS.items())
+                    for key, flag in model_setup.ADAPTER_CONFIG_FLAGS.items())
   given = {name for name in recorded if flag_checks.flag_given(F[name])}
   for name, value in cli_options.take_recorded(
       F.adapter_checkpoint, recorded, {n: F[n].value for n in recorded}, given).items():

@@ -14,16 +14,12 @@ from adapter_bert import errors
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import startup
 
-# AdapterConfig's keys that a flag sets, and the flag.
-ADAPTER_CONFIG_FLAGS = model_setup.ADAPTER_CONFIG_FLAGS
-
-
 def _flag_values(flag_values) -> Tuple[Dict[str, object], set]:
   """ModelOptions' flags by name, and the adapter-config flags that were given."""
   names = [f.name for f in dataclasses.fields(model_setup.ModelOptions)
-           if f.name != "adapter"] + list(ADAPTER_CONFIG_FLAGS.values())
+           if f.name != "adapter"] + list(model_setup.ADAPTER_CONFIG_FLAGS.values())
   values = {name: flag_values[name].value for name in names}
-  given = {flag for flag in ADAPTER_CONFIG_FLAGS.values()
+  given = {flag for flag in model_setup.ADAPTER_CONFIG_FLAGS.values()
            if flag_checks.flag_given(flag_values[flag])}
   return values, given
 
@@ -31,8 +27,9 @@ def _flag_values(flag_values) -> Tuple[Dict[str, object], set]:
 def _take_config(source: str, config: AdapterConfig, values: Dict[str, object],
                  given) -> Dict[str, object]:
   """`config`'s settings as flag values (take_recorded: a given flag must agree)."""
-  return take_recorded(source, {flag: getattr(config, key)
-                                for key, flag in ADAPTER_CONFIG_FLAGS.items()}, values, given)
+  recorded = {flag: getattr(config, field)
+              for field, flag in model_setup.ADAPTER_CONFIG_FLAGS.items()}
+  return take_recorded(source, recorded, values, given)
 
 
 def model_options(flag_values,

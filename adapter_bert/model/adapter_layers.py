@@ -15,7 +15,7 @@ from adapter_bert.model.activations import (
 from adapter_bert.model.configs import (
     DEFAULT_DESIGN, PLACEMENTS, AdapterConfig, AdapterConfigError, field_rule)
 from adapter_bert.model.designs import (
-    DEFAULT_PLACEMENTS, DESIGNS, PLACES, Bottleneck, Design, Houlsby, LoRA, Parallel,
+    DEFAULT_PLACEMENTS, DESIGNS, Bottleneck, Design, Houlsby, LoRA, Parallel,
     ParallelAdapterWeights, Pfeiffer, PfeifferAdapterWeights, PlaceInputs, design_names,
     design_of, designs, get_design, names_with, register_design)
 from adapter_bert.model.layers.adapters import (

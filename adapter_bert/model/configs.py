@@ -230,7 +230,7 @@ class AdapterConfig:
 
   @property
   def places(self) -> Tuple[str, ...]:
-    """The PLACES of every layer where the model has its adapters' weights."""
+    """The places (ADAPTER_PLACES' names) of every layer where the model has its adapters' weights."""
     return registry.get_design(self.design).places(self) if self.enabled else ()
 
   @property

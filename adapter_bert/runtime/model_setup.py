@@ -134,11 +134,10 @@ class ModelOptions:
     message = given_placement_conflict(design, placement)
     if message:  # Before AdapterConfig's own check, which does not say "leave it out".
       raise errors.UserError(f"{named(adapter_design=design)}: {message}")
-    self._full_adapter_config()  # AdapterConfig's checks of each setting.
+    config = self._full_adapter_config()  # AdapterConfig's checks of each setting.
     if not train_mode_ok(self.train_mode):
       raise errors.UserError(f"{named(train_mode=self.train_mode)}: must be "
                              + TRAIN_MODES_ALLOWED)
-    config = self._full_adapter_config()
     message = adapter_conflict(self.mode(), config.size)
     if message:
       raise errors.UserError(

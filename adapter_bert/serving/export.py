@@ -369,7 +369,6 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   return tasks
 
 
-
 if __name__ == "__main__":
   # The command is a top-level script now; run as one, this module would export nothing.
   sys.stderr.write("ERROR: the export command is export_savedmodel.py, at the repository's "

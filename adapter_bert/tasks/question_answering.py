@@ -147,30 +147,6 @@ def span_loss(labels: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> tf
           cross_entropy(outputs["end_logits"], labels["end_positions"])) / 2.0
 
 
-def validate(do_train, do_predict, train_file, predict_file, max_seq_length,
-             max_query_length, doc_stride) -> None:
-  """The original's validate_flags_or_throw, less what ModelOptions.read_checked_base checks.
-
-  The flag validators of define_flags run the same rules when the flags are
-  parsed; this is for flags set otherwise.
-
-  Raises:
-    errors.UserError: naming the flags, their values and the rule.
-  """
-  named = errors.flags_named
-  for values, message in (
-      (dict(do_train=do_train, do_predict=do_predict), _action_problem(do_train, do_predict)),
-      (dict(do_train=do_train, train_file=train_file),
-       _train_file_problem(do_train, train_file)),
-      (dict(do_predict=do_predict, predict_file=predict_file),
-       _predict_file_problem(do_predict, predict_file)),
-      (dict(max_seq_length=max_seq_length, max_query_length=max_query_length),
-       _length_problem(max_seq_length, max_query_length)),
-      (dict(doc_stride=doc_stride), None if doc_stride >= 1 else "must be a positive integer")):
-    if message:
-      raise errors.UserError(f"{named(**values)}: {message}")
-
-
 def write_features(examples, tokenizer, path, is_training, max_seq_length, doc_stride,
                    max_query_length) -> squad_features.FeatureWriter:
   """Converts examples into a record file (atomic: no partial file on error)."""

@@ -16,7 +16,7 @@ package has run.
 """
 
 from adapter_bert.model.designs.registry import (  # pylint: disable=unused-import
-    PLACES, Design, PlaceInputs, design_names, design_of, designs, get_design, lookup,
+    Design, PlaceInputs, design_names, design_of, designs, get_design, lookup,
     names_with, register_design)
 from adapter_bert.model.designs.bottleneck import Bottleneck
 from adapter_bert.model.designs.houlsby import Houlsby

@@ -1,5 +1,5 @@
 """The registry of adapter designs: the Design base class (what a design is and
-can do), where designs act (PLACES) and what they read there (PlaceInputs), and
+can do), what designs read where they act (PlaceInputs), and
 register_design / get_design / designs / design_names / names_with / design_of.
 
 The dependency direction: this module imports nothing of the model; configs
@@ -15,15 +15,12 @@ import numpy as np
 import tensorflow as tf
 
 
-# The built-in places where a design's weights act in a Transformer layer
-# (modeling.TransformerBlock), in call order: on the query and value
-# projections, and after the attention and the feed-forward sub-layers (after
-# their output projection and dropout, before the residual add and LayerNorm).
-# A place is data, not code: layers/transformer.py's ADAPTER_PLACES maps each to
-# a site of the block (its SITES) and a TF1 scope, and its register_place adds
-# a place at any site (e.g. the feed-forward's intermediate activation), which
-# a design's `places` may then name.
-PLACES = ("query", "value", "attention", "feed_forward")
+# Where a design's weights act in a Transformer layer is a place, data, not
+# code: layers/transformer.py's ADAPTER_PLACES (built in: on the query and value
+# projections, and after the attention and the feed-forward sub-layers) maps
+# each to a site of the block (its SITES) and a TF1 scope, and its
+# register_place adds a place at any site (e.g. the feed-forward's intermediate
+# activation), which a design's `places` may then name.
 
 
 class PlaceInputs(NamedTuple):
@@ -101,7 +98,7 @@ class Design:
                        f"{' or '.join(names_with('own_layer_norm'))}, got {config.design!r}")
 
   def places(self, config: "AdapterConfig") -> Tuple[str, ...]:
-    """The places (PLACES, or registered ones) of every layer where a model of
+    """The places (ADAPTER_PLACES' names) of every layer where a model of
     `config` has its weights."""
     return ("attention", "feed_forward") if config.placement == "both" else (config.placement,)
 
