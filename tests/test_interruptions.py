@@ -69,6 +69,16 @@ if hook == "slow_steps_from":  # Host calls from step `arg` on take 0.5 s more.
     return line
   progress.Progress.record = slow_record
 
+elif hook == "hold_at_step":  # Host call of step `arg` holds; waits for the kill.
+  record = progress.Progress.record
+  def held_record(self, step, *args, **kwargs):
+    line = record(self, step, *args, **kwargs)
+    if step == int(arg):
+      marker(f"STEP {{step}}")
+      time.sleep(300)
+    return line
+  progress.Progress.record = held_record
+
 elif hook == "tear_checkpoint":  # The save of step `arg` stops halfway; waits for the kill.
   save = tf.train.CheckpointManager.save
   def torn_save(self, checkpoint_number=None, **kwargs):
@@ -223,18 +233,37 @@ class _Subprocess:
     return self.log_path.read_text()
 
 
-@pytest.mark.parametrize("signum, status_expected, name",
-                         [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
+STOP_SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
+
+
+@pytest.fixture(scope="module")
+def stopped_by_signal(command, tmp_path_factory):
+  """The command in a subprocess for each of STOP_SIGNALS, the two started at once,
+  each sent its signal at its first slow step: {name: (output_dir, status, log)}."""
+  runs = {}
+  try:
+    for name in STOP_SIGNALS:
+      d = tmp_path_factory.mktemp(name)
+      out = str(d / "out")
+      runs[name] = out, _Subprocess(d, dict(command, output_dir=out),
+                                    hook="slow_steps_from:5")
+    for name, (_, run) in runs.items():
+      run.wait_for(r"STEP (\d+)")  # Between checkpoints 4 and 8, or a little later.
+      run.proc.send_signal(STOP_SIGNALS[name])
+    return {name: (out, run.finish(), run.log()) for name, (out, run) in runs.items()}
+  finally:
+    for _, run in runs.values():
+      if run.proc.poll() is None:
+        run.proc.kill()
+        run.finish()
+
+
+@pytest.mark.parametrize("status_expected, name", [(143, "SIGTERM"), (130, "SIGINT")])
 def test_a_stop_signal_during_training_saves_the_current_step_and_resumes(
-    command, uninterrupted, tmp_path, signum, status_expected, name):
+    command, uninterrupted, stopped_by_signal, status_expected, name):
   """SIGTERM (preemption) and Ctrl-C (SIGINT) alike: the step saved, one line, the
   shell's status for the signal; the same command ends as the uninterrupted run."""
-  out = str(tmp_path / "out")
-  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="slow_steps_from:5")
-  run.wait_for(r"STEP (\d+)")  # Between checkpoints 4 and 8, or a little later.
-  run.proc.send_signal(signum)
-  status = run.finish()
-  log = run.log()
+  out, status, log = stopped_by_signal[name]
   assert status == status_expected, log[-3000:]
   assert "Traceback" not in log and "KeyboardInterrupt" not in log
   stopped = re.findall(name + r": interrupted at step (\d+); the same command resumes "
@@ -344,10 +373,25 @@ def test_ctrl_c_during_the_save_it_started_waits_for_the_save(command, tmp_path,
                    f"checkpoint {os.path.join(out, 'model.ckpt-5')} (exit status 130)"]
 
 
+@pytest.fixture(scope="module")
+def held_at_step_12(command, tmp_path_factory):
+  """The command in a subprocess under each hook that holds the save of step 12
+  until the kill, the two started at once: {hook: (output_dir, _Subprocess)}."""
+  runs = {}
+  for hook in ("tear_checkpoint:12", "damage_checkpoint:12"):
+    d = tmp_path_factory.mktemp(hook.partition(":")[0])
+    out = str(d / "out")
+    runs[hook] = out, _Subprocess(d, dict(command, output_dir=out), hook=hook)
+  yield runs
+  for _, run in runs.values():
+    if run.proc.poll() is None:
+      run.proc.kill()
+      run.finish()
+
+
 def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
-    command, uninterrupted, tmp_path):
-  out = str(tmp_path / "out")
-  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="tear_checkpoint:12")
+    command, uninterrupted, held_at_step_12):
+  out, run = held_at_step_12["tear_checkpoint:12"]
   run.wait_for("MID_CHECKPOINT_WRITE")
   run.proc.send_signal(signal.SIGKILL)
   assert run.finish() == -signal.SIGKILL
@@ -366,12 +410,11 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
 
 
 def test_sigkill_after_a_checkpoint_is_named_but_its_data_is_cut_resumes_from_the_one_before(
-    command, uninterrupted, tmp_path):
+    command, uninterrupted, held_at_step_12):
   """The damaged-file point of a checkpoint write: the state file names step 12, whose
   .data file a power loss cut short, and the run is killed there. The rerun says so in
   one line, resumes from step 8 and ends as the uninterrupted run."""
-  out = str(tmp_path / "out")
-  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="damage_checkpoint:12")
+  out, run = held_at_step_12["damage_checkpoint:12"]
   run.wait_for("CHECKPOINT_NAMED_DATA_CUT")
   run.proc.send_signal(signal.SIGKILL)
   assert run.finish() == -signal.SIGKILL
@@ -505,13 +548,16 @@ def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
   checkpoint gave it everything, the frozen base included.
   """
   random_base = {k: v for k, v in command.items() if k != "init_checkpoint"}
-  uninterrupted = str(tmp_path / "uninterrupted")
-  run_main(**random_base, output_dir=uninterrupted)
   out = str(tmp_path / "out")
+  # Held at step 5 until the kill: it starts while the uninterrupted run is made here.
   run = _Subprocess(tmp_path / "killed", dict(random_base, output_dir=out),
-                    hook="slow_steps_from:5")
-  run.wait_for(r"STEP (\d+)")  # Checkpoint 4 is saved.
-  run.proc.send_signal(signal.SIGKILL)
+                    hook="hold_at_step:5")
+  try:
+    uninterrupted = str(tmp_path / "uninterrupted")
+    run_main(**random_base, output_dir=uninterrupted)
+    run.wait_for(r"STEP (\d+)")  # Checkpoint 4 is saved.
+  finally:
+    run.proc.send_signal(signal.SIGKILL)
   assert run.finish() == -signal.SIGKILL
   step = run_checkpoints.step_of(run_checkpoints.latest(out))
   assert SAVE_EVERY <= step < NUM_STEPS
@@ -645,7 +691,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
 
 
 def test_ctrl_c_stops_a_sweep_in_one_line_and_its_rerun_resumes(command, uninterrupted,
-                                                                 tmp_path):
+                                                                 tmp_path, monkeypatch):
   """Ctrl-C at a terminal reaches the sweep and its running point: the point saves its
   step as run_classifier.py does, the sweep waits for it and ends in one line with
   status 130; the same command resumes the point to the uninterrupted run's results."""
@@ -683,9 +729,14 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_its_rerun_resumes(command, uninter
   (step,) = re.findall(r"SIGINT: interrupted at step (\d+); the same command resumes", log)
   assert 5 <= int(step) < NUM_STEPS
 
-  proc = sweep("")  # The same command again, as a user reruns it.
-  _, stderr = proc.communicate(timeout=300)
-  assert proc.returncode == 0, stderr[-3000:]
+  # The same command again, as a user reruns it: the sweep's main in this process (its
+  # point a subprocess as ever), for what is under test here is what the rerun finds.
+  from experiments import sweep as sweep_lib  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv("INTERRUPT_HOOK", "")
+  monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+  fv = flags.FlagValues()
+  sweep_lib.define_flags(fv)
+  assert sweep_lib.main(fv(["sweep"] + argv[3:]), fv) == 0
   assert f"***** Running training from step {step} to {NUM_STEPS} *****" in _point_log(out)
   (point,) = glob.glob(str(out / "runs" / "*"))
   assert _read(os.path.join(point, "eval_results.txt")) == \
