@@ -13,7 +13,7 @@ from experiments.study import cost
 from experiments import plots
 from experiments import sweep as sweep_lib
 from experiments.points import tables
-from experiments.study.disagreements import disagreements_section
+from experiments.study.disagreements import disagreements_section, optimizer_section
 from experiments.study.grids import (BRACKET_STEPS, CONVERGENCE_EPOCHS, EPOCHS, LONG_EPOCHS,
                                      PARTS, SEEDS, TASKS, TRADEOFF_TASKS)
 from experiments.study.multitask import multitask_claims, multitask_section
@@ -87,6 +87,7 @@ def report(output_dir: str, page: str, command: str, bootstrap_samples: int = 20
     lines += _figure_section(output_dir, part, kind, figures)
   lines += multitask_section(output_dir, figures, multitask, bootstrap_samples, data_root)
   lines += disagreements_section(output_dir, bootstrap_samples, predictions)
+  lines += optimizer_section(output_dir)
   lines += ["## What ran", "",
             "| part | task | points ok | failed | pending | run hours (sum of points) | "
             "results |", "|---|---|---|---|---|---|---|"] + status + [""]
