@@ -44,9 +44,11 @@ def test_optimizer_grid_is_table_1s_adapters_64_with_bias_correction():
               for p in grid_points("methods", task)
               if p.settings["train_mode"] == "adapters" and p.settings["adapter_size"] == 64}
     points = [p.settings for p in grid_points("optimizer", task)]
-    assert len(points) == 4 * 3
-    for p in points:
-      assert p == dict(table1[p["learning_rate"], p["seed"]], optimizer="adamw"), p
+    assert len(points) == 5 * 3
+    for p in points:  # 1e-2 is beyond Table 1's rates: as its 3e-3 point there.
+      table1_point = table1[min(p["learning_rate"], 3e-3), p["seed"]]
+      assert p == dict(table1_point, optimizer="adamw", learning_rate=p["learning_rate"]), p
+    assert sorted({p["learning_rate"] for p in points}) == [3e-4, 6e-4, 1e-3, 3e-3, 1e-2]
 
 
 def test_collapse_timeline_from_a_runs_loss(tmp_path):
@@ -193,19 +195,21 @@ def test_optimizer_section_counts_the_collapses_by_optimizer(tmp_path, monkeypat
   sweep("methods", [(3e-4, 1, 7, False), (3e-4, 2, 6, False), (1e-3, 1, 9, False),
                     (1e-3, 2, 5, True), (3e-3, 1, 5, True), (3e-3, 2, 5, True)])
   sweep("optimizer", [(3e-4, 1, 6, False), (3e-4, 2, 6, False), (1e-3, 2, 8, False),
-                      (1e-3, 1, 8, False), (3e-3, 1, 5, True), (3e-3, 2, 9, False)])
+                      (1e-3, 1, 8, False), (3e-3, 1, 5, True), (3e-3, 2, 9, False),
+                      (1e-2, 1, 5, True)])
   section = study_disagreements.optimizer_section(str(out))
   assert section[0] == "## Where adapters collapse, by optimizer"
   assert [l for l in section if l.startswith("| wordnet")] == [
       "| wordnet_relation | 0.0003 | 0 of 2 | 0.650 | 0 of 2 | 0.600 |",
       "| wordnet_relation | 0.001 | 1 of 2 (2) | 0.700 | 0 of 2 | 0.800 |",
-      "| wordnet_relation | 0.003 | 2 of 2 (1, 2) | 0.500 | 1 of 2 (1) | 0.700 |"]
+      "| wordnet_relation | 0.003 | 2 of 2 (1, 2) | 0.500 | 1 of 2 (1) | 0.700 |",
+      "| wordnet_relation | 0.01 | not run |  | 1 of 1 (1) | 0.500 |"]
   assert [l for l in section if l.startswith("- ")] == [
       "- With the original's optimizer (the default): no run collapsed at rates up to "
       "0.0003; runs collapsed at 0.001 (1 of 2), 0.003 (2 of 2) (counted over the tasks "
       "and seeds above).",
       "- With --optimizer=adamw: no run collapsed at rates up to 0.001; runs collapsed at "
-      "0.003 (1 of 2) (counted over the tasks and seeds above)."]
+      "0.003 (1 of 2), 0.01 (1 of 1) (counted over the tasks and seeds above)."]
   # And on the page, after the disagreements.
   text = study_page.report(str(out), str(tmp_path / "study.md"), "cmd", bootstrap_samples=50)
   assert "\n".join(section) in text

@@ -11,8 +11,8 @@ from experiments.study import claims
 from experiments.study import collapse
 from experiments.points import run_summary
 from experiments.study.grids import (BETWEEN_RATE, COLLAPSED, INIT_SCALE, LONG_WARMUP,
-                                     OPTIMIZER, PARTS, SEEDS, SMALL_INIT_SCALE, STABILITY_SEEDS,
-                                     TASKS, WARMUP, WIDE_ADAPTER, WIDE_RATE, adapter_rates)
+                                     OPTIMIZER, OPTIMIZER_RATES, PARTS, SEEDS, SMALL_INIT_SCALE, STABILITY_SEEDS,
+                                     TASKS, WARMUP, WIDE_ADAPTER, WIDE_RATE)
 from experiments.study.results import ok_rows, runs_correct, selected_methods, sweep_dir
 
 
@@ -238,7 +238,7 @@ def optimizer_section(output_dir: str) -> List[str]:
   """Adapters 64's collapses by task, learning rate and optimizer: Table 1's runs
   (the methods part: the original's Adam) beside the optimizer part's (Adam with
   bias correction), at the same rates and seeds."""
-  rates = adapter_rates(64)
+  rates = OPTIMIZER_RATES
   lines, collapses = [], {}  # (optimizer, rate) -> collapsed flags over tasks and seeds.
   for task in PARTS["optimizer"][0]:
     parts = {name: ok_rows(output_dir, part, task)
@@ -267,7 +267,7 @@ def optimizer_section(output_dir: str) -> List[str]:
         row_cells += [f"{len(fell_seeds)} of {len(members)}" + (
                           f" ({', '.join(fell_seeds)})" if fell_seeds else ""),
                       f"{np.mean([r['eval_accuracy'] for r, _ in members]):.3f}"
-                      if members else ""]
+                      ] if members else ["not run", ""]
       lines.append(f"| {task} | {rate:g} | " + " | ".join(row_cells) + " |")
   if not lines:
     return []
@@ -276,7 +276,7 @@ def optimizer_section(output_dir: str) -> List[str]:
       "The optimizer is the original's AdamWeightDecay, Adam without bias correction: "
       "its first few hundred updates are several times a bias-corrected Adam's at the "
       "same learning rate (optimization.py). The `optimizer` part runs adapters 64 at "
-      f"each of Table 1's rates and seeds with `--optimizer={OPTIMIZER}` (the same "
+      f"each of Table 1's rates and seeds, and at 1e-2, with `--optimizer={OPTIMIZER}` (the same "
       "optimizer with Adam's bias correction, as AdapterHub and PEFT train); Table 1's own "
       "adapters 64 (the methods part) are the original's. A run has collapsed where its "
       f"dev loss is within {collapse.DEV_TOLERANCE:g} of ln(labels) and one label takes at "
