@@ -474,6 +474,24 @@ def test_classifier_head_weights_lead_and_its_seed_comes_last():
   assert seeds[-1] is model.head.dropout.seed_generator.state
 
 
+def test_building_a_model_calls_each_block_once(monkeypatch):
+  """The first call builds the encoder and its blocks: Keras' default build
+  would first trace each one's call() symbolically, nested (3 calls a block)."""
+  calls = []
+  block_call = modeling.TransformerBlock.call
+
+  def counted(self, *args, **kwargs):
+    calls.append(self.name)
+    return block_call(self, *args, **kwargs)
+
+  monkeypatch.setattr(modeling.TransformerBlock, "call", counted)
+  config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
+  model = modeling.BertClassifier(config, 2, AdapterConfig(size=4))
+  model.ensure_built()
+  assert calls == [f"layer_{i}" for i in range(config.num_hidden_layers)]
+  assert len(model.weights) == len(model.tf1_variable_map())
+
+
 def test_variable_names_are_the_original_checkpoint_names():
   config = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
   model = modeling.BertClassifier(config, 2, AdapterConfig(size=4))

@@ -32,7 +32,8 @@ from adapter_bert.model.configs import AdapterConfig, BertConfig
 from adapter_bert.model.designs.registry import PlaceInputs, design_of, get_design
 from adapter_bert.model.layers.common import bert_layer_norm, initializer, normalize
 from adapter_bert.model.ops import Dropout, TokenDense, attention
-from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE, Serializable
+from adapter_bert.model.serialization import (KERAS_PACKAGE as _PACKAGE, Serializable,
+                                              SublayersBuiltOnCall)
 
 
 # The block's sites, in call order, each with the BertConfig field that is the
@@ -157,7 +158,7 @@ class LayerTaskWeights(NamedTuple):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class TransformerBlock(Serializable, keras.layers.Layer):
+class TransformerBlock(Serializable, SublayersBuiltOnCall, keras.layers.Layer):
   """One post-LayerNorm Transformer layer of BERT, with optional adapters.
 
   attention: dense -> dropout -> adapter -> LayerNorm(. + layer_input)
