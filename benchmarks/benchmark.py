@@ -250,11 +250,6 @@ def parse_mode(spec):
 def train_worker():
   """One train mode: the model, its optimizer and compiled loop, timed on command."""
   memory = harness.MemoryStages()  # The RSS each stage adds (the memory split).
-  # First, as run_classifier.py's first call does: the frameworks without the packages
-  # Keras imports for features the project does not use (their ~200 MiB is not the
-  # product's memory).
-  from adapter_bert.cli import launch
-  launch.import_frameworks()
   import keras
   import numpy as np
   import tensorflow as tf
@@ -580,6 +575,12 @@ def _label(spec):
 
 def main(argv):
   del argv
+  if FLAGS.worker:
+    # A worker starts as every command does (cli/launch.py): TensorFlow and Keras
+    # without the packages Keras imports for features the project does not use, so
+    # that its memory is a command's.
+    from adapter_bert.cli import launch  # pylint: disable=import-outside-toplevel
+    launch.import_frameworks()
   if FLAGS.worker == "train":
     return train_worker()
   if FLAGS.worker == "aux":
