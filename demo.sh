@@ -16,7 +16,8 @@
 # resumes from the checkpoints it finds in its output_dir, so a kept directory
 # would evaluate the old model again instead of giving fresh numbers.
 #
-# About 6 minutes for the training run on 2 CPU cores (measured, see README).
+# About 1 to 3 minutes for the training run on 2 CPU cores, by the CPU's
+# instructions (measured: docs/getting_started.md).
 # Override the run's settings with environment variables, e.g.
 #   EPOCHS=1 LEARNING_RATE=3e-4 bash demo.sh
 set -euo pipefail

@@ -12,7 +12,8 @@ that imports TensorFlow:
   * under --use_tpu it refuses TPU_LOAD_LIBRARY=0, with which TensorFlow never
     loads the TPU library and fails later with a misleading "No OpKernel";
   * it imports TensorFlow, Keras and two Model Garden modules without the
-    packages they import for features this project does not use.
+    packages they import for features this project does not use, with host
+    tensors from TensorFlow's BFC allocator rather than malloc.
 """
 
 import contextlib
@@ -165,9 +166,11 @@ _TF_KERAS_IN_HEADER_ONLY = ("official.nlp.tools.tokenization", "official.nlp.dat
 
 def import_frameworks() -> None:
   """Imports TensorFlow, Keras and the Model Garden modules above without the packages
-  they do not need, unless TensorFlow was imported before."""
+  they do not need, and with host tensors from TensorFlow's BFC allocator
+  (use_bfc_host_allocator), unless TensorFlow was imported before."""
   if "tensorflow" in sys.modules:
     return
+  use_bfc_host_allocator(os.environ)
   # pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
   with _standing_in({name: None for name in _KERAS_EXTRAS}):
     import tensorflow
@@ -176,6 +179,24 @@ def import_frameworks() -> None:
   with _standing_in({"tf_keras": stand_in}):
     for name in _TF_KERAS_IN_HEADER_ONLY:
       importlib.import_module(name)
+
+
+def use_bfc_host_allocator(environ) -> None:
+  """Sets TensorFlow's host (CPU) tensors to come from its best-fit-with-coalescing
+  allocator, the one it uses for GPU memory, unless `environ` says otherwise.
+
+  By default they come from malloc, whose heap keeps the pieces of each step's
+  freed activations, so an adapter-training process held about 200 MiB more at its
+  peak (benchmarks/README.md, "Memory"); BFC reuses its own blocks. Read once, when
+  TensorFlow first allocates. Its limit, 64 GiB unless set, becomes the machine's
+  memory: a bigger host never fails below what it has.
+  """
+  environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+  try:
+    total_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+  except (ValueError, OSError):  # No such sysconf name here: TensorFlow's default.
+    return
+  environ.setdefault("TF_CPU_BFC_MEM_LIMIT_IN_MB", str(total_mib))
 
 
 @contextlib.contextmanager
