@@ -186,8 +186,8 @@ def use_bfc_host_allocator(environ) -> None:
   allocator, the one it uses for GPU memory, unless `environ` says otherwise.
 
   By default they come from malloc, whose heap keeps the pieces of each step's
-  freed activations, so an adapter-training process held about 200 MiB more at its
-  peak (benchmarks/README.md, "Memory"); BFC reuses its own blocks. Read once, when
+  freed activations, so a training process held more at its peak
+  (benchmarks/README.md, "Memory"); BFC reuses its own blocks. Read once, when
   TensorFlow first allocates. Its limit, 64 GiB unless set, becomes the machine's
   memory: a bigger host never fails below what it has.
   """
