@@ -507,12 +507,14 @@ def main(argv=None):
     results["train"][name] = dict(s, examples_per_s=B / s["median_s"], params=r["counts"],
                                   optimizer_state_floats=r["optimizer_state_floats"],
                                   peak_rss_mib=closed[name]["peak_rss_mib"],
+                                  peak_rss_split=closed[name].get("peak_rss_split"),
                                   first_step_s=r["train_warmup"]["compile_s"],
                                   step_seconds=train[name])
     print(f"train {name:<{width}} step {1000 * s['median_s']:7.1f} ms (quartiles "
           f"{1000 * s['q1_s']:.1f}-{1000 * s['q3_s']:.1f}, {s['steps']} steps) = "
           f"{B / s['median_s']:6.1f} examples/s; trainable {r['counts']['trainable']:,} of "
-          f"{r['counts']['total']:,}; peak RSS {closed[name]['peak_rss_mib']:.0f} MiB")
+          f"{r['counts']['total']:,}; peak RSS {closed[name]['peak_rss_mib']:.0f} MiB"
+          f"{harness.describe_split(closed[name])}")
   for name, _ in specs:
     if name in predict:
       s = harness.summary(predict[name])

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -167,6 +168,51 @@ def self_rss_mib() -> float:
   return float("nan")
 
 
+class RssSplitPeaks:
+  """The peaks of a process's RSS split the way Linux splits it (sampled every
+  `interval_s` on a thread): anonymous memory (what the process allocated:
+  weights, activations, Python objects) and file-backed pages (the libraries'
+  code and data read from disk, kept in the page cache and shared with every
+  process that maps them). VmHWM gives only their sum's peak; the kernel keeps
+  no peak of each, hence the sampling."""
+
+  FIELDS = {"RssAnon:": "anon_mib", "RssFile:": "file_mib"}
+
+  def __init__(self, interval_s: float = 0.01):
+    self.peaks = {name: 0.0 for name in self.FIELDS.values()}
+    self._interval_s = interval_s
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._run, daemon=True)
+
+  def start(self) -> "RssSplitPeaks":
+    self.sample()
+    self._thread.start()
+    return self
+
+  def sample(self) -> None:
+    try:
+      with open("/proc/self/status") as f:
+        for line in f:
+          fields = line.split()  # "RssAnon:", "123456", "kB"
+          name = self.FIELDS.get(fields[0]) if fields else None
+          if name:
+            self.peaks[name] = max(self.peaks[name], int(fields[1]) / 1024)
+    except OSError:  # Not Linux: no split.
+      self._stop.set()
+
+  def stop(self) -> dict:
+    """The peaks, MiB: {"anon_mib": ..., "file_mib": ...} (empty off Linux)."""
+    self._stop.set()
+    if self._thread.is_alive():
+      self._thread.join()
+    self.sample()
+    return {k: v for k, v in self.peaks.items() if v}
+
+  def _run(self):
+    while not self._stop.wait(self._interval_s):
+      self.sample()
+
+
 class MemoryStages:
   """The RSS a worker process has after each stage of its work, and the peak within it.
 
@@ -193,6 +239,15 @@ class MemoryStages:
       pass
 
 
+def describe_split(closed: dict) -> str:
+  """'; peaks: anonymous 700, file-backed 330 MiB' from a worker's close(), or ''."""
+  split = closed.get("peak_rss_split") or {}
+  if not split:
+    return ""
+  return (f"; peaks: anonymous {split['anon_mib']:.0f}, file-backed "
+          f"{split['file_mib']:.0f} MiB")
+
+
 def describe_stages(stages: Sequence[dict]) -> str:
   """'runtime 741 MiB, model +180, ...': what each stage added to the RSS."""
   parts, previous = [], 0.0
@@ -206,6 +261,7 @@ def describe_stages(stages: Sequence[dict]) -> str:
 
 def serve(handlers: Dict[str, Callable[..., dict]], ready: dict) -> None:
   """The worker's loop: answers `ready`, then one answer per command until 'exit'."""
+  split = RssSplitPeaks().start()
   answer(dict(ready, rss_mib=self_rss_mib()))
   for line in sys.stdin:
     if not line.strip():
@@ -213,7 +269,7 @@ def serve(handlers: Dict[str, Callable[..., dict]], ready: dict) -> None:
     request = json.loads(line)
     cmd = request.pop("cmd")
     if cmd == "exit":
-      answer({"peak_rss_self_mib": self_peak_rss_mib()})
+      answer({"peak_rss_self_mib": self_peak_rss_mib(), "peak_rss_split": split.stop()})
       return
     try:
       result = handlers[cmd](**request)

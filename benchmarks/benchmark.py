@@ -503,6 +503,7 @@ def speed_benchmark(results, conditions=None):
         compile_s=r["train_warmup"]["compile_s"], params=r["counts"],
         optimizer_state_floats=r["optimizer_state_floats"],
         peak_rss_mib=closed[mode]["peak_rss_mib"], ready_rss_mib=r["rss_mib"],
+        peak_rss_split=closed[mode].get("peak_rss_split"),
         step_seconds=train[mode])
     t = results["train"][mode]
     if conditions:
@@ -539,7 +540,8 @@ def speed_benchmark(results, conditions=None):
     r = ready[mode]
     print(f"memory {mode:<8} peak RSS {closed[mode]['peak_rss_mib']:7.0f} MiB (its own "
           f"worker process: model, {r['optimizer_state_floats']:,} optimizer-state "
-          f"floats, training and inference; {r['rss_mib']:.0f} MiB once built)")
+          f"floats, training and inference; {r['rss_mib']:.0f} MiB once built"
+          f"{harness.describe_split(closed[mode])})")
     warm = r["train_warmup"]
     results["train"][mode]["memory_stages"] = warm["memory"]
     results["train"][mode]["train_loop_traces"] = warm["traces"]

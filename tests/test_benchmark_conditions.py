@@ -6,6 +6,7 @@ from a fake probe (a second, not TensorFlow's import)."""
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -147,3 +148,27 @@ def test_a_failed_probe_is_reported_not_raised(monkeypatch):
   monkeypatch.setitem(run_conditions.PROBES, "torch", "import sys; sys.exit(3)")
   conditions = run_conditions.Conditions({"torch": sys.executable}, [(2, 2, 2)])
   assert conditions.lines()[1].startswith("  torch: probe failed (probe exited with 3")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_rss_split_peaks_catch_an_allocation_already_freed():
+  """The sampled peak of anonymous memory holds a 256 MiB block freed before the
+  end (VmRSS no longer shows it); file-backed pages (the loaded libraries) are
+  counted apart and do not grow with it; the printed form names both."""
+  sampler = bench_harness.RssSplitPeaks(interval_s=0.005).start()
+  before = bench_harness.RssSplitPeaks()
+  before.sample()
+  block = b"\x01" * (256 << 20)  # Written: every page resident.
+  time.sleep(0.1)
+  del block
+  time.sleep(0.05)
+  peaks = sampler.stop()
+  now = bench_harness.RssSplitPeaks()
+  now.sample()
+  assert peaks["anon_mib"] >= before.peaks["anon_mib"] + 250
+  assert now.peaks["anon_mib"] < peaks["anon_mib"] - 200
+  assert 0 < peaks["file_mib"] < before.peaks["file_mib"] + 50
+  assert bench_harness.describe_split({"peak_rss_split": peaks}) == (
+      f"; peaks: anonymous {peaks['anon_mib']:.0f}, file-backed "
+      f"{peaks['file_mib']:.0f} MiB")
+  assert bench_harness.describe_split({}) == ""
