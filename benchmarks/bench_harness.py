@@ -144,28 +144,32 @@ def answer(payload: dict) -> None:
   sys.stdout.flush()
 
 
-def self_peak_rss_mib() -> float:
-  """This process's peak RSS so far (VmHWM), MiB."""
+def status_mib() -> Dict[str, float]:
+  """This process's sizes from /proc/self/status ("VmRSS", "RssAnon", ...), MiB;
+  empty where there is no such file (not Linux)."""
+  sizes = {}
   try:
     with open("/proc/self/status") as f:
       for line in f:
-        if line.startswith("VmHWM:"):
-          return int(line.split()[1]) / 1024
+        fields = line.split()  # "VmRSS:", "123456", "kB"
+        if len(fields) == 3 and fields[2] == "kB":
+          sizes[fields[0].rstrip(":")] = int(fields[1]) / 1024
   except OSError:
     pass
+  return sizes
+
+
+def self_peak_rss_mib() -> float:
+  """This process's peak RSS so far (VmHWM), MiB."""
+  peak = status_mib().get("VmHWM")
+  if peak is not None:
+    return peak
   import resource
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def self_rss_mib() -> float:
-  try:
-    with open("/proc/self/status") as f:
-      for line in f:
-        if line.startswith("VmRSS:"):
-          return int(line.split()[1]) / 1024
-  except OSError:
-    pass
-  return float("nan")
+  return status_mib().get("VmRSS", float("nan"))
 
 
 class RssSplitPeaks:
@@ -176,7 +180,7 @@ class RssSplitPeaks:
   process that maps them). VmHWM gives only their sum's peak; the kernel keeps
   no peak of each, hence the sampling."""
 
-  FIELDS = {"RssAnon:": "anon_mib", "RssFile:": "file_mib"}
+  FIELDS = {"RssAnon": "anon_mib", "RssFile": "file_mib"}
 
   def __init__(self, interval_s: float = 0.01):
     self.peaks = {name: 0.0 for name in self.FIELDS.values()}
@@ -190,15 +194,12 @@ class RssSplitPeaks:
     return self
 
   def sample(self) -> None:
-    try:
-      with open("/proc/self/status") as f:
-        for line in f:
-          fields = line.split()  # "RssAnon:", "123456", "kB"
-          name = self.FIELDS.get(fields[0]) if fields else None
-          if name:
-            self.peaks[name] = max(self.peaks[name], int(fields[1]) / 1024)
-    except OSError:  # Not Linux: no split.
+    sizes = status_mib()
+    if not sizes:  # Not Linux: no split.
       self._stop.set()
+    for key, name in self.FIELDS.items():
+      if key in sizes:
+        self.peaks[name] = max(self.peaks[name], sizes[key])
 
   def stop(self) -> dict:
     """The peaks, MiB: {"anon_mib": ..., "file_mib": ...} (empty off Linux)."""
