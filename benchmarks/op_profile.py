@@ -2,6 +2,7 @@ r"""Where one adapter-training step's time goes, op group by op group, here and 
 
   .venv/bin/python benchmarks/op_profile.py               # both frameworks, interleaved
   .venv/bin/python benchmarks/op_profile.py --sides=tf    # this project alone
+  .venv/bin/python benchmarks/op_profile.py --mixed_precision=bfloat16  # both in bfloat16
 
 The same step as benchmarks/benchmark.py's adapters mode and
 adapterhub_side_by_side.py's (MiniLM shape: 6 layers, hidden 384; seq 64,
@@ -19,7 +20,9 @@ adapters' 384x64 and 64x384; the pooler and head), forward and backward
 together; the attention's two batched products; softmax with the mask add and
 the 1/sqrt(d) scale; LayerNorm; GELU; dropout (random numbers, masks,
 scaling); the adapters' other ops; the optimizer's update (with the global
-norm clip); and the rest (residual adds, gradient sums, casts, reshapes).
+norm clip); the casts between float32 and bfloat16 (--mixed_precision=bfloat16:
+this project's Keras policy against torch.autocast); and the rest (residual
+adds, gradient sums, reshapes).
 "between ops" is the step's wall time minus the time at least one op ran
 (TensorFlow's executor runs independent ops on two threads, so its op times
 can sum to more than the wall time); for PyTorch, the step minus its ops'
@@ -69,6 +72,7 @@ GROUPS = (
     "embeddings",
     "loss",
     "optimizer update (with global-norm clip)",
+    "casts (mixed precision)",
     "other (residual adds, gradient sums, casts, copies)",
 )
 
@@ -84,6 +88,9 @@ def parse_args(argv=None):
   p.add_argument("--batch_size", type=int, default=32)
   p.add_argument("--adapter_size", type=int, default=64)
   p.add_argument("--seed", type=int, default=1)
+  p.add_argument("--mixed_precision", default="none", choices=("none", "bfloat16"),
+                 help="bfloat16: this project's --mixed_precision=bfloat16 against "
+                 "torch.autocast('cpu', torch.bfloat16) (weights float32 on both sides).")
   p.add_argument("--show_ops", type=int, default=0,
                  help="Also print each framework's N costliest ops (node or shapes).")
   p.add_argument("--json_out", default=None)
@@ -100,6 +107,8 @@ def tf_group(node, op_type):
   node = re.sub(r"_\d+(?=/|$)", "", node)  # Keras' and tf.function's suffixes: layer_1_1.
   if "AdamWeightDecay" in node or "clip_by_global_norm" in node:
     return "optimizer update (with global-norm clip)"
+  if op_type in ("Cast", "_MklCast"):
+    return "casts (mixed precision)"
   if "/dropout" in node:
     return "dropout"
   if "LayerNorm" in node:
@@ -144,12 +153,13 @@ def tf_side(args):
   from adapter_bert.model import optimization
   from adapter_bert.model.adapter_layers import AdapterConfig
   from adapter_bert.classification import task as classifier_task
-  from adapter_bert.runtime import loop, trainable
+  from adapter_bert.runtime import loop, model_setup, trainable
 
   keras.utils.set_random_seed(args.seed)
   config = modeling.BertConfig(**benchmark.MINILM)
-  model = modeling.BertClassifier(config, 2, AdapterConfig(size=args.adapter_size))
-  model.ensure_built()
+  with model_setup.dtype_policy(args.mixed_precision):
+    model = modeling.BertClassifier(config, 2, AdapterConfig(size=args.adapter_size))
+    model.ensure_built()
   trainable.set_trainable(model, trainable.TrainMode("adapters"))
   optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
   optimizer.build(model.trainable_variables)
@@ -283,6 +293,8 @@ def torch_group(event, hidden, adapter_size, tokens):
     e = e.cpu_parent
   if any("Optimizer.step" in c or "clip_grad" in c or "AdamW" in c for c in chain):
     return "optimizer update (with global-norm clip)"
+  if name in ("aten::to", "aten::_to_copy"):
+    return "casts (mixed precision)"
   matrices = [tuple(s) for s in (event.input_shapes or []) if len(s) == 2]
   dims = {d for s in matrices for d in s}
   if name in ("aten::mm", "aten::addmm") and len(matrices) >= 2:
@@ -330,9 +342,12 @@ def torch_side(args):
                 token_type_ids=torch.zeros(B, S, dtype=torch.long))
   labels = torch.randint(0, 2, (B,), generator=g)
 
+  autocast = torch.autocast("cpu", torch.bfloat16, enabled=args.mixed_precision == "bfloat16")
+
   def step():  # As adapterhub_side_by_side.py's worker, with BERT's global-norm clip.
     model.train()
-    loss = model(**inputs, labels=labels).loss
+    with autocast:
+      loss = model(**inputs, labels=labels).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
@@ -376,7 +391,8 @@ def run_side(args, side):
   argv = [python, os.path.abspath(__file__), f"--side={side}",
           f"--warmup_steps={args.warmup_steps}", f"--profiled_steps={args.profiled_steps}",
           f"--seq_length={args.seq_length}", f"--batch_size={args.batch_size}",
-          f"--adapter_size={args.adapter_size}", f"--seed={args.seed}"]
+          f"--adapter_size={args.adapter_size}", f"--seed={args.seed}",
+          f"--mixed_precision={args.mixed_precision}"]
   if side == "torch":
     argv.append(f"--hf_dir={args.hf_dir}")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
@@ -405,7 +421,8 @@ def main(argv=None):
                         "print(machine.cpu_line())"], cwd=REPO, capture_output=True,
                        text=True, check=True).stdout.strip()
   print(f"one adapter-training step: MiniLM shape, seq {args.seq_length}, batch "
-        f"{args.batch_size}, adapters {args.adapter_size}; {args.rounds} rounds of "
+        f"{args.batch_size}, adapters {args.adapter_size}, precision {args.mixed_precision}; "
+        f"{args.rounds} rounds of "
         f"{args.profiled_steps} profiled steps per framework")
   print(harness.machine_line(cpu), flush=True)
   conditions = run_conditions.Conditions(  # MiniLM's dense shapes: hidden 384, intermediate 1536.
