@@ -107,10 +107,10 @@ def tf_group(node, op_type):
   node = re.sub(r"_\d+(?=/|$)", "", node)  # Keras' and tf.function's suffixes: layer_1_1.
   if "AdamWeightDecay" in node or "clip_by_global_norm" in node:
     return "optimizer update (with global-norm clip)"
-  if op_type in ("Cast", "_MklCast"):
-    return "casts (mixed precision)"
-  if "/dropout" in node:
+  if "/dropout" in node:  # With its masks' casts from bool.
     return "dropout"
+  if op_type in ("Cast", "_MklCast"):  # float32 <-> bfloat16: float32 itself has none.
+    return "casts (mixed precision)"
   if "LayerNorm" in node:
     return "LayerNorm"
   if "gelu" in node:  # Its gradient; the forward is the intermediate layer's below.

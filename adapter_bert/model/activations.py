@@ -39,8 +39,7 @@ def _with_derivative(x, fused, unfused):
   A 16-bit x (--mixed_precision) is computed in float32 and y and dy/dx are
   rounded to x's dtype once: TensorFlow's and XLA's CPU kernels of tanh, erf
   and exp in bfloat16 convert element by element, and the float32 formula is
-  the more accurate. MiniLM's feed-forward GELU ([2048, 1536], XLA) took 2.6
-  ms so against 7.2 in bfloat16 on an AMX CPU (benchmarks/README.md, "bfloat16").
+  the more accurate (benchmarks/README.md, "bfloat16 on a CPU with AMX").
   """
   shape = tf.TensorShape(x.shape)  # x may be a NumPy array when called eagerly.
   if shape.is_fully_defined() and shape.num_elements() >= _FUSE_FROM_ELEMENTS:
