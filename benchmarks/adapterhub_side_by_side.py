@@ -18,6 +18,7 @@ Run (the coordinator is standard-library Python; workers use the venvs):
   python3 benchmarks/adapterhub_side_by_side.py             # AdapterHub alone
   python3 benchmarks/adapterhub_side_by_side.py --with_tf   # + this project, interleaved
   bash benchmarks/compare_adapterhub.sh                     # the same as --with_tf
+  bash benchmarks/compare_adapterhub.sh --mixed_precision=bfloat16  # each one's bfloat16
 
 With --with_tf the rounds interleave all four workers (this project's
 adapters and full, AdapterHub's adapters and full), and the last lines give
@@ -98,6 +99,10 @@ def parse_args(argv=None):
   p.add_argument("--with_tf", action="store_true",
                  help="Also time this project (benchmarks/benchmark.py workers), interleaved.")
   p.add_argument("--use_xla", type=_bool, default=False, help="This project's --use_xla.")
+  p.add_argument("--mixed_precision", default="none", choices=("none", "bfloat16"),
+                 help="Equal work in each framework's bfloat16: this project's "
+                 "--mixed_precision=bfloat16, AdapterHub's steps under "
+                 "torch.autocast('cpu', torch.bfloat16); weights float32 on both sides.")
   p.add_argument("--ah_python", default=AH_PYTHON)
   p.add_argument("--tf_python", default=TF_PYTHON)
   p.add_argument("--json_out", default=None)
@@ -182,17 +187,20 @@ def worker(args):
                 attention_mask=torch.ones(B, S, dtype=torch.long),
                 token_type_ids=torch.zeros(B, S, dtype=torch.long))
   labels = torch.randint(0, args.num_labels, (B,), generator=g)
+  autocast = lambda: torch.autocast("cpu", torch.bfloat16,
+                                    enabled=args.mixed_precision == "bfloat16")
 
   def train_step():
     model.train()
-    loss = model(**inputs, labels=labels).loss
+    with autocast():
+      loss = model(**inputs, labels=labels).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
   def predict_step():
     model.eval()
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast():
       model(**inputs).logits.sum().item()
 
   def warmup(steps, what="train"):
@@ -442,17 +450,21 @@ def main(argv=None):
     hf_config = json.load(f)
   print(f"config: {hf_dir} (layers {hf_config['num_hidden_layers']}, hidden "
         f"{hf_config['hidden_size']}), seq_length {args.seq_length}, batch "
-        f"{args.batch_size}, adapter_size {args.adapter_size}, "
+        f"{args.batch_size}, adapter_size {args.adapter_size}, precision "
+        f"{args.mixed_precision}, "
         f"{'whole runs on real data' if args.real_data else 'modes ' + ','.join(modes)}"
         f"{', with this project (TensorFlow) interleaved' if args.with_tf else ''}")
   cpu = cpu_line(args.tf_python)
   print(harness.machine_line(cpu), flush=True)
   # Each framework's threads, oneDNN ISA and float32 matmul ceiling on the model's
   # dense shapes, each probed in its own venv (torch never enters TensorFlow's process).
+  # The step's own precision: the ceiling its share is of (float32 printed too).
+  dtype = {"none": "float32"}.get(args.mixed_precision, args.mixed_precision)
   conditions = run_conditions.Conditions(
       {"tensorflow": args.tf_python if args.with_tf else None, "torch": args.ah_python},
       run_conditions.model_shapes(args.batch_size * args.seq_length, hf_config["hidden_size"],
-                                  hf_config["intermediate_size"]), cwd=REPO)
+                                  hf_config["intermediate_size"]),
+      dtypes=sorted({"float32", dtype}), cwd=REPO)
   start = time.perf_counter()
   if args.real_data:
     results = {"args": vars(args), "hf_dir": hf_dir, "load_average_start": os.getloadavg(),
@@ -464,7 +476,7 @@ def main(argv=None):
                f"--adapter_size={args.adapter_size}", f"--num_labels={args.num_labels}",
                f"--seed={args.seed}", f"--learning_rate={args.learning_rate}",
                f"--threads={args.threads}", f"--train_layer_norms={args.train_layer_norms}",
-               f"--hf_dir={hf_dir}"]
+               f"--hf_dir={hf_dir}", f"--mixed_precision={args.mixed_precision}"]
   specs = [(f"adapterhub {m}", [args.ah_python, os.path.abspath(__file__), "--worker",
                                 f"--mode={m}"] + ah_common) for m in modes]
   if args.with_tf:
@@ -472,7 +484,8 @@ def main(argv=None):
     tf_common = ["--bert_config_file=minilm", f"--seq_length={args.seq_length}",
                  f"--batch_size={args.batch_size}", f"--adapter_size={args.adapter_size}",
                  f"--num_labels={args.num_labels}", f"--seed={args.seed}",
-                 f"--use_xla={str(args.use_xla).lower()}"]
+                 f"--use_xla={str(args.use_xla).lower()}",
+                 f"--mixed_precision={args.mixed_precision}"]
     specs = [(f"this-project {m}", [args.tf_python, os.path.join(HERE, "benchmark.py"),
                                     "--worker=train", f"--mode={m}"] + tf_common)
              for m in modes] + specs
@@ -534,7 +547,7 @@ def main(argv=None):
         framework = "tensorflow" if name.startswith("this-project") else "torch"
         conditions.add_step(f"{what} {name}", framework,
                             flops["train_step" if what == "train" else "forward"],
-                            results[what][name]["median_s"])
+                            results[what][name]["median_s"], dtype)
   for m in modes:
     a = results["train"].get(f"adapterhub {m}")
     if m == "adapters" and "adapterhub full" in results["train"]:
