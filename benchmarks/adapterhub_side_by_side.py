@@ -30,9 +30,10 @@ learning rate 1e-3, eval on dev.tsv): AdapterHub's Trainer (AdapterTrainer) as
 its GLUE example runs by default (every example padded to --seq_length,
 default_data_collator: --ah_variants=default) and at its best settings
 (DataCollatorWithPadding, padding each batch to its longest, and the
-Trainer's group_by_length: best); with --with_tf also run_classifier.py with
-each of its padding settings (--tf_variants), all interleaved, --samples
-each. It prints each run's wall time, examples/s, dev accuracy and this
+Trainer's group_by_length: best; best-bfloat16 adds the Trainer's bf16, i.e.
+torch.autocast); with --with_tf also run_classifier.py with each of its
+padding settings (--tf_variants; packed-bfloat16 is packed with
+--mixed_precision=bfloat16), all interleaved, --samples each. It prints each run's wall time, examples/s, dev accuracy and this
 project's speed-up over AdapterHub default and best:
   bash benchmarks/compare_adapterhub.sh --real_data --json_out=benchmarks/out/real.json
 
@@ -64,6 +65,8 @@ AH_VARIANTS = {
     "default": {"pad_to_max_length": True, "group_by_length": False},
     # Its best: padding per batch (DataCollatorWithPadding) and batches of similar length.
     "best": {"pad_to_max_length": False, "group_by_length": True},
+    # Its best in bfloat16: the Trainer's bf16=True, torch.autocast on the CPU.
+    "best-bfloat16": {"pad_to_max_length": False, "group_by_length": True, "bf16": True},
 }
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -297,7 +300,8 @@ def real_data_worker(args):
       per_device_eval_batch_size=args.eval_batch_size, num_train_epochs=args.num_train_epochs,
       learning_rate=args.learning_rate, warmup_ratio=0.1, weight_decay=0.01, seed=args.seed,
       group_by_length=setting["group_by_length"], save_strategy="no", eval_strategy="no",
-      logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True)
+      logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True,
+      bf16=setting.get("bf16", False))
 
   def accuracy(prediction):
     return {"accuracy": float(np.mean(np.argmax(prediction.predictions, axis=-1)

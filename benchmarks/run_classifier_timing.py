@@ -36,6 +36,7 @@ PROJECT_VARIANTS = {
     "pad-to-max": ["--pad_to_max_seq_length"],  # The original's: every example to the max.
     # Several examples per row of max_seq_length tokens (runtime/packing.py).
     "packed": ["--pack_sequences"],
+    "packed-bfloat16": ["--pack_sequences", "--mixed_precision=bfloat16"],
 }
 
 
