@@ -33,8 +33,9 @@ default_data_collator: --ah_variants=default) and at its best settings
 Trainer's group_by_length: best; best-bfloat16 adds the Trainer's bf16, i.e.
 torch.autocast); with --with_tf also run_classifier.py with each of its
 padding settings (--tf_variants; packed-bfloat16 is packed with
---mixed_precision=bfloat16), all interleaved, --samples each. It prints each run's wall time, examples/s, dev accuracy and this
-project's speed-up over AdapterHub default and best:
+--mixed_precision=bfloat16), all interleaved, --samples each. It prints each
+run's wall time, examples/s, dev accuracy and this project's speed-up over
+AdapterHub default and best:
   bash benchmarks/compare_adapterhub.sh --real_data --json_out=benchmarks/out/real.json
 
 Differences that remain (small next to the encoder's cost): AdapterHub's
@@ -142,6 +143,9 @@ def parse_args(argv=None):
   p.add_argument("--output_dir", default=None, help=argparse.SUPPRESS)
   p.add_argument("--mode", default="adapters", help=argparse.SUPPRESS)
   args = p.parse_args(argv)
+  if args.real_data and args.mixed_precision != "none":
+    p.error("--real_data takes each run's precision from its variant (--tf_variants="
+            "packed-bfloat16, --ah_variants=best-bfloat16), not from --mixed_precision")
   if args.seq_length is None:
     args.seq_length = 128 if args.real_data or args.real_worker else 64
   if args.learning_rate is None:
@@ -460,10 +464,10 @@ def main(argv=None):
         f"{', with this project (TensorFlow) interleaved' if args.with_tf else ''}")
   cpu = cpu_line(args.tf_python)
   print(harness.machine_line(cpu), flush=True)
-  # Each framework's threads, oneDNN ISA and float32 matmul ceiling on the model's
-  # dense shapes, each probed in its own venv (torch never enters TensorFlow's process).
-  # The step's own precision: the ceiling its share is of (float32 printed too).
-  dtype = {"none": "float32"}.get(args.mixed_precision, args.mixed_precision)
+  # Each framework's threads, oneDNN ISA and matmul ceilings on the model's dense
+  # shapes (float32, and the steps' own precision, whose ceiling their share is
+  # of), each probed in its own venv (torch never enters TensorFlow's process).
+  dtype = run_conditions.step_dtype(args.mixed_precision)
   conditions = run_conditions.Conditions(
       {"tensorflow": args.tf_python if args.with_tf else None, "torch": args.ah_python},
       run_conditions.model_shapes(args.batch_size * args.seq_length, hf_config["hidden_size"],

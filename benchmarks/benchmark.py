@@ -456,7 +456,7 @@ def _rate(summary, batch):
 
 def speed_benchmark(results, conditions=None):
   B = FLAGS.batch_size
-  dtype = {"none": "float32"}.get(FLAGS.mixed_precision, FLAGS.mixed_precision)
+  dtype = run_conditions.step_dtype(FLAGS.mixed_precision)
   aux = harness.Worker("aux", worker_argv("aux"), cwd=REPO)
   aux.read()
   ceiling_s = []

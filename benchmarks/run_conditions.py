@@ -101,6 +101,11 @@ def achieved(flops: float, seconds: float, ceiling_gflops: Optional[float]
   return gflops, (gflops / ceiling_gflops if ceiling_gflops else None)
 
 
+def step_dtype(mixed_precision: str) -> str:
+  """The dtype a step's products run in under --mixed_precision: its ceiling's."""
+  return {"none": "float32"}.get(mixed_precision, mixed_precision)
+
+
 def model_shapes(tokens: int, hidden: int, intermediate: int) -> List[Tuple[int, int, int]]:
   """(M, K, N) of the encoder's dense layers: tokens x hidden @ hidden x {hidden, intermediate}."""
   return [(tokens, hidden, hidden), (tokens, hidden, intermediate)]

@@ -30,22 +30,16 @@ def gelu(x):
   intermediate_size] cost a fifth of a CPU's adapter step. XLA compiles once
   per shape, which pays only where shapes repeat; tiny tensors never gain.
   """
-  return _with_derivative(x, _gelu_fused, _gelu_and_derivative)
+  return _with_derivative(x, _gelu_fused, _gelu)
 
 
 def _with_derivative(x, fused, unfused):
-  """(y, its gradient function) from `fused` or `unfused`(x) -> (y, dy/dx).
-
-  A 16-bit x (--mixed_precision) is computed in float32 and y and dy/dx are
-  rounded to x's dtype once: TensorFlow's and XLA's CPU kernels of tanh, erf
-  and exp in bfloat16 convert element by element, and the float32 formula is
-  the more accurate (benchmarks/README.md, "bfloat16 on a CPU with AMX").
-  """
+  """(y, its gradient function) from `fused` or `unfused`(x) -> (y, dy/dx)."""
   shape = tf.TensorShape(x.shape)  # x may be a NumPy array when called eagerly.
   if shape.is_fully_defined() and shape.num_elements() >= _FUSE_FROM_ELEMENTS:
     y, derivative = fused(x)
   else:
-    y, derivative = _in_float32(unfused)(x)
+    y, derivative = unfused(x)
 
   def gradient(dy):
     with tf.name_scope("gelu_gradient"):  # Named for profiles (benchmarks/op_profile.py).
@@ -59,7 +53,7 @@ def gelu_erf(x):
   """The exact GELU x Phi(x) (PyTorch's and Hugging Face BERT's "gelu"), computed as
   `gelu` is (its docstring says why): its derivative Phi(x) + x phi(x) in the
   forward pass, and one XLA kernel for a large static shape."""
-  return _with_derivative(x, _gelu_erf_fused, _gelu_erf_and_derivative)
+  return _with_derivative(x, _gelu_erf_fused, _gelu_erf)
 
 
 def _gelu_erf_and_derivative(x):
@@ -69,7 +63,13 @@ def _gelu_erf_and_derivative(x):
 
 
 def _in_float32(formula):
-  """`formula`(x) -> (y, dy/dx) computed in float32, returned in x's dtype."""
+  """`formula`(x) -> (y, dy/dx) computed in float32, returned in x's dtype.
+
+  A 16-bit x (--mixed_precision) is computed in float32 and y and dy/dx are
+  rounded to x's dtype once: TensorFlow's and XLA's CPU kernels of tanh, erf
+  and exp in bfloat16 convert element by element, and the float32 formula is
+  the more accurate (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+  """
 
   @functools.wraps(formula)  # Keeps its name: the XLA function's, in a graph.
   def computed(x):
@@ -81,7 +81,8 @@ def _in_float32(formula):
   return computed
 
 
-_gelu_erf_fused = tf.function(_in_float32(_gelu_erf_and_derivative), jit_compile=True)
+_gelu_erf = _in_float32(_gelu_erf_and_derivative)
+_gelu_erf_fused = tf.function(_gelu_erf, jit_compile=True)
 _SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -95,7 +96,8 @@ def _gelu_and_derivative(x):
   return half_x * (1.0 + t), derivative
 
 
-_gelu_fused = tf.function(_in_float32(_gelu_and_derivative), jit_compile=True)
+_gelu = _in_float32(_gelu_and_derivative)
+_gelu_fused = tf.function(_gelu, jit_compile=True)
 # Static shapes of at least this many elements take _gelu_fused: MiniLM's
 # [2048, 1536] at batch 32, seq 64 does; the tests' tiny models do not.
 _FUSE_FROM_ELEMENTS = 2 ** 20
