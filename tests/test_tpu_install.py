@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -26,16 +27,26 @@ SCRIPT = os.path.join(ROOT, "scripts", "install_tpu.sh")
 # numbered in the order the script runs them; `-m pip show` answers "not installed"
 # unless SHOW_INSTALLED=1; with DRY=0 an install only records its arguments. The TPU
 # check (scripts/check_tpu.py) records the TPU_LOAD_LIBRARY it was given and exits with
-# CHECK_STATUS.
+# CHECK_STATUS. The dry runs go on in the background, each writing its exit status when
+# it ends: they wait on the registry, and none needs another's result.
 _FAKE_PYTHON = """#!/usr/bin/env bash
 if [ "$1 $2 $3" = "-m pip install" ]; then
   shift 3
   n=$(ls "$REPORT_DIR" | grep -c '\\.args$' || true)
   printf '%s\\n' "$@" > "$REPORT_DIR/$n.args"
   [ "$DRY" = 1 ] || exit 0
-  [ "$*" = "-q --no-deps -e ." ] && exit 0  # The project itself: nothing to resolve.
-  exec "$REAL_PYTHON" -m pip install --dry-run --ignore-installed --quiet --timeout 60 \\
-      --retries 1 --report "$REPORT_DIR/$n.json" "$@"
+  status="$REPORT_DIR/$n.status"
+  # The project itself: nothing to resolve.
+  [ "$*" = "-q --no-deps -e ." ] && { echo 0 > "$status"; exit 0; }
+  # Without retries first: each host that cannot be reached (Google's libtpu page, here)
+  # costs a retry's back-off of seconds; a failure is tried once more with them.
+  dry_run() {
+    "$REAL_PYTHON" -m pip install --dry-run --ignore-installed --quiet --timeout 60 \\
+        --retries "$1" --report "$REPORT_DIR/$n.json" "${@:2}" 2> "$REPORT_DIR/$n.err"
+  }
+  ( (dry_run 0 "$@" || dry_run 2 "$@")
+   echo $? > "$status.part" && mv "$status.part" "$status") > /dev/null &
+  exit 0
 fi
 if [ "$1 $2 $3" = "-m pip show" ]; then
   [ "$SHOW_INSTALLED" = 1 ]; exit
@@ -62,9 +73,19 @@ def _run_script(tmp_path, dry, show_installed=False, check_status=0, environ=Non
   steps = []
   for n in range(len(list(reports.glob("*.args")))):
     args = (reports / ("%d.args" % n)).read_text().splitlines()
+    if dry:
+      status = reports / ("%d.status" % n)
+      _wait_for(status, deadline=time.time() + 600)
+      assert status.read_text() == "0\n", (args, (reports / ("%d.err" % n)).read_text()[-3000:])
     report = reports / ("%d.json" % n)
     steps.append((args, json.loads(report.read_text())["install"] if report.exists() else None))
   return result, steps
+
+
+def _wait_for(path, deadline):
+  while not path.exists():
+    assert time.time() < deadline, f"no {path.name} in time"
+    time.sleep(0.2)
 
 
 def _registry_reachable():
