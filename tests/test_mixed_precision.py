@@ -205,3 +205,51 @@ def test_16_bit_gelus_are_rounded_once_from_float32(name, rows, dtype, bits):
     # Half a unit in the last of `bits` significant bits, plus the float32 formula's
     # own error (below 1e-5: where tanh rounds to -1, test_modeling says).
     np.testing.assert_array_less(error, np.abs(want) * 2.0 ** -bits * 1.001 + 1e-5)
+
+
+@pytest.mark.parametrize("rows", [3, 1024])  # Below and at ops._FUSE_FROM_ELEMENTS (2^18).
+@pytest.mark.parametrize("dtype,bits", [(tf.bfloat16, 8), (tf.float16, 11)])
+def test_16_bit_layer_norms_are_rounded_once_from_float32(rows, dtype, bits):
+  """A 16-bit LayerNorm's output and input gradient are within half a unit in the last
+  place of the exact values (float64, by hand), gamma's and beta's gradients within
+  float32 rounding, on both paths: the op-by-op one, and two XLA kernels (forward and
+  backward) for a large static shape, which the traced graph must call."""
+  rng = np.random.default_rng(rows)
+  width = 256
+  x16 = tf.cast(tf.constant(rng.normal(1.0, 3.0, (rows, width)), tf.float32), dtype)
+  dy16 = tf.cast(tf.constant(rng.normal(size=(rows, width)), tf.float32), dtype)
+  x, dy = (tf.cast(t, tf.float64).numpy() for t in (x16, dy16))  # Exactly what it sees.
+  layer = modeling.LayerNorm(epsilon=1e-12, dtype=f"mixed_{dtype.name}")
+  layer.build((None, width))
+  gamma, beta = rng.normal(size=width), rng.normal(size=width)
+  layer.gamma.assign(gamma)
+  layer.beta.assign(beta)
+  gamma, beta = layer.gamma.numpy().astype(np.float64), layer.beta.numpy().astype(np.float64)
+
+  @tf.function
+  def outputs_and_gradients(x, dy):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layer(x)
+    return [y] + tape.gradient(y, [x, layer.gamma, layer.beta], dy)
+
+  y, dx, dgamma, dbeta = outputs_and_gradients(x16, dy16)
+  assert y.dtype == dx.dtype == dtype and dgamma.dtype == dbeta.dtype == tf.float32
+  library = outputs_and_gradients.get_concrete_function(x16, dy16).graph.as_graph_def().library
+  kernels = {f.signature.name.split("_layer_norm_")[-1].split("_")[0]
+             for f in library.function if "_layer_norm_" in f.signature.name}
+  assert kernels == ({"forward", "backward"} if rows * width >= 2 ** 18 else set())
+
+  mean = x.mean(-1, keepdims=True)
+  scale = 1.0 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-12)
+  normalized = (x - mean) * scale
+  g = dy * gamma
+  exact_dx = scale * (g - g.mean(-1, keepdims=True)
+                      - normalized * (g * normalized).mean(-1, keepdims=True))
+  for got, want in ((y, numpy_bert.layer_norm(x, gamma, beta)), (dx, exact_dx)):
+    error = np.abs(tf.cast(got, tf.float64).numpy() - want)
+    # Half a unit in the last of `bits` significant bits, plus float32's own error.
+    np.testing.assert_array_less(
+        error, np.abs(want) * 2.0 ** -bits * 1.001 + 1e-5 * np.abs(want).max())
+  np.testing.assert_allclose(dgamma.numpy(), (dy * normalized).sum(0), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(dbeta.numpy(), dy.sum(0), rtol=1e-5, atol=1e-4)

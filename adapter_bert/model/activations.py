@@ -36,7 +36,9 @@ def gelu(x):
 def _with_derivative(x, fused, unfused):
   """(y, its gradient function) from `fused` or `unfused`(x) -> (y, dy/dx)."""
   shape = tf.TensorShape(x.shape)  # x may be a NumPy array when called eagerly.
-  if shape.is_fully_defined() and shape.num_elements() >= _FUSE_FROM_ELEMENTS:
+  sixteen_bit = tf.as_dtype(x.dtype) in (tf.bfloat16, tf.float16)
+  fuse_from = _FUSE_16_BIT_FROM_ELEMENTS if sixteen_bit else _FUSE_FROM_ELEMENTS
+  if shape.is_fully_defined() and shape.num_elements() >= fuse_from:
     y, derivative = fused(x)
   else:
     y, derivative = unfused(x)
@@ -101,6 +103,11 @@ _gelu_fused = tf.function(_gelu, jit_compile=True)
 # Static shapes of at least this many elements take _gelu_fused: MiniLM's
 # [2048, 1536] at batch 32, seq 64 does; the tests' tiny models do not.
 _FUSE_FROM_ELEMENTS = 2 ** 20
+# A 16-bit GELU op by op also casts to float32 and back (_in_float32), which the
+# kernel folds in: from 2^17 elements, an adapter's [2048, 64] bottleneck too, the
+# bfloat16 step took 0.95x the time, where float32 from 2^17 took 1.07x
+# (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+_FUSE_16_BIT_FROM_ELEMENTS = 2 ** 17
 
 
 # The names google-research/bert modeling.py `get_activation` accepts for

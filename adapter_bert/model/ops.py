@@ -113,14 +113,19 @@ class LayerNorm(keras.layers.LayerNormalization):
   LayerNorm's forward and backward take 0.69x the time; the adapter step took
   0.84x and 0.98x in two interleaved runs, with 28-40 MiB less peak RSS
   (benchmarks/README.md, "One step, op by op"). The gradient differs from
-  the op-by-op one by float32 rounding only (relative 1e-6). Any other axis,
-  or rms_scaling, is Keras' own.
+  the op-by-op one by float32 rounding only (relative 1e-6). A 16-bit input of
+  a large static shape takes two XLA kernels of the same formulas instead
+  (_layer_norm_fused). Any other axis, or rms_scaling, is Keras' own.
   """
 
   def call(self, inputs):
     if self.rms_scaling or not (self.center and self.scale) or list(self.axis) not in (
         [-1], [len(inputs.shape) - 1]):
       return super().call(inputs)
+    if _fuses(inputs):
+      return tf.cast(_layer_norm_fused(inputs, tf.cast(self.gamma, tf.float32),
+                                       tf.cast(self.beta, tf.float32), self.epsilon),
+                     self.compute_dtype)
     # As keras.ops.layer_normalization: at least float32 inside.
     dtype = keras.backend.result_type(inputs.dtype, "float32")
     x = tf.cast(inputs, dtype)
@@ -153,6 +158,69 @@ def _layer_norm(x, gamma, beta, epsilon: float):
     return outputs, grad
 
   return normalize(x, gamma, beta)
+
+
+def _fuses(inputs) -> bool:
+  """Whether a LayerNorm of `inputs` runs as _layer_norm_fused: 16 bits, a static
+  shape of at least _FUSE_FROM_ELEMENTS."""
+  shape = tf.TensorShape(inputs.shape)
+  return (inputs.dtype in (tf.bfloat16, tf.float16) and shape.is_fully_defined()
+          and shape.num_elements() >= _FUSE_FROM_ELEMENTS)
+
+
+# MiniLM's [2048, 384] (batch 32, seq 64) and larger; the tests' tiny models stay
+# below it, as do per-batch padded shapes (unknown when traced: no compile per length).
+_FUSE_FROM_ELEMENTS = 2 ** 18
+
+
+def _layer_norm_fused(x, gamma, beta, epsilon: float):
+  """_layer_norm of a 16-bit x as two XLA kernels, forward and backward, each of
+  which reads x in 16 bits, computes in float32 and rounds its result once.
+
+  Op by op, a 16-bit LayerNorm is a cast to float32, about six passes and a cast
+  back each way (with mixed_bfloat16: 87 ms of a MiniLM adapter step, against
+  PyTorch's 12); a kernel each way reads x once: the bfloat16 step took
+  0.91-0.99x the time (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+  Float32 keeps the op-by-op path: as XLA kernels there the step was level
+  (the same page, "One step, op by op").
+  """
+  epsilon = tf.constant(epsilon, tf.float32)
+
+  @tf.custom_gradient
+  def normalize(x, gamma, beta):
+    outputs, mean, scale = _layer_norm_forward(x, gamma, beta, epsilon)
+
+    def grad(dy):
+      # Held until dy exists, as in _layer_norm.
+      with tf.name_scope("LayerNorm_gradient"), tf.control_dependencies([dy]):
+        return _layer_norm_backward(x, mean, scale, gamma, dy)
+
+    return outputs, grad
+
+  return normalize(x, gamma, beta)
+
+
+@tf.function(jit_compile=True)
+def _layer_norm_forward(x, gamma, beta, epsilon):
+  """(x normalized, in x's dtype; its float32 mean and 1 / sqrt(var + epsilon))."""
+  x32 = tf.cast(x, tf.float32)
+  mean, variance = tf.nn.moments(x32, [-1], keepdims=True)
+  scale = tf.math.rsqrt(variance + epsilon)
+  inv = scale * gamma
+  return tf.cast(x32 * inv + (-mean * inv + beta), x.dtype), mean, scale
+
+
+@tf.function(jit_compile=True)
+def _layer_norm_backward(x, mean, scale, gamma, dy):
+  """(dx in x's dtype, dgamma, dbeta): _layer_norm's closed form, in float32."""
+  normalized = (tf.cast(x, tf.float32) - mean) * scale
+  dy32 = tf.cast(dy, tf.float32)
+  g = dy32 * gamma
+  dx = scale * (g - tf.reduce_mean(g, -1, keepdims=True)
+                - normalized * tf.reduce_mean(g * normalized, -1, keepdims=True))
+  axes = list(range(len(x.shape) - 1))
+  return (tf.cast(dx, x.dtype), tf.reduce_sum(dy32 * normalized, axes),
+          tf.reduce_sum(dy32, axes))
 
 
 def attention(q, k, v, bias, dropout: Dropout, training=None):
