@@ -35,10 +35,8 @@ def gelu(x):
 
 def _with_derivative(x, fused, unfused):
   """(y, its gradient function) from `fused` or `unfused`(x) -> (y, dy/dx)."""
-  shape = tf.TensorShape(x.shape)  # x may be a NumPy array when called eagerly.
-  sixteen_bit = tf.as_dtype(x.dtype) in (tf.bfloat16, tf.float16)
-  fuse_from = _FUSE_16_BIT_FROM_ELEMENTS if sixteen_bit else _FUSE_FROM_ELEMENTS
-  if shape.is_fully_defined() and shape.num_elements() >= fuse_from:
+  fuse_from = _FUSE_16_BIT_FROM_ELEMENTS if is_16_bit(x.dtype) else _FUSE_FROM_ELEMENTS
+  if static_size_at_least(x, fuse_from):
     y, derivative = fused(x)
   else:
     y, derivative = unfused(x)
@@ -56,6 +54,19 @@ def gelu_erf(x):
   `gelu` is (its docstring says why): its derivative Phi(x) + x phi(x) in the
   forward pass, and one XLA kernel for a large static shape."""
   return _with_derivative(x, _gelu_erf_fused, _gelu_erf)
+
+
+def is_16_bit(dtype) -> bool:
+  """bfloat16 or float16: --mixed_precision's compute dtypes."""
+  return tf.as_dtype(dtype) in (tf.bfloat16, tf.float16)
+
+
+def static_size_at_least(x, elements: int) -> bool:
+  """Whether x's shape is static with at least `elements` elements: where one XLA
+  kernel (compiled once per shape) replaces element-wise ops (here and
+  ops.LayerNorm); x may be a NumPy array when called eagerly."""
+  shape = tf.TensorShape(x.shape)
+  return shape.is_fully_defined() and shape.num_elements() >= elements
 
 
 def _gelu_erf_and_derivative(x):
@@ -76,7 +87,7 @@ def _in_float32(formula):
   @functools.wraps(formula)  # Keeps its name: the XLA function's, in a graph.
   def computed(x):
     x = tf.convert_to_tensor(x)
-    if x.dtype in (tf.float32, tf.float64):
+    if not is_16_bit(x.dtype):
       return formula(x)
     return tuple(tf.cast(t, x.dtype) for t in formula(tf.cast(x, tf.float32)))
 

@@ -10,6 +10,7 @@ import math
 import keras
 import tensorflow as tf
 
+from adapter_bert.model.activations import is_16_bit, static_size_at_least
 from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE
 
 
@@ -122,7 +123,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     if self.rms_scaling or not (self.center and self.scale) or list(self.axis) not in (
         [-1], [len(inputs.shape) - 1]):
       return super().call(inputs)
-    if _fuses(inputs):
+    if is_16_bit(inputs.dtype) and static_size_at_least(inputs, _FUSE_FROM_ELEMENTS):
       return tf.cast(_layer_norm_fused(inputs, tf.cast(self.gamma, tf.float32),
                                        tf.cast(self.beta, tf.float32), self.epsilon),
                      self.compute_dtype)
@@ -160,16 +161,10 @@ def _layer_norm(x, gamma, beta, epsilon: float):
   return normalize(x, gamma, beta)
 
 
-def _fuses(inputs) -> bool:
-  """Whether a LayerNorm of `inputs` runs as _layer_norm_fused: 16 bits, a static
-  shape of at least _FUSE_FROM_ELEMENTS."""
-  shape = tf.TensorShape(inputs.shape)
-  return (inputs.dtype in (tf.bfloat16, tf.float16) and shape.is_fully_defined()
-          and shape.num_elements() >= _FUSE_FROM_ELEMENTS)
-
-
-# MiniLM's [2048, 384] (batch 32, seq 64) and larger; the tests' tiny models stay
-# below it, as do per-batch padded shapes (unknown when traced: no compile per length).
+# A 16-bit LayerNorm of a static shape of at least this many elements runs as
+# _layer_norm_fused: MiniLM's [2048, 384] (batch 32, seq 64) and larger; the tests'
+# tiny models stay below it, as do per-batch padded shapes (unknown when traced:
+# no compile per length).
 _FUSE_FROM_ELEMENTS = 2 ** 18
 
 
