@@ -19,6 +19,7 @@ from adapter_bert.model.activations import get_activation
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert.model import modeling
+from adapter_bert.model import ops as modeling_ops
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup
@@ -253,3 +254,33 @@ def test_16_bit_layer_norms_are_rounded_once_from_float32(rows, dtype, bits):
         error, np.abs(want) * 2.0 ** -bits * 1.001 + 1e-5 * np.abs(want).max())
   np.testing.assert_allclose(dgamma.numpy(), (dy * normalized).sum(0), rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(dbeta.numpy(), dy.sum(0), rtol=1e-5, atol=1e-4)
+
+
+def _ops_run(dtype, product):
+  """The op types TensorFlow runs for `product(x, kernel)` + a bias add in `dtype`,
+  after its graph rewrites (a TF1 session's partition graphs show them)."""
+  graph = tf.Graph()
+  with graph.as_default():
+    x, kernel, bias = (tf.compat.v1.placeholder(tf.float32, s) for s in ([64, 32], [32, 16], [16]))
+    y = tf.nn.bias_add(product(tf.cast(x, dtype), tf.cast(kernel, dtype)), tf.cast(bias, dtype))
+    meta = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session(graph=graph) as session:
+      session.run(y, {x: np.ones([64, 32]), kernel: np.ones([32, 16]), bias: np.ones([16])},
+                  options=tf.compat.v1.RunOptions(output_partition_graphs=True),
+                  run_metadata=meta)
+  return {node.op for partition in meta.partition_graphs for node in partition.node}
+
+
+def test_bfloat16_token_products_run_apart_from_their_bias_add():
+  """TensorFlow's oneDNN rewrite fuses MatMul + BiasAdd into an inner product,
+  which oneDNN runs without AMX in bfloat16 (ops.token_matmul); TokenDense and the
+  adapters' products in bfloat16 must stay a product of their own, float32 fused."""
+  fused = lambda ops_run: {op for op in ops_run if "FusedMatMul" in op}
+  if not fused(_ops_run(tf.float32, tf.matmul)):
+    pytest.skip("this TensorFlow build does not fuse MatMul + BiasAdd (no oneDNN)")
+  assert fused(_ops_run(tf.float32, modeling_ops.token_matmul))
+  assert not fused(_ops_run(tf.bfloat16, modeling_ops.token_matmul))
+  for policy, product in (("float32", "MatMul"), ("mixed_bfloat16", "BatchMatMulV2")):
+    layer = modeling.TokenDense(16, dtype=policy)
+    traced = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 32], tf.float32))
+    assert product in {op.type for op in traced.graph.get_operations()}, policy

@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from adapter_bert.model.layers.adapters import AdapterWeights, apply_adapter
+from adapter_bert.model.ops import token_matmul
 from adapter_bert.model.serialization import KERAS_PACKAGE
 
 
@@ -45,8 +46,8 @@ def apply_fusion(tokens, adapters: Tuple[AdapterWeights, ...], query, query_bias
   h = tf.reshape(tokens, [-1, hidden])
   z = tf.stack([apply_adapter(h, w, activation) - h for w in adapters], axis=1)  # [t, N, H]
   if len(query.shape) == 2:  # One fusion for the batch: 2-D products over all tokens.
-    q = tf.matmul(h, query) + query_bias
-    k = tf.reshape(tf.matmul(tf.reshape(z, [-1, hidden]), key) + key_bias, tf.shape(z))
+    q = token_matmul(h, query) + query_bias
+    k = tf.reshape(token_matmul(tf.reshape(z, [-1, hidden]), key) + key_bias, tf.shape(z))
     scores = tf.einsum("th,tnh->tn", q, k)
   else:  # Each example its own: [batch, seq, ...] against [batch, hidden, hidden].
     hb = tf.reshape(h, [batch_size, -1, hidden])

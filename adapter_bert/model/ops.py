@@ -85,17 +85,35 @@ def _replica_seed(seed: tf.Tensor) -> tf.Tensor:
   return tf.where(tf.equal(replica, 0), seed, folded)
 
 
+def token_matmul(x, kernel):
+  """x [tokens, in] times kernel [in, out], as the CPU kernel that runs it
+  fastest when a bias add follows.
+
+  TensorFlow's oneDNN graph rewrite fuses a MatMul and the bias add after it
+  into one inner-product kernel: in float32 the fastest. In bfloat16, oneDNN
+  v3.7.3 (TensorFlow 2.20's) runs that inner product as its gemm without AMX:
+  2048x384x384 took 2.0 ms against 0.8 in its matmul kernel, which a MatMul
+  alone gets (benchmarks/README.md, "bfloat16 on a CPU with AMX"). A bfloat16
+  product is therefore a 2-D BatchMatMulV2, which the rewrite leaves apart
+  from the add (one element-wise pass); on a TPU both are the same XLA dot.
+  """
+  if x.dtype == tf.bfloat16:
+    return tf.raw_ops.BatchMatMulV2(x=x, y=tf.cast(kernel, x.dtype))
+  return tf.matmul(x, kernel)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class TokenDense(keras.layers.Dense):
   """keras.layers.Dense over a [tokens, features] matrix, with a fused bias add.
 
   Dense's own MatMul + AddV2 becomes MatMul + BiasAdd, which TensorFlow's graph
-  optimizer fuses into one kernel (with the activation where it can).
+  optimizer fuses into one kernel (with the activation where it can); a
+  bfloat16 product runs apart from its bias add (token_matmul).
   """
 
   def call(self, inputs, training=None):
     del training
-    y = tf.matmul(inputs, self.kernel)
+    y = token_matmul(inputs, self.kernel)
     if self.bias is not None:
       y = tf.nn.bias_add(y, self.bias)
     return self.activation(y) if self.activation is not None else y

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from adapter_bert.model.activations import get_activation
 from adapter_bert.model.configs import AdapterConfig
+from adapter_bert.model.ops import token_matmul
 from adapter_bert.model.serialization import KERAS_PACKAGE
 
 
@@ -114,8 +115,8 @@ def apply_adapter(tokens, weights: AdapterWeights, activation: str = "gelu",
     bias = lambda b: b
   x = flat(tokens)
   a = x if adapter_input is None else flat(adapter_input)
-  h = get_activation(activation)(tf.matmul(a, weights.weights1) + bias(weights.biases1))
-  up = tf.matmul(h, weights.weights2) + bias(weights.biases2)
+  h = get_activation(activation)(token_matmul(a, weights.weights1) + bias(weights.biases1))
+  up = token_matmul(h, weights.weights2) + bias(weights.biases2)
   if weights.layer_norm:
     gamma, beta = (bias(v) for v in weights.layer_norm)
     up = keras.ops.layer_normalization(up, gamma, beta, axis=-1,
