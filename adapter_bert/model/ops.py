@@ -251,8 +251,14 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
   seq, seq] each, until the backward pass reaches it. Adapter training at seq
   64, batch 32 peaked 140-160 MiB lower, at 0.99-1.01x the step time on a
   quiet machine and 1.03-1.05x on a busy one (benchmarks/README.md, "Memory").
+  With 16-bit q (mixed precision) it keeps the 16-bit probabilities as well,
+  2 bytes an element against those three tensors' 12: recomputing them took
+  4-6% of a bfloat16 step (the step took 0.94-0.99x the time, whole runs
+  0.96x, for 14-22 MiB more peak RSS at seq 64, batch 32; benchmarks/README.md,
+  "bfloat16 on a CPU with AMX").
   """
   scale = 1.0 / math.sqrt(q.shape[-1])
+  keep_probabilities = is_16_bit(q.dtype)
   drop = bool(training) and dropout.rate > 0
   if drop and dropout.rate >= 1:
     return tf.zeros_like(v)
@@ -266,6 +272,7 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
   @tf.custom_gradient
   def context(q, k, v, bias):
     probs = tf.cast(probabilities(q, k, bias), q.dtype)
+    kept_probs = probs if keep_probabilities else None
     keep = None
     if drop:
       with tf.name_scope(dropout.name):  # As the layer's own ops (benchmarks/op_profile.py).
@@ -277,8 +284,11 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
       # the backward pass: a graph runs an op once its inputs exist, and q and k
       # exist since the forward pass (every layer's probabilities would be alive).
       with tf.name_scope("attention_gradient"), tf.control_dependencies([dcontext]):
-        probs = probabilities(q, k, bias)
-        kept = tf.cast(probs, q.dtype)
+        if keep_probabilities:
+          kept, probs = kept_probs, tf.cast(kept_probs, tf.float32)
+        else:
+          probs = probabilities(q, k, bias)
+          kept = tf.cast(probs, q.dtype)
         dkept = tf.matmul(dcontext, v, transpose_b=True)
         if drop:
           with tf.name_scope(dropout.name):
