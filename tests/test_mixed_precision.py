@@ -284,3 +284,36 @@ def test_bfloat16_token_products_run_apart_from_their_bias_add():
     layer = modeling.TokenDense(16, dtype=policy)
     traced = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 32], tf.float32))
     assert product in {op.type for op in traced.graph.get_operations()}, policy
+
+
+@pytest.mark.parametrize("dtype,bits", [(tf.bfloat16, 8), (tf.float16, 11)])
+def test_16_bit_attention_keeps_its_probabilities_and_matches_float32(dtype, bits):
+  """A 16-bit attention's output and gradients agree with float32's (the same
+  mask: the same seed) to the 16-bit format's precision, and its backward pass
+  reads the probabilities kept from the forward pass (one softmax in the traced
+  step) where float32 computes them again (two)."""
+  rng = np.random.default_rng(3)
+  q, k, v, dy = (tf.constant(rng.normal(size=(2, 3, 6, 4)), tf.float32) for _ in range(4))
+  bias = np.zeros((2, 1, 1, 6), np.float32)
+  bias[1, ..., 4:] = -10000.0
+
+  def run(dtype):
+    dropout = modeling.Dropout(0.3, seed=7)
+
+    @tf.function
+    def step(q, k, v, dy):
+      with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        y = modeling_ops.attention(*(tf.cast(t, dtype) for t in (q, k, v)),
+                                   tf.constant(bias), dropout, training=True)
+        y = tf.cast(y, tf.float32)
+      return [y] + tape.gradient(y, [q, k, v], dy)
+
+    graph = step.get_concrete_function(q, k, v, dy).graph
+    softmaxes = sum(op.type == "Softmax" for op in graph.get_operations())
+    return [t.numpy() for t in step(q, k, v, dy)], softmaxes
+
+  (want, float32_softmaxes), (got, softmaxes) = run(tf.float32), run(dtype)
+  assert (float32_softmaxes, softmaxes) == (2, 1)
+  for g, w in zip(got, want):  # Rounded inputs, products and probabilities: a few units.
+    np.testing.assert_allclose(g, w, rtol=0, atol=8 * 2.0 ** -bits * np.abs(w).max())
