@@ -86,8 +86,8 @@ def _replica_seed(seed: tf.Tensor) -> tf.Tensor:
 
 
 def token_matmul(x, kernel):
-  """x [tokens, in] times kernel [in, out], as the CPU kernel that runs it
-  fastest when a bias add follows.
+  """x [tokens, in] times kernel [in, out] (or a batch of each), as the CPU
+  kernel that runs it fastest when a bias add follows.
 
   TensorFlow's oneDNN graph rewrite fuses a MatMul and the bias add after it
   into one inner-product kernel: in float32 the fastest. In bfloat16, oneDNN
@@ -282,7 +282,8 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
     def grad(dcontext):
       # The control dependency holds the recomputation until this layer's turn in
       # the backward pass: a graph runs an op once its inputs exist, and q and k
-      # exist since the forward pass (every layer's probabilities would be alive).
+      # exist since the forward pass (every layer's float32 probabilities would
+      # be alive; in 16 bits, the float32 copies and masks made from those kept).
       with tf.name_scope("attention_gradient"), tf.control_dependencies([dcontext]):
         if keep_probabilities:
           kept, probs = kept_probs, tf.cast(kept_probs, tf.float32)
