@@ -251,28 +251,20 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
   seq, seq] each, until the backward pass reaches it. Adapter training at seq
   64, batch 32 peaked 140-160 MiB lower, at 0.99-1.01x the step time on a
   quiet machine and 1.03-1.05x on a busy one (benchmarks/README.md, "Memory").
-  With 16-bit q (mixed precision) it keeps the 16-bit probabilities as well,
-  2 bytes an element against those three tensors' 12: recomputing them took
-  4-6% of a bfloat16 step (the step took 0.94-0.99x the time, whole runs
-  0.96x, for 14-22 MiB more peak RSS at seq 64, batch 32; benchmarks/README.md,
-  "bfloat16 on a CPU with AMX").
+  16-bit q keeps its 16-bit probabilities too (2 bytes an element): recomputing
+  them took 4-6% of a bfloat16 step, for 14-22 MiB at seq 64, batch 32
+  (benchmarks/README.md, "bfloat16 on a CPU with AMX").
   """
   scale = 1.0 / math.sqrt(q.shape[-1])
-  keep_probabilities = is_16_bit(q.dtype)
   drop = bool(training) and dropout.rate > 0
   if drop and dropout.rate >= 1:
     return tf.zeros_like(v)
   seed = dropout.next_seed() if drop else None
 
-  def probabilities(q, k, bias):
-    scores = tf.matmul(q, k, transpose_b=True) * scale
-    scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
-    return tf.nn.softmax(scores, axis=-1)
-
   @tf.custom_gradient
   def context(q, k, v, bias):
-    probs = tf.cast(probabilities(q, k, bias), q.dtype)
-    kept_probs = probs if keep_probabilities else None
+    probs = tf.cast(_attention_probabilities(q, k, bias, scale), q.dtype)
+    kept_probs = probs if is_16_bit(q.dtype) else None
     keep = None
     if drop:
       with tf.name_scope(dropout.name):  # As the layer's own ops (benchmarks/op_profile.py).
@@ -285,10 +277,10 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
       # exist since the forward pass (every layer's float32 probabilities would
       # be alive; in 16 bits, the float32 copies and masks made from those kept).
       with tf.name_scope("attention_gradient"), tf.control_dependencies([dcontext]):
-        if keep_probabilities:
+        if kept_probs is not None:
           kept, probs = kept_probs, tf.cast(kept_probs, tf.float32)
         else:
-          probs = probabilities(q, k, bias)
+          probs = _attention_probabilities(q, k, bias, scale)
           kept = tf.cast(probs, q.dtype)
         dkept = tf.matmul(dcontext, v, transpose_b=True)
         if drop:
@@ -297,12 +289,23 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
             kept *= mask
             dkept *= mask
         dv = tf.matmul(kept, dcontext, transpose_a=True)
-        dkept = tf.cast(dkept, tf.float32)
-        # Softmax: dscores = p (dp - sum(dp p)), in float32 as the forward pass.
-        dscores = probs * (dkept - tf.reduce_sum(dkept * probs, -1, keepdims=True))
-        dscores = tf.cast(dscores * scale, q.dtype)
+        dscores = tf.cast(_softmax_gradient(probs, dkept) * scale, q.dtype)
         return tf.matmul(dscores, k), tf.matmul(dscores, q, transpose_a=True), dv, None
 
     return tf.matmul(probs, v), grad
 
   return context(q, k, v, bias)
+
+
+def _attention_probabilities(q, k, bias, scale: float):
+  """softmax(q k^T scale + bias) in float32."""
+  scores = tf.matmul(q, k, transpose_b=True) * scale
+  return tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32), axis=-1)
+
+
+def _softmax_gradient(probs, dprobs):
+  """The gradient of softmax's input from its float32 output `probs` and the
+  gradient `dprobs` of that output: p (dp - sum(dp p)), in float32 as the
+  forward pass."""
+  dprobs = tf.cast(dprobs, tf.float32)
+  return probs * (dprobs - tf.reduce_sum(dprobs * probs, -1, keepdims=True))
