@@ -180,10 +180,13 @@ def _layer_norm(x, gamma, beta, epsilon: float):
 
 
 # A 16-bit LayerNorm of a static shape of at least this many elements runs as
-# _layer_norm_fused: MiniLM's [2048, 384] (batch 32, seq 64) and larger; the tests'
-# tiny models stay below it, as do per-batch padded shapes (unknown when traced:
-# no compile per length).
-_FUSE_FROM_ELEMENTS = 2 ** 18
+# _layer_norm_fused: MiniLM's [2048, 384] (batch 32, seq 64), and the [512, 384]
+# of 4 packed rows of 128 tokens, a whole run's batch on short text, which from
+# 2^18 ran op by op: its LayerNorms took 24.4 ms of a 133 ms bfloat16 step
+# (benchmarks/README.md, "Packed batches' LayerNorm"). The tests' tiny models
+# stay below it, as do per-batch padded shapes (unknown when traced: no compile
+# per length).
+_FUSE_FROM_ELEMENTS = 2 ** 16
 
 
 def _layer_norm_fused(x, gamma, beta, epsilon: float):
