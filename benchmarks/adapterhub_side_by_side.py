@@ -456,11 +456,12 @@ def main(argv=None):
   hf_dir = args.hf_dir or default_hf_dir(args.tf_python)
   with open(os.path.join(hf_dir, "config.json")) as f:
     hf_config = json.load(f)
+  # Real-data variants carry their own precision (packed-bfloat16, best-bfloat16).
+  work = ("whole runs on real data" if args.real_data
+          else f"precision {args.mixed_precision}, modes {','.join(modes)}")
   print(f"config: {hf_dir} (layers {hf_config['num_hidden_layers']}, hidden "
         f"{hf_config['hidden_size']}), seq_length {args.seq_length}, batch "
-        f"{args.batch_size}, adapter_size {args.adapter_size}, precision "
-        f"{args.mixed_precision}, "
-        f"{'whole runs on real data' if args.real_data else 'modes ' + ','.join(modes)}"
+        f"{args.batch_size}, adapter_size {args.adapter_size}, {work}"
         f"{', with this project (TensorFlow) interleaved' if args.with_tf else ''}")
   cpu = cpu_line(args.tf_python)
   print(harness.machine_line(cpu), flush=True)
