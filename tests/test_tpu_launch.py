@@ -113,7 +113,10 @@ def test_pjrt_without_libtpu_is_one_line_naming_the_flag(tmp_path):
                                         str(tmp_path))  # No libtpu package there.
   assert done.returncode == errors.USER_ERROR_EXIT_STATUS
   assert done.stderr.startswith("ERROR: --tpu_runtime=pjrt: the libtpu package is not usable")
-  assert "--tpu_runtime=legacy" in done.stderr and len(done.stderr.splitlines()) == 1
+  assert done.stderr.rstrip().endswith(": install the TPU requirements (bash "
+                                       "scripts/install_tpu.sh) and run with the Python it "
+                                       "names")
+  assert len(done.stderr.splitlines()) == 1
 
 
 def test_experiment_commands_load_tensorflow_without_the_tpu_library_and_their_runs_with_it(
@@ -152,8 +155,9 @@ def test_the_install_check_says_in_one_line_what_was_tried_and_what_next(fake_li
   environ["PYTHONPATH"] = os.pathsep.join([fake_libtpu, REPO])
   for runtime, reason, then in [
       ("pjrt", f"--tpu_runtime=pjrt: TensorFlow could not load the TPU library {FAKE_LIBRARY}",
-       "next: try the other runtime: python scripts/check_tpu.py --tpu_runtime=legacy"),
-      ("legacy", "--tpu_name=local: could not reach the TPU", "next: restart the runtime")]:
+       f"; next: restart the runtime (another process may hold the TPU) and run "
+       f"{sys.executable} scripts/check_tpu.py again"),
+      ("legacy", "--tpu_name=local: could not reach the TPU", "; next: restart the runtime")]:
     done = subprocess.run(
         [sys.executable, os.path.join("scripts", "check_tpu.py"), f"--tpu_runtime={runtime}"],
         cwd=REPO, env=environ, capture_output=True, text=True, timeout=300, check=False)

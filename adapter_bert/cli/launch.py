@@ -78,7 +78,7 @@ def import_pjrt_frameworks(pjrt: Dict[str, str]) -> None:
     raise errors.UserError(
         f"--tpu_runtime=pjrt: TensorFlow could not load the TPU library "
         f"{pjrt['TF_PLUGGABLE_DEVICE_LIBRARY_PATH']} ({first}): reinstall the TPU "
-        "requirements (bash scripts/install_tpu.sh), or give --tpu_runtime=legacy") from e
+        "requirements (bash scripts/install_tpu.sh) and run with the Python it names") from e
 
 
 def set_tpu_environment(argv: Sequence[str], environ) -> Dict[str, str]:
@@ -134,7 +134,7 @@ def _libtpu_path() -> str:
   except (ImportError, AttributeError, OSError) as e:
     raise errors.UserError(
         f"--tpu_runtime=pjrt: the libtpu package is not usable here ({e}): install the TPU "
-        "requirements (bash scripts/install_tpu.sh), or give --tpu_runtime=legacy") from e
+        "requirements (bash scripts/install_tpu.sh) and run with the Python it names") from e
 
 
 def _early_flags(argv: Sequence[str]) -> flags.FlagValues:
