@@ -585,7 +585,7 @@ def _model_garden_saved_model(path, seed=3):
   return encoder
 
 
-def test_bert_hub_module_handle(base, tmp_path):
+def test_bert_hub_module_handle(base, tmp_path, monkeypatch):
   saved = str(tmp_path / "hub_encoder")
   _model_garden_saved_model(saved)
   os.makedirs(os.path.join(saved, "assets"), exist_ok=True)
@@ -593,8 +593,13 @@ def test_bert_hub_module_handle(base, tmp_path):
   common = dict(task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), do_eval=True,
                 do_predict=True, max_seq_length=32, eval_batch_size=4, predict_batch_size=4,
                 adapter_size=ADAPTER, seed=7)
+  # A TF Hub URL goes through tensorflow_hub's resolver (which downloads it; here it
+  # names the directory): tensorflow_hub must import in the installed environment.
+  import tensorflow_hub  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  url = "https://tfhub.dev/tensorflow/small_bert/1"
+  monkeypatch.setattr(tensorflow_hub, "resolve", {url: saved}.__getitem__)
   # Config inferred from the weights, vocab from the SavedModel's assets.
-  run_main(bert_hub_module_handle=saved, output_dir=str(tmp_path / "hub"), **common)
+  run_main(bert_hub_module_handle=url, output_dir=str(tmp_path / "hub"), **common)
   # Reference: the same encoder converted to a Google checkpoint first.
   google = str(tmp_path / "google")
   convert_checkpoint.tf2_bert_encoder_to_google(google, saved_model_dir=saved)
