@@ -96,6 +96,18 @@ def test_float16_on_tpu_is_refused_before_the_tpu_is_looked_up(base, tmp_path, m
   assert not os.path.exists(out)
 
 
+def test_a_given_num_tpu_cores_that_the_tpu_does_not_have_is_a_warning(monkeypatch, caplog):
+  caplog.set_level(py_logging.INFO, logger="absl")
+  monkeypatch.setattr(distribution, "create_strategy", _one_device_for_the_tpu)
+  for given, warned in ((None, []), (1, []), (8, ["--num_tpu_cores=8 but the TPU has 1 "
+                                                  "cores; using 1"])):
+    caplog.clear()
+    startup.create_strategy(startup.RunOptions(output_dir="unused", use_tpu=True,
+                                               num_tpu_cores=given))
+    assert [r.getMessage() for r in caplog.records if r.name == "absl"] == (
+        ["TPU cores found: 1"] + warned)
+
+
 def _eval_results(path):
   with tf.io.gfile.GFile(path) as f:
     return {k: float(v) for k, v in (line.split(" = ") for line in f.read().splitlines())
@@ -131,6 +143,9 @@ def test_eval_and_predict_on_tpu_keep_every_example(base, tmp_path, monkeypatch,
                      for t in tasks]
     padded = sum("Num examples = 8 (6 actual, 2 padding)" in line for line in logs)
     assert padded == (2 * len(tasks) if use_tpu else 0), logs
+    # --num_tpu_cores unset: a one-core TPU (a v5e-1) is an ordinary run, logged.
+    assert [line for line in logs if "TPU cores" in line or "num_tpu_cores" in line] == (
+        ["TPU cores found: 1"] if use_tpu else [])
   for (want_eval, want_test), (got_eval, got_test) in zip(results["reference"],
                                                           results["tpu"]):
     assert got_eval.keys() == want_eval.keys()

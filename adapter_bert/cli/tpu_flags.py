@@ -21,9 +21,11 @@ def define_tpu_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud "
                       "TPU-enabled project.", **fv)
   flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.", **fv)
-  flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of "
-                       "TPU cores to use (the TPU system reports its own count; a "
-                       "different one is logged).", **fv)
+  flags.DEFINE_integer("num_tpu_cores", None, "Only used if `use_tpu` is True. Total number "
+                       "of TPU cores to use. The run uses the cores the TPU system reports "
+                       "and logs their count; given, a different count is a warning. Unset "
+                       "(the default): no check (a v5e-1 has 1 core, a v2-8 or v3-8 8).",
+                       **fv)
   flags.DEFINE_enum("tpu_runtime", "pjrt", ["pjrt", "legacy"],
                     "How TensorFlow reaches a TPU VM's chips (--use_tpu with "
                     "--tpu_name=local, or a TPU VM found): pjrt, the PJRT plugin of the "

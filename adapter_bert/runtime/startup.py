@@ -68,7 +68,7 @@ class RunOptions:
   tpu_zone: Optional[str] = None
   gcp_project: Optional[str] = None
   master: Optional[str] = None
-  num_tpu_cores: int = 8
+  num_tpu_cores: Optional[int] = None  # None: whatever the TPU has.
   use_xla: bool = False
   seed: Optional[int] = None
 
@@ -133,10 +133,12 @@ def train_settings(options: RunOptions, num_examples: int) -> loop.TrainSettings
 def create_strategy(options: RunOptions) -> tf.distribute.Strategy:
   strategy = distribution.create_strategy(options.use_tpu, options.tpu_name, options.tpu_zone,
                                           options.gcp_project, options.master)
-  if options.use_tpu and strategy.num_replicas_in_sync != options.num_tpu_cores:
-    logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
-                    options.num_tpu_cores, strategy.num_replicas_in_sync,
-                    strategy.num_replicas_in_sync)
+  if options.use_tpu:
+    cores = strategy.num_replicas_in_sync
+    logging.info("TPU cores found: %d", cores)
+    if options.num_tpu_cores is not None and options.num_tpu_cores != cores:
+      logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
+                      options.num_tpu_cores, cores, cores)
   check_batch_sizes(options, strategy.num_replicas_in_sync)
   return strategy
 
