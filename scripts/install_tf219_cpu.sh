@@ -9,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${1:-.venv-tf2.19}"
-PYTHON="${PYTHON:-python3.11}"
-command -v "$PYTHON" >/dev/null || PYTHON=python3
+# Python 3.12: the Python the TPU install's environment runs (scripts/install_tpu.sh).
+PYTHON="${PYTHON:-python3.12}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
