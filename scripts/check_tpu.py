@@ -9,10 +9,12 @@ prints its cores in one line, or prints one line saying what was tried and what
 to try next, and exits with status 1.
 """
 
+import os
 import sys
 
 from adapter_bert.cli import launch
 from adapter_bert import errors
+from adapter_bert.runtime import tpu_target
 
 
 def _next_step() -> str:
@@ -27,6 +29,14 @@ def main(argv) -> int:
   argv = [argv[0], "--use_tpu", "--tpu_name=local"] + list(argv[1:])
   runtime = "legacy" if "--tpu_runtime=legacy" in argv else "pjrt"
   tried = f"TensorFlow initializing this TPU VM's TPU with --tpu_runtime={runtime}"
+  if not tpu_target.device_files() and not any(
+      os.environ.get(v) for v in tpu_target.TPU_VM_VARIABLES):
+    # Before TensorFlow loads: on another machine its TPU library looks for a TPU for
+    # minutes and may end the process.
+    print(f"TPU check failed ({tried}): this machine is no TPU VM (no /dev/accel* or "
+          f"/dev/vfio/N, no {' or '.join(tpu_target.TPU_VM_VARIABLES)}); next: on Colab, "
+          "Runtime > Change runtime type > a TPU, then run bash scripts/install_tpu.sh again")
+    return 1
   try:
     launch.import_pjrt_frameworks(launch.set_tpu_environment(argv, launch.os.environ))
     # pylint: disable=g-import-not-at-top,import-outside-toplevel

@@ -16,6 +16,7 @@ import pytest
 
 from adapter_bert.cli import launch
 from adapter_bert import errors
+from adapter_bert.runtime import tpu_target
 from experiments import sweep as sweep_lib
 from experiments.points import grid as grid_lib
 from experiments.points import runs
@@ -152,7 +153,9 @@ def test_the_install_check_says_in_one_line_what_was_tried_and_what_next(fake_li
   """scripts/check_tpu.py, install_tpu.sh's last step, without a TPU: the stand-in
   libtpu names a library that does not exist, so TensorFlow fails as it loads it."""
   environ = {k: v for k, v in os.environ.items() if k not in PJRT + ("TPU_LOAD_LIBRARY",)}
-  environ["PYTHONPATH"] = os.pathsep.join([fake_libtpu, REPO])
+  # A TPU VM as its environment shows it (this machine has no TPU device files).
+  environ.update(PYTHONPATH=os.pathsep.join([fake_libtpu, REPO]),
+                 TPU_ACCELERATOR_TYPE="v5litepod-1")
   for runtime, reason, then in [
       ("pjrt", f"--tpu_runtime=pjrt: TensorFlow could not load the TPU library {FAKE_LIBRARY}",
        f"; next: restart the runtime (another process may hold the TPU) and run "
@@ -167,3 +170,23 @@ def test_the_install_check_says_in_one_line_what_was_tried_and_what_next(fake_li
     assert lines[0].startswith(f"TPU check failed (TensorFlow initializing this TPU VM's TPU "
                                f"with --tpu_runtime={runtime}): {reason}"), lines[0]
     assert then in lines[0]
+
+
+def test_the_install_check_on_a_machine_that_is_no_tpu_vm_says_so_before_tensorflow_loads(
+    fake_libtpu):
+  # Elsewhere TensorFlow's TPU library looks for a TPU for minutes, then may abort.
+  environ = {k: v for k, v in os.environ.items()
+             if k not in PJRT + ("TPU_LOAD_LIBRARY", "COLAB_TPU_1VM", "TPU_ACCELERATOR_TYPE")}
+  environ["PYTHONPATH"] = os.pathsep.join([fake_libtpu, REPO])
+  if tpu_target.device_files():
+    pytest.skip("this machine has TPU device files")
+  check = os.path.join("scripts", "check_tpu.py")
+  done = subprocess.run([sys.executable, "-c", _AT_TENSORFLOW_IMPORT, check], cwd=REPO,
+                        env=environ, capture_output=True, text=True, timeout=120, check=False)
+  # Status 1, not the hook's 0: the check ended before TensorFlow was imported.
+  assert done.returncode == 1, done.stderr[-2000:]
+  assert done.stdout.splitlines() == [
+      "TPU check failed (TensorFlow initializing this TPU VM's TPU with --tpu_runtime=pjrt): "
+      "this machine is no TPU VM (no /dev/accel* or /dev/vfio/N, no COLAB_TPU_1VM or "
+      "TPU_ACCELERATOR_TYPE); next: on Colab, Runtime > Change runtime type > a TPU, then "
+      "run bash scripts/install_tpu.sh again"]

@@ -35,7 +35,7 @@ class TpuTarget:
 
 
 # A TPU VM's own variables (Colab's TPU VM runtime; Cloud TPU VM images).
-_TPU_VM_VARIABLES = ("COLAB_TPU_1VM", "TPU_ACCELERATOR_TYPE")
+TPU_VM_VARIABLES = ("COLAB_TPU_1VM", "TPU_ACCELERATOR_TYPE")
 
 
 def device_files(dev: str = "/dev") -> List[str]:
@@ -63,7 +63,7 @@ def find_tpu(tpu_name: Optional[str], master: Optional[str], env: Mapping[str, s
     return TpuTarget(master, "--master")
   if devices:
     return TpuTarget("local", f"a TPU VM, {devices[0]}")
-  for variable in _TPU_VM_VARIABLES:
+  for variable in TPU_VM_VARIABLES:
     if env.get(variable):
       return TpuTarget("local", f"a TPU VM, {variable}={env[variable]}")
   if env.get("TPU_NAME"):
@@ -73,5 +73,5 @@ def find_tpu(tpu_name: Optional[str], master: Optional[str], env: Mapping[str, s
     return TpuTarget(address if "://" in address else "grpc://" + address, "COLAB_TPU_ADDR")
   raise errors.UserError(
       "--use_tpu: no TPU found (not a TPU VM: no /dev/accel* or /dev/vfio/N, no "
-      + " or ".join(_TPU_VM_VARIABLES) + "; no TPU_NAME or COLAB_TPU_ADDR): give "
+      + " or ".join(TPU_VM_VARIABLES) + "; no TPU_NAME or COLAB_TPU_ADDR): give "
       "--tpu_name=local on a TPU VM, or the TPU Node's name or grpc://HOST:8470")
