@@ -123,8 +123,23 @@ class AdapterFile(NamedTuple):
 
 
 def read_adapter_header(path: str) -> dict:
-  """The header of an adapter weights file or of the directory holding one."""
-  return read_adapter_file(path).header
+  """The header of an adapter weights file or of the directory holding one, from the
+  start of the file alone and read-only: no tensor is read, and a directory that a
+  crash left mid-replacement is read where its contents are (file_io.current_contents),
+  not recovered. For settings read before a run writes anything.
+
+  Raises:
+    errors.UserError: naming the file, as read_adapter_file.
+  """
+  path = _weights_file(file_io.current_contents(path))
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      header = json.loads(_safetensors_header(f).get("__metadata__", {})["header"])
+  except tf.errors.OpError as e:
+    raise errors.UserError(f"cannot read: {e.message}", path) from e
+  except Exception as e:  # Any way a file can be cut short or be something else.
+    raise errors.UserError(_CORRUPT + f"{e!r}", path) from e
+  return _checked_header(header, path)
 
 
 def check_metadata(path: str, metadata: dict, expected: dict, against: str,
@@ -158,6 +173,7 @@ def check_metadata(path: str, metadata: dict, expected: dict, against: str,
 # What load_adapter_weights reads from the header.
 _HEADER_KEYS = ("adapter_config", "base_fingerprint", "variables")
 _CORRUPT = "not an adapter weights file (empty, truncated or corrupt?): "
+_MAX_HEADER_BYTES = 100_000_000  # safetensors' limit on the header's JSON.
 
 
 def read_adapter_file(path: str) -> AdapterFile:
@@ -169,12 +185,7 @@ def read_adapter_file(path: str) -> AdapterFile:
   """
   # A replacement of the directory interrupted by a crash: the old one is back.
   file_io.recover_directory(path)
-  if tf.io.gfile.isdir(path):
-    path = posixpath.join(path, WEIGHTS_FILE)
-  if not tf.io.gfile.exists(path):
-    raise errors.UserError(
-        f"adapter weights not found (--adapter_checkpoint takes a run's adapter_model "
-        f"directory or its {WEIGHTS_FILE})", path)
+  path = _weights_file(path)
   try:
     with tf.io.gfile.GFile(path, "rb") as f:
       blob = f.read()
@@ -185,11 +196,27 @@ def read_adapter_file(path: str) -> AdapterFile:
     header = json.loads(_safetensors_header(io.BytesIO(blob)).get("__metadata__", {})["header"])
   except Exception as e:  # safetensors raises its own error types.
     raise errors.UserError(_CORRUPT + f"{e!r}", path) from e
+  return AdapterFile(path, _checked_header(header, path), arrays)
+
+
+def _weights_file(path: str) -> str:
+  """The weights file that `path` (the file or its directory) names, which exists."""
+  if tf.io.gfile.isdir(path):
+    path = posixpath.join(path, WEIGHTS_FILE)
+  if not tf.io.gfile.exists(path):
+    raise errors.UserError(
+        f"adapter weights not found (--adapter_checkpoint takes a run's adapter_model "
+        f"directory or its {WEIGHTS_FILE})", path)
+  return path
+
+
+def _checked_header(header, path: str) -> dict:
+  """`header` with its metadata's keys current, if it is one this project wrote."""
   missing = [k for k in _HEADER_KEYS if not isinstance(header, dict) or k not in header]
   if missing:
     raise errors.UserError(f"not an adapter weights file of this project: its header "
                            f"lacks {', '.join(missing)}", path)
-  return AdapterFile(path, _current_metadata_keys(header), arrays)
+  return _current_metadata_keys(header)
 
 
 def _current_metadata_keys(header: dict) -> dict:
@@ -219,6 +246,10 @@ def _safetensors_header(f) -> dict:
   # safetensors.numpy.load drops the metadata and safe_open needs a local file
   # (not gs://); the format is an 8-byte little-endian header length, then JSON.
   length = int.from_bytes(f.read(8), "little")
+  # The format's own bound: a file that is something else can hold any 8 bytes there,
+  # and TensorFlow's GFile crashes the process on a read of such a size.
+  if length > _MAX_HEADER_BYTES:
+    raise ValueError(f"a header of {length} bytes (safetensors allows {_MAX_HEADER_BYTES})")
   return json.loads(f.read(length))
 
 

@@ -271,6 +271,29 @@ def remove_leftovers(path: str) -> None:
                  ", ".join(leftovers), path)
 
 
+def current_contents(path: str) -> str:
+  """Where the contents of directory `path` are now, found without changing anything:
+  `path`, or, while a crash between an AtomicDirectory commit's two moves is not yet
+  recovered (`path` missing, its backup beside), that backup: the old directory,
+  which `recover_directory` would move back. For readers that only look."""
+  path = path.rstrip("/")
+  if tf.io.gfile.exists(path):
+    return path
+  backups = _backups(path)
+  return backups[0] if backups else path
+
+
+def _backups(path: str) -> List[str]:
+  """The backups of directory `path` that AtomicDirectory commits left beside it."""
+  parent, base = posixpath.split(path)
+  parent = parent or "."
+  if not tf.io.gfile.isdir(parent):
+    return []
+  prefix = f".{base}{_BACKUP_MARK}"
+  return sorted(posixpath.join(parent, n.rstrip("/"))
+                for n in tf.io.gfile.listdir(parent) if n.startswith(prefix))
+
+
 def recover_directory(path: str) -> None:
   """Completes what an AtomicDirectory commit interrupted by a crash left undone.
 
@@ -280,13 +303,7 @@ def recover_directory(path: str) -> None:
   and are deleted.
   """
   path = path.rstrip("/")
-  parent, base = posixpath.split(path)
-  parent = parent or "."
-  if not tf.io.gfile.isdir(parent):
-    return
-  prefix = f".{base}{_BACKUP_MARK}"
-  backups = sorted(posixpath.join(parent, n.rstrip("/"))
-                   for n in tf.io.gfile.listdir(parent) if n.startswith(prefix))
+  backups = _backups(path)
   if backups and not tf.io.gfile.exists(path):
     logging.warning("Restoring %s from %s, left there by an interrupted replacement",
                     path, backups[0])
