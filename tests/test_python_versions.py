@@ -7,7 +7,6 @@ a pin without a wheel for one of them fails. Skipped when an interpreter is miss
 the package registry cannot be reached.
 """
 
-import glob
 import json
 import os
 import re
@@ -17,20 +16,9 @@ import subprocess
 from packaging.utils import canonicalize_name
 import pytest
 
+import interpreters
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _interpreter(version):
-  """A CPython `version` ("3.12") that runs: on PATH, else one of pyenv's."""
-  root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-  candidates = [shutil.which("python" + version)] + sorted(
-      glob.glob(os.path.join(root, "versions", version + ".*", "bin", "python" + version)))
-  for candidate in filter(None, candidates):
-    done = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True, check=False)
-    if done.returncode == 0 and done.stdout.strip() == version:
-      return candidate
-  return None
 
 
 def _pins():
@@ -42,7 +30,7 @@ def _pins():
 @pytest.fixture(scope="module")
 def resolutions(tmp_path_factory):
   """{version: pip's report of requirements.txt resolved in a venv of that Python}."""
-  pythons = {v: _interpreter(v) for v in ("3.11", "3.12")}
+  pythons = {v: interpreters.find(v) for v in ("3.11", "3.12")}
   if not all(pythons.values()):
     pytest.skip(f"no Python 3.11 and 3.12 here: {pythons}")
   tmp = tmp_path_factory.mktemp("python_versions")

@@ -14,11 +14,9 @@ The order of the steps, the TPU check and the script's refusals run with a stand
 for Python (nothing installed).
 """
 
-import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -27,22 +25,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 import pytest
 
+import interpreters
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "install_tpu.sh")
 UV_VERSION = "0.13.10"  # The script's.
-
-
-def _interpreter(version):
-  """A CPython `version` ("3.12") that runs: on PATH, else one of pyenv's."""
-  root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-  candidates = [shutil.which("python" + version)] + sorted(
-      glob.glob(os.path.join(root, "versions", version + ".*", "bin", "python" + version)))
-  for candidate in filter(None, candidates):
-    done = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True, check=False)
-    if done.returncode == 0 and done.stdout.strip() == version:
-      return candidate
-  return None
 
 
 def _registry_reachable():
@@ -73,7 +60,7 @@ def _start_dry_run(python, venv, path_first, retries):
 def routes(tmp_path_factory):
   """{runtime's version: (its interpreter, VENV, the script's output, its pip steps as
   [(arguments, installed distributions' report entries)])}, both routes at once."""
-  pythons = {v: _interpreter(v) for v in ("3.12", "3.13")}
+  pythons = {v: interpreters.find(v) for v in ("3.12", "3.13")}
   if not all(pythons.values()):
     pytest.skip(f"no Python 3.12 and 3.13 to stand in for Colab's runtimes: {pythons}")
   if not _registry_reachable():
