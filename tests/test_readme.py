@@ -195,7 +195,7 @@ def test_readme_demo_figures_are_in_the_detail_page():
   commands = " ".join(_section("Two commands").split())
   assert "(docs/getting_started.md#bash-demosh)" in commands
   page = " ".join(_repository_file("docs/getting_started.md").split())
-  for figure in ("61 s", "0.862", "23312266", "609034"):
+  for figure in ("226 s", "0.844", "23312266", "609034"):
     assert figure in commands, figure
     assert figure in page, figure
   for figure in ("6 min 4 s", "240 s", "170 s"):
