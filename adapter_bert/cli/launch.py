@@ -152,10 +152,10 @@ def _early_flags(argv: Sequence[str]) -> flags.FlagValues:
 # installed, for features this project never uses: Keras' scikit-learn wrappers, pandas
 # inputs, image plots (matplotlib, OpenCV), PIL images, legacy .h5 models (h5py), SciPy
 # sparse inputs. They held ~180 MiB of a training process's RSS before any model
-# existed (benchmarks/README.md, "Memory"). While TensorFlow and Keras import, each one
-# not yet imported is marked absent (None in sys.modules, so Keras' `try: import`
-# takes its not-installed branch); the marks go right after, so any later import of
-# them (this project's plots, a user's code) works as always.
+# existed (`git show ce1ce3d^:benchmarks/README.md`, "Memory"). While TensorFlow and
+# Keras import, each one not yet imported is marked absent (None in sys.modules, so
+# Keras' `try: import` takes its not-installed branch); the marks go right after, so
+# any later import of them (this project's plots, a user's code) works as always.
 _KERAS_EXTRAS = ("sklearn", "pandas", "matplotlib", "cv2", "PIL", "h5py", "scipy")
 # Model Garden modules whose header imports tf_keras (Keras 2, ~110 MiB more) and
 # which never use it (tokenization.py and the SQuAD pipeline import them): imported
@@ -187,7 +187,7 @@ def use_bfc_host_allocator(environ) -> None:
 
   By default they come from malloc, whose heap keeps the pieces of each step's
   freed activations, so a training process held more at its peak
-  (benchmarks/README.md, "Memory"); BFC reuses its own blocks. Read once, when
+  (`git show ce1ce3d^:benchmarks/README.md`, "Memory"); BFC reuses its own blocks. Read once, when
   TensorFlow first allocates. Its limit, 64 GiB unless set, becomes the machine's
   memory: a bigger host never fails below what it has.
   """

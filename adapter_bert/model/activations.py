@@ -22,7 +22,7 @@ def gelu(x):
   until the backward pass, where differentiating the formula op by op keeps
   about five. The feed-forward GELU is the widest activation of a Transformer
   layer ([tokens, intermediate_size]): this cuts the training step's peak
-  memory by about a third (benchmarks/README.md, "Memory"), at the same speed.
+  memory by about a third (`git show ce1ce3d^:benchmarks/README.md`, "Memory"), at the same speed.
   Inference (no gradient taken in a compiled function) prunes the derivative.
   A large tensor of a static shape (a packed or padded-to-max batch, as the
   benchmarks' equal-work step) is computed by one XLA kernel (`_gelu_fused`,
@@ -81,7 +81,7 @@ def _in_float32(formula):
   A 16-bit x (--mixed_precision) is computed in float32 and y and dy/dx are
   rounded to x's dtype once: TensorFlow's and XLA's CPU kernels of tanh, erf
   and exp in bfloat16 convert element by element, and the float32 formula is
-  the more accurate (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+  the more accurate (`git show ce1ce3d^:benchmarks/README.md`, "bfloat16 on a CPU with AMX").
   """
 
   @functools.wraps(formula)  # Keeps its name: the XLA function's, in a graph.
@@ -117,7 +117,7 @@ _FUSE_FROM_ELEMENTS = 2 ** 20
 # A 16-bit GELU op by op also casts to float32 and back (_in_float32), which the
 # kernel folds in: from 2^17 elements, an adapter's [2048, 64] bottleneck too, the
 # bfloat16 step took 0.95x the time, where float32 from 2^17 took 1.07x
-# (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+# (`git show ce1ce3d^:benchmarks/README.md`, "bfloat16 on a CPU with AMX").
 _FUSE_16_BIT_FROM_ELEMENTS = 2 ** 17
 
 

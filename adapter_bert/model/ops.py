@@ -25,7 +25,7 @@ class Dropout(keras.layers.Dropout):
   0.100006). One 32-bit random word gives two elements' bits, where Keras'
   Dropout draws a float32 per element: twice the random numbers. Dropout was
   about 10% of an adapter-training step on a CPU; this saves about half of
-  that (benchmarks/README.md, "Per-op work"). `noise_shape` is not supported.
+  that (`git show ce1ce3d^:benchmarks/README.md`, "Per-op work"). `noise_shape` is not supported.
   The random state is Keras' (`seed_generator`, the variable that training
   checkpoints keep), so a resumed run draws the same masks; each replica of a
   strategy folds its id into the seed (`_replica_seed`) for masks of its own.
@@ -93,7 +93,7 @@ def token_matmul(x, kernel):
   into one inner-product kernel: in float32 the fastest. In bfloat16, oneDNN
   v3.7.3 (TensorFlow 2.20's) runs that inner product as its gemm without AMX:
   2048x384x384 took 2.0 ms against 0.8 in its matmul kernel, which a MatMul
-  alone gets (benchmarks/README.md, "bfloat16 on a CPU with AMX"). A bfloat16
+  alone gets (`git show ce1ce3d^:benchmarks/README.md`, "bfloat16 on a CPU with AMX"). A bfloat16
   product is therefore a 2-D BatchMatMulV2, which the rewrite leaves apart
   from the add (one element-wise pass); on a TPU both are the same XLA dot.
   """
@@ -131,7 +131,7 @@ class LayerNorm(keras.layers.LayerNormalization):
   runs about 13 element-wise passes instead of about 20: a [2048, 384]
   LayerNorm's forward and backward take 0.69x the time; the adapter step took
   0.84x and 0.98x in two interleaved runs, with 28-40 MiB less peak RSS
-  (benchmarks/README.md, "One step, op by op"). The gradient differs from
+  (`git show ce1ce3d^:benchmarks/README.md`, "One step, op by op"). The gradient differs from
   the op-by-op one by float32 rounding only (relative 1e-6). A 16-bit input of
   a large static shape takes two XLA kernels of the same formulas instead
   (_layer_norm_fused). Any other axis, or rms_scaling, is Keras' own.
@@ -183,7 +183,7 @@ def _layer_norm(x, gamma, beta, epsilon: float):
 # _layer_norm_fused: MiniLM's [2048, 384] (batch 32, seq 64), and the [512, 384]
 # of 4 packed rows of 128 tokens, a whole run's batch on short text, which from
 # 2^18 ran op by op: its LayerNorms took 24.4 ms of a 133 ms bfloat16 step
-# (benchmarks/README.md, "Packed batches' LayerNorm"). The tests' tiny models
+# (`git show ce1ce3d^:benchmarks/README.md`, "Packed batches' LayerNorm"). The tests' tiny models
 # stay below it, as do per-batch padded shapes (unknown when traced: no compile
 # per length).
 _FUSE_FROM_ELEMENTS = 2 ** 16
@@ -196,7 +196,7 @@ def _layer_norm_fused(x, gamma, beta, epsilon: float):
   Op by op, a 16-bit LayerNorm is a cast to float32, about six passes and a cast
   back each way (with mixed_bfloat16: 87 ms of a MiniLM adapter step, against
   PyTorch's 12); a kernel each way reads x once: the bfloat16 step took
-  0.91-0.99x the time (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+  0.91-0.99x the time (`git show ce1ce3d^:benchmarks/README.md`, "bfloat16 on a CPU with AMX").
   Float32 keeps the op-by-op path: as XLA kernels there the step was level
   (the same page, "One step, op by op").
   """
@@ -253,10 +253,10 @@ def attention(q, k, v, bias, dropout: Dropout, training=None):
   the float mask and the dropped probabilities of every layer, [batch, heads,
   seq, seq] each, until the backward pass reaches it. Adapter training at seq
   64, batch 32 peaked 140-160 MiB lower, at 0.99-1.01x the step time on a
-  quiet machine and 1.03-1.05x on a busy one (benchmarks/README.md, "Memory").
+  quiet machine and 1.03-1.05x on a busy one (`git show ce1ce3d^:benchmarks/README.md`, "Memory").
   16-bit q keeps its 16-bit probabilities too (2 bytes an element): recomputing
   them took 4-6% of a bfloat16 step, for 14-22 MiB at seq 64, batch 32
-  (benchmarks/README.md, "bfloat16 on a CPU with AMX").
+  (`git show ce1ce3d^:benchmarks/README.md`, "bfloat16 on a CPU with AMX").
   """
   scale = 1.0 / math.sqrt(q.shape[-1])
   drop = bool(training) and dropout.rate > 0
