@@ -1,6 +1,7 @@
 """Makes the repository root importable in tests and keeps TensorFlow quiet; the
 fixtures that several test files share."""
 
+import json
 import os
 import tempfile
 
@@ -61,3 +62,32 @@ def interop_base(tmp_path_factory):
   return {"init_checkpoint": os.path.join(out, "bert_model.ckpt"),
           "bert_config_file": os.path.join(out, "bert_config.json"),
           "vocab_file": os.path.join(out, "vocab.txt")}
+
+
+@pytest.fixture(scope="module")
+def no_dropout_base(base, tmp_path_factory):
+  """The tiny base without dropout, so that training does not depend on the masks'
+  shapes either: then padding changes nothing at all."""
+  config = json.loads(open(base["bert_config_file"]).read())
+  config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  path = str(tmp_path_factory.mktemp("no_dropout") / "bert_config.json")
+  with open(path, "w") as f:
+    json.dump(config, f)
+  return dict(base, bert_config_file=path)
+
+
+@pytest.fixture(scope="module")
+def command(tmp_path_factory):
+  """The flags of one training command on the tiny BERT: 20 steps, a checkpoint every 4
+  (interrupted_runs.NUM_STEPS and SAVE_EVERY), for the tests of interrupted and
+  diverging runs."""
+  from interrupted_runs import (  # pylint: disable=import-outside-toplevel
+      MRPC, NUM_STEPS, SAVE_EVERY)
+  d = str(tmp_path_factory.mktemp("base"))
+  config, vocab, ckpt, _ = tiny_bert.write_google_dir(d)
+  return dict(task_name="mrpc", data_dir=MRPC, bert_config_file=config, vocab_file=vocab,
+              init_checkpoint=ckpt, max_seq_length=16, train_batch_size=4,
+              eval_batch_size=4, predict_batch_size=4, adapter_size=8, learning_rate=1e-3,
+              seed=1, do_train=True, do_eval=True, do_predict=True,
+              num_train_epochs=NUM_STEPS // 2, save_checkpoints_steps=SAVE_EVERY,
+              iterations_per_loop=1)

@@ -28,18 +28,11 @@ from adapter_bert.bank import bank_tasks
 import file_trees
 import manage_bank
 import tiny_bert
-# The in-process runner of run_classifier.py and its flags for the tiny base.
-from test_run_classifier import ADAPTER, GLUE, _Records, _flags, _test_results, run_main
+# The in-process runner of run_classifier.py, its flags for the tiny base and the
+# tiny base's parameter counts.
+from run_harness import (ADAPTER, GLUE, TINY_ADAPTERS, TINY_BASE, TINY_LAYER_NORMS, Records,
+                         classifier_flags, read_test_results, run_main)
 
-# Hand-computed for tiny_bert.TINY_CONFIG (H 32, L 2, I 37, V 99, 64 positions,
-# 2 token types) and adapter size 8.
-TINY_BASE = ((99 + 64 + 2) * 32 + 2 * 32          # embeddings + their LayerNorm: 5,344
-             + 2 * (4 * (32 * 32 + 32)             # per layer: attention 4,224
-                    + (32 * 37 + 37) + (37 * 32 + 32)  # feed-forward 1,221 + 1,216
-                    + 2 * 2 * 32)                   # two LayerNorms 128
-             + (32 * 32 + 32))                      # pooler 1,056
-TINY_ADAPTERS = 2 * 2 * (32 * 8 + 8 + 8 * 32 + 32)  # two per layer: 2,208
-TINY_LAYER_NORMS = 2 * 32 * (1 + 2 * 2)            # 320
 # BERT-base (uncased_L-12_H-768_A-12), adapter size 64, two labels: the
 # README's numbers.
 BERT_BASE = {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
@@ -52,18 +45,18 @@ BERT_BASE_TRAINED = 2_419_202  # 2,379,264 adapters + 38,400 LayerNorms + 1,538 
 
 
 def _train(base, bank, task, out, **extra):
-  return run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
-                           output_dir=out, do_train=True, num_train_epochs=0.5,
-                           adapter_bank=bank, **extra))
+  return run_main(**classifier_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
+                                     output_dir=out, do_train=True, num_train_epochs=0.5,
+                                     adapter_bank=bank, **extra))
 
 
 def _predict(base, bank, task, out, **extra):
   # No --adapter_size (the tasks have ADAPTER = 8, the flag's default is 64):
   # the bank's adapter files give it.
-  run_main(**dict(_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
-                         output_dir=out, do_predict=True, adapter_bank=bank,
-                         adapter_size=None), **extra))
-  return _test_results(os.path.join(out, "test_results.tsv"))
+  run_main(**dict(classifier_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
+                                   output_dir=out, do_predict=True, adapter_bank=bank,
+                                   adapter_size=None), **extra))
+  return read_test_results(os.path.join(out, "test_results.tsv"))
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +82,7 @@ def test_adding_a_task_leaves_the_others_alone(base, bank):
   np.testing.assert_array_equal(after, bank["before"])
   # The same as the training run's own predictions.
   np.testing.assert_allclose(
-      after, _test_results(os.path.join(bank["root"], "mrpc", "test_results.tsv")), atol=1e-6)
+      after, read_test_results(os.path.join(bank["root"], "mrpc", "test_results.tsv")), atol=1e-6)
 
   with open(os.path.join(d, "bank.json")) as f:
     saved = json.load(f)
@@ -247,8 +240,8 @@ def test_run_classifier_checks_the_bank_before_training(base, bank, tmp_path):
   with pytest.raises(flags.IllegalFlagValueError, match="a bank holds"):
     _train(base, bank["dir"], "SST-2", out, train_mode="top_layers:1", adapter_size=None)
   with pytest.raises(flags.IllegalFlagValueError, match="--bank_task"):
-    run_main(**_flags(base, task_name="tsv", data_dir=GLUE, output_dir=out, do_train=True,
-                      adapter_bank=bank["dir"]))
+    run_main(**classifier_flags(base, task_name="tsv", data_dir=GLUE, output_dir=out, do_train=True,
+                                adapter_bank=bank["dir"]))
   with pytest.raises(errors.UserError, match=r"no task 'sst-2' in adapter bank .* \(it has: "
                      r"mrpc, sts-b\)"):
     _predict(base, bank["dir"], "SST-2", out)
@@ -277,7 +270,7 @@ def test_manage_list_and_remove(bank, tmp_path, capsys):
 
   # Adding a task again replaces it, and says so.
   adapter_bank.add_task(d, "copy", os.path.join(d, "tasks", "sts-b"))
-  handler = _Records()
+  handler = Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(handler)
   try:

@@ -22,7 +22,7 @@ from adapter_bert.model import modeling
 import numpy_bert
 from adapter_bert.runtime import trainable
 import tiny_bert
-from test_run_classifier import GLUE, _flags, _read, _test_results, run_main
+from run_harness import GLUE, classifier_flags, read_test_results, read_text, run_main
 
 CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)
 H, L = CONFIG.hidden_size, CONFIG.num_hidden_layers
@@ -229,28 +229,28 @@ def test_a_design_trains_logs_its_count_and_its_adapter_file_reproduces_predicti
   run's predictions."""
   out, again = str(tmp_path / "train"), str(tmp_path / "again")
   data = dict(task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"))
-  logs = run_main(**_flags(base, **data, output_dir=out, do_train=True, do_predict=True,
-                           num_train_epochs=1, adapter_size=3, adapter_design=design))
+  logs = run_main(**classifier_flags(base, **data, output_dir=out, do_train=True, do_predict=True,
+                                     num_train_epochs=1, adapter_size=3, adapter_design=design))
   config = modeling.BertConfig.from_json_file(base["bert_config_file"])
   h, layers = config.hidden_size, config.num_hidden_layers
   adapters = _adapter_parameters(AdapterConfig(size=3, design=design), h, layers)
   trained = adapters + (1 + 2 * layers) * 2 * h + 2 * h + 2
   assert f"***** Total Trainable Parameters = {trained} *****" in logs
-  recorded = json.loads(_read(os.path.join(out, "run_config.json")))["adapter_config"]
+  recorded = json.loads(read_text(os.path.join(out, "run_config.json")))["adapter_config"]
   assert recorded["design"] == design
   header, _ = adapter_weights.read_adapter_shapes(
       os.path.join(out, "adapter_model", "adapter_weights.safetensors"))
   assert AdapterConfig.from_dict(header["adapter_config"]) == AdapterConfig(
       size=3, design=design)
-  run_main(**_flags(base, **data, output_dir=again, do_predict=True, adapter_size=None,
-                    adapter_checkpoint=os.path.join(out, "adapter_model")))
-  np.testing.assert_allclose(_test_results(os.path.join(again, "test_results.tsv")),
-                             _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
+  run_main(**classifier_flags(base, **data, output_dir=again, do_predict=True, adapter_size=None,
+                              adapter_checkpoint=os.path.join(out, "adapter_model")))
+  np.testing.assert_allclose(read_test_results(os.path.join(again, "test_results.tsv")),
+                             read_test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
   # Another design's model refuses the file in one line.
   with pytest.raises(errors.UserError, match="adapter_design"):
-    run_main(**_flags(base, **data, output_dir=str(tmp_path / "wrong"), do_predict=True,
-                      adapter_size=None, adapter_design="houlsby",
-                      adapter_checkpoint=os.path.join(out, "adapter_model")))
+    run_main(**classifier_flags(base, **data, output_dir=str(tmp_path / "wrong"), do_predict=True,
+                                adapter_size=None, adapter_design="houlsby",
+                                adapter_checkpoint=os.path.join(out, "adapter_model")))
 
 
 def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):

@@ -32,7 +32,7 @@ from adapter_bert.checkpoints import torch_files
 from adapter_bert.runtime import model_setup
 from adapter_bert.serving import export
 from adapter_bert.model.adapter_layers import AdapterConfig
-from test_run_classifier import run_main
+from run_harness import run_main
 
 FIXTURES = interop_checks.FIXTURES
 HUB = os.path.join(FIXTURES, "adapterhub")

@@ -22,7 +22,7 @@ from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
 from adapter_bert.tasks import question_answering
-from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main
+from run_harness import GLUE, classifier_flags, read_eval_results, read_test_results, run_main
 
 MAX_LEN = 40
 NUM_RECORDS = 50
@@ -233,22 +233,10 @@ def test_tpu_batches_have_static_shapes(task_records, batch_size):
   assert sorted(unique_ids[unique_ids >= 0]) == list(range(1000, 1000 + NUM_RECORDS))
 
 
-@pytest.fixture(scope="module")
-def no_dropout_base(base, tmp_path_factory):
-  """The tiny base without dropout, so that training does not depend on the masks'
-  shapes either: then padding changes nothing at all."""
-  config = json.loads(open(base["bert_config_file"]).read())
-  config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  path = str(tmp_path_factory.mktemp("no_dropout") / "bert_config.json")
-  with open(path, "w") as f:
-    json.dump(config, f)
-  return dict(base, bert_config_file=path)
-
-
 def _sst2_run(base, output_dir, **flags):
-  return run_main(**_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
-                           output_dir=output_dir, do_train=True, do_eval=True,
-                           do_predict=True, num_train_epochs=2, **flags))
+  return run_main(**classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                                     output_dir=output_dir, do_train=True, do_eval=True,
+                                     do_predict=True, num_train_epochs=2, **flags))
 
 
 def test_per_batch_padding_gives_the_results_of_padding_to_the_maximum(no_dropout_base,
@@ -260,8 +248,8 @@ def test_per_batch_padding_gives_the_results_of_padding_to_the_maximum(no_dropou
                       "xla": dict(use_xla=True)}.items():
     out = str(tmp_path / name)
     logs = _sst2_run(no_dropout_base, out, **flags)
-    results[name] = (_eval_results(os.path.join(out, "eval_results.txt")),
-                     _test_results(os.path.join(out, "test_results.tsv")), logs)
+    results[name] = (read_eval_results(os.path.join(out, "eval_results.txt")),
+                     read_test_results(os.path.join(out, "test_results.tsv")), logs)
   for name, reference in (("batch", "max"), ("xla", "xla_max")):
     want_eval, want_test, _ = results[reference]
     got_eval, got_test, _ = results[name]
@@ -279,4 +267,4 @@ def test_group_by_length_trains_the_same_steps(no_dropout_base, tmp_path):
   config = json.loads(open(os.path.join(out, "run_config.json")).read())
   assert config["group_by_length"] is True and config["pad_to_max_seq_length"] is False
   assert tf.train.latest_checkpoint(out).endswith("model.ckpt-4")  # 8 examples, batch 4.
-  assert _eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == 4
+  assert read_eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == 4

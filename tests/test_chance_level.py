@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adapter_bert.runtime import loop
-from test_run_classifier import GLUE, _Records, _flags, run_main
+from run_harness import GLUE, Records, classifier_flags, run_main
 
 
 def _settings(warmup=4, optimizer="bert"):
@@ -19,7 +19,7 @@ def _settings(warmup=4, optimizer="bert"):
 
 
 def _warnings(losses_per_call, settings, chance=math.log(2)):
-  records = _Records()
+  records = Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(records)
   try:
@@ -60,14 +60,14 @@ def test_a_run_that_cannot_move_from_chance_is_warned_and_a_regression_is_not(ba
   """The tiny BERT whose learning rate cannot move it from its random head (1e-9):
   its loss stays at ln 2 on MRPC, and the log says so once; STS-B (a regression)
   has no chance level."""
-  logs = run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                           output_dir=str(tmp_path / "mrpc"), do_train=True,
-                           num_train_epochs=10, learning_rate=1e-9))
+  logs = run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                                     output_dir=str(tmp_path / "mrpc"), do_train=True,
+                                     num_train_epochs=10, learning_rate=1e-9))
   lines = [l for l in logs if "chance level" in l]
   assert len(lines) == 1 and "against ln(labels) = 0.6931" in lines[0], lines
-  logs = run_main(**_flags(base, task_name="STS-B", data_dir=os.path.join(GLUE, "STS-B"),
-                           output_dir=str(tmp_path / "stsb"), do_train=True,
-                           num_train_epochs=10, learning_rate=1e-9))
+  logs = run_main(**classifier_flags(base, task_name="STS-B", data_dir=os.path.join(GLUE, "STS-B"),
+                                     output_dir=str(tmp_path / "stsb"), do_train=True,
+                                     num_train_epochs=10, learning_rate=1e-9))
   assert not [l for l in logs if "chance level" in l]
 
 
@@ -76,9 +76,9 @@ def test_the_optimizer_flag_reaches_the_optimizer_and_run_config(base, tmp_path,
   create = loop.create_optimizer
   monkeypatch.setattr(loop, "create_optimizer",
                       lambda *a, **k: made.append(create(*a, **k)) or made[-1])
-  run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=str(tmp_path / "out"), do_train=True, num_train_epochs=1,
-                    optimizer="adamw"))
+  run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=str(tmp_path / "out"), do_train=True, num_train_epochs=1,
+                              optimizer="adamw"))
   assert made and made[-1].bias_correction
   with open(tmp_path / "out" / "run_config.json", encoding="utf-8") as f:
     config = json.load(f)

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
@@ -16,12 +16,8 @@ import convert_checkpoint
 from adapter_bert import errors
 from adapter_bert.model import modeling
 import file_trees
+from hf_checkpoints import TINY, hf_state, write_hf_dir
 import numpy_bert
-
-TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=37, max_position_embeddings=40, type_vocab_size=2,
-            hidden_act="gelu", hidden_dropout_prob=0.1,
-            attention_probs_dropout_prob=0.1, initializer_range=0.02)
 
 # What the original BertConfig.to_json_string writes for TINY.
 TINY_JSON = """{
@@ -57,50 +53,6 @@ LAYER0_NORMS = {
 }
 
 
-def _hf_state(prefix="", pooler=True, seed=0):
-  """A random HF BertModel state dict for TINY (torch layouts: Linear [out, in])."""
-  rng = np.random.default_rng(seed)
-  h, i = 32, 37
-  r = lambda *s: rng.standard_normal(s).astype(np.float32)
-  state = {
-      "embeddings.word_embeddings.weight": r(99, h),
-      "embeddings.position_embeddings.weight": r(40, h),
-      "embeddings.token_type_embeddings.weight": r(2, h),
-      "embeddings.LayerNorm.weight": r(h), "embeddings.LayerNorm.bias": r(h),
-      "embeddings.position_ids": np.arange(40, dtype=np.int64)[None],
-  }
-  for n in range(2):
-    p = "encoder.layer.%d." % n
-    for name, (n_out, n_in) in [("attention.self.query", (h, h)),
-                                ("attention.self.key", (h, h)),
-                                ("attention.self.value", (h, h)),
-                                ("attention.output.dense", (h, h)),
-                                ("intermediate.dense", (i, h)),
-                                ("output.dense", (h, i))]:
-      state[p + name + ".weight"] = r(n_out, n_in)
-      state[p + name + ".bias"] = r(n_out)
-    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
-      state[p + name + ".weight"] = r(h)
-      state[p + name + ".bias"] = r(h)
-  if pooler:
-    state["pooler.dense.weight"] = r(h, h)
-    state["pooler.dense.bias"] = r(h)
-  return {prefix + k: v for k, v in state.items()}
-
-
-def _write_hf_dir(path, state, **config_overrides):
-  os.makedirs(path, exist_ok=True)
-  config = {k: v for k, v in TINY.items()}
-  config.update(model_type="bert", layer_norm_eps=1e-12, architectures=["BertModel"])
-  config.update(config_overrides)
-  with open(os.path.join(path, "config.json"), "w") as f:
-    json.dump(config, f)
-  with open(os.path.join(path, "vocab.txt"), "w") as f:
-    f.write("".join("tok%d\n" % n for n in range(99)))
-  save_file(state, os.path.join(path, "model.safetensors"))
-  return str(path)
-
-
 def _read_google(out_dir):
   reader = tf.train.load_checkpoint(os.path.join(out_dir, "bert_model.ckpt"))
   return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
@@ -108,9 +60,9 @@ def _read_google(out_dir):
 
 @pytest.mark.parametrize("prefix", ["", "bert."])
 def test_hf_converts_with_transposed_kernels(tmp_path, prefix):
-  state = _hf_state(prefix)
+  state = hf_state(prefix)
   state[prefix.replace("bert.", "") + "cls.predictions.bias"] = np.zeros(99, np.float32)
-  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  hf_dir = write_hf_dir(tmp_path / "hf", state)
   out = str(tmp_path / "google")
   convert_checkpoint.hf_bert_to_google(hf_dir, out)
 
@@ -141,33 +93,33 @@ def test_hf_converts_with_transposed_kernels(tmp_path, prefix):
 
 
 def test_hf_unknown_tensor_is_an_error_and_leaves_nothing(tmp_path):
-  state = _hf_state()
+  state = hf_state()
   state["classifier.weight"] = np.zeros((2, 32), np.float32)
-  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  hf_dir = write_hf_dir(tmp_path / "hf", state)
   with pytest.raises(errors.UserError, match=r"not part of a BERT encoder.*classifier\.weight"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
   assert sorted(os.listdir(tmp_path)) == ["hf"]
 
 
 def test_hf_extra_layer_is_an_error(tmp_path):
-  state = _hf_state()
+  state = hf_state()
   state["encoder.layer.2.output.dense.bias"] = np.zeros(32, np.float32)
-  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  hf_dir = write_hf_dir(tmp_path / "hf", state)
   with pytest.raises(errors.UserError, match=r"beyond its config.*layer_2/output/dense/bias"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
 
 
 def test_hf_wrong_shape_is_an_error(tmp_path):
-  state = _hf_state()
+  state = hf_state()
   state["encoder.layer.0.intermediate.dense.weight"] = np.zeros((36, 32), np.float32)
-  hf_dir = _write_hf_dir(tmp_path / "hf", state)
+  hf_dir = write_hf_dir(tmp_path / "hf", state)
   with pytest.raises(errors.UserError, match=r"shapes .* differ .*layer_0/intermediate/dense/kernel"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "google"))
 
 
 def test_hf_converts_on_ram_filesystem(tmp_path):
   """All I/O goes through tf.io.gfile (ram:// here, gs:// in use)."""
-  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
+  hf_dir = write_hf_dir(tmp_path / "hf", hf_state())
   for name in os.listdir(hf_dir):
     tf.io.gfile.makedirs("ram://convert_test/hf")
     tf.io.gfile.copy(os.path.join(hf_dir, name), "ram://convert_test/hf/" + name)
@@ -182,30 +134,30 @@ def test_hf_converts_on_ram_filesystem(tmp_path):
       tensor_names=["bert/encoder/layer_1/attention/self/query/kernel"],
       shape_and_slices=[""], dtypes=[tf.float32])
   np.testing.assert_array_equal(kernel,
-                                _hf_state()["encoder.layer.1.attention.self.query.weight"].T)
+                                hf_state()["encoder.layer.1.attention.self.query.weight"].T)
   tf.io.gfile.rmtree("ram://convert_test")
 
 
 def test_hf_non_bert_config_and_missing_tensors(tmp_path):
-  hf_dir = _write_hf_dir(tmp_path / "roberta", _hf_state(), model_type="roberta")
+  hf_dir = write_hf_dir(tmp_path / "roberta", hf_state(), model_type="roberta")
   with pytest.raises(errors.UserError, match="not a BERT checkpoint: .*roberta"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
 
-  state = _hf_state()
+  state = hf_state()
   del state["encoder.layer.1.attention.self.key.weight"]
-  hf_dir = _write_hf_dir(tmp_path / "partial", state)
+  hf_dir = write_hf_dir(tmp_path / "partial", state)
   with pytest.raises(errors.UserError, match=r"not a BERT checkpoint: .*lacks 1 .*"
                      r"layer_1/attention/self/key/kernel"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
 
-  hf_dir = _write_hf_dir(tmp_path / "other", {"foo.bar": np.zeros(3, np.float32)})
+  hf_dir = write_hf_dir(tmp_path / "other", {"foo.bar": np.zeros(3, np.float32)})
   with pytest.raises(errors.UserError, match=r"not part of a BERT encoder.*foo\.bar"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "out"))
   assert not os.path.exists(tmp_path / "out")
 
 
 def test_hf_missing_pooler_choices(tmp_path):
-  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state(pooler=False))
+  hf_dir = write_hf_dir(tmp_path / "hf", hf_state(pooler=False))
   with pytest.raises(errors.UserError, match="no pooler"):
     convert_checkpoint.hf_bert_to_google(hf_dir, str(tmp_path / "e"), missing_pooler="error")
 
@@ -224,7 +176,7 @@ def test_hf_missing_pooler_choices(tmp_path):
 
 
 def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
-  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
+  hf_dir = write_hf_dir(tmp_path / "hf", hf_state())
 
   def broken(prefix, tensors):
     with open(prefix + ".index", "w") as f:
@@ -239,7 +191,7 @@ def test_failed_write_leaves_no_directory(tmp_path, monkeypatch):
 
 def test_a_non_empty_output_dir_needs_overwrite_which_keeps_the_users_files(tmp_path,
                                                                            caplog):
-  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state())
+  hf_dir = write_hf_dir(tmp_path / "hf", hf_state())
   out = tmp_path / "google"
   out.mkdir()  # Empty: taken as it is.
   convert_checkpoint.hf_bert_to_google(hf_dir, str(out))
@@ -443,10 +395,10 @@ def test_tf2_wrong_config_is_an_error(tmp_path):
 
 
 def _small_hf_state(seed=4):
-  """_hf_state with its projections scaled to stddev 0.2, so the feed-forward
+  """hf_state with its projections scaled to stddev 0.2, so the feed-forward
   layers' pre-activations fall in (-3, 3), where the erf and tanh GELUs differ most."""
   return {k: v * 0.2 if re.search(r"(dense|query|key|value)\.weight$", k) else v
-          for k, v in _hf_state(seed=seed).items()}
+          for k, v in hf_state(seed=seed).items()}
 
 
 @pytest.mark.parametrize("hf_act, reference, other", [
@@ -457,7 +409,7 @@ def test_hf_conversion_keeps_the_activation(tmp_path, hf_act, reference, other):
   GELU (written as gelu_erf), "gelu_new" the tanh one (Google's gelu). The
   reference is numpy_bert's float64 forward pass with the activation by formula."""
   state = _small_hf_state()
-  hf_dir = _write_hf_dir(tmp_path / "hf", state, hidden_act=hf_act)
+  hf_dir = write_hf_dir(tmp_path / "hf", state, hidden_act=hf_act)
   out = str(tmp_path / "google")
   convert_checkpoint.hf_bert_to_google(hf_dir, out)
   encoder = modeling.BertEncoder(
@@ -479,7 +431,7 @@ def test_hf_conversion_keeps_the_activation(tmp_path, hf_act, reference, other):
 
 
 def test_hf_activation_without_equivalent_is_one_line(tmp_path):
-  hf_dir = _write_hf_dir(tmp_path / "hf", _hf_state(), hidden_act="quick_gelu")
+  hf_dir = write_hf_dir(tmp_path / "hf", hf_state(), hidden_act="quick_gelu")
   with pytest.raises(errors.UserError, match=r"config\.json: hidden_act 'quick_gelu': "
                      r"this project's BERT computes no exact equivalent \(convertible: "
                      r"\['gelu', .*'gelu_new'.*\]\)$"):

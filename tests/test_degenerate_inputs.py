@@ -11,7 +11,7 @@ import pytest
 
 import run_multitask
 import run_squad
-from test_run_classifier import run_main
+from run_harness import run_main
 
 # Texts with nothing to read, and two with much: mixed scripts, far beyond 32 tokens.
 TEXTS = ["", "   ", "\x00\x07\x1b", "\u200b\ufeff", "Привет 中文 🙂 the movie",

@@ -16,7 +16,7 @@ import pytest
 from adapter_bert import errors
 import run_multitask
 import run_squad
-from test_run_classifier import GLUE, run_main
+from run_harness import GLUE, run_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUAD_DEV = os.path.join(REPO, "data", "squad", "dev-v1.1.json")

@@ -17,36 +17,7 @@ import tensorflow as tf
 
 from adapter_bert.serving import export
 from adapter_bert.storage import file_io
-
-
-def _files(directory):
-  """The files under `directory`, relative to it (ram:// lists prefix-sharing names too)."""
-  return {posixpath.relpath(posixpath.join(d, n), directory)
-          for d, _, names in tf.io.gfile.walk(directory) for n in names
-          if tf.io.gfile.exists(posixpath.join(d, n))}
-
-
-class Poller:
-  """Looks at `base`'s numeric versions after every tf.io.gfile.rename, as a server would."""
-
-  def __init__(self, base, monkeypatch):
-    self.base, self.seen = base, []
-    rename = tf.io.gfile.rename
-
-    def renamed(src, dst, overwrite=False):
-      rename(src, dst, overwrite)
-      self.poll()
-
-    monkeypatch.setattr(tf.io.gfile, "rename", renamed)
-
-  def poll(self):
-    if not tf.io.gfile.isdir(self.base):
-      return
-    for name in tf.io.gfile.listdir(self.base):
-      version = posixpath.join(self.base, name.rstrip("/"))
-      if (name.rstrip("/").isdigit()
-          and tf.io.gfile.exists(posixpath.join(version, export.SAVED_MODEL_FILE))):
-        self.seen.append(_files(version))
+from export_checks import Poller, files_in
 
 
 def _save_model(directory, scratch):
@@ -77,7 +48,7 @@ def test_a_poller_never_finds_saved_model_pb_beside_a_missing_file(monkeypatch, 
   for _ in range(2):  # The new version, then a re-export over it.
     with file_io.AtomicDirectory(version, last=last) as tmp:
       _save_model(tmp, root + "/scratch")
-  final = _files(version)
+  final = files_in(version)
   assert {export.SAVED_MODEL_FILE, "variables/variables.index", export.TASKS_FILE} <= final
   assert poller.seen  # The poller did look while the version was there.
   partial = [sorted(final - seen) for seen in poller.seen if seen != final]
@@ -99,4 +70,4 @@ def test_local_directories_are_still_renamed_whole(tmp_path, monkeypatch):
   with file_io.AtomicDirectory(version, last=[export.SAVED_MODEL_FILE]) as tmp:
     _save_model(tmp, str(tmp_path / "scratch"))
   assert renames == [version]
-  assert export.SAVED_MODEL_FILE in _files(version)
+  assert export.SAVED_MODEL_FILE in files_in(version)

@@ -28,8 +28,8 @@ from adapter_bert.runtime import trainable
 from adapter_bert.serving import export
 import tiny_bert
 import file_trees
-from test_adapter_bank import TINY_BASE, TINY_ADAPTERS, TINY_LAYER_NORMS
-from test_run_classifier import GLUE, _flags, _test_results, run_main
+from run_harness import (GLUE, TINY_ADAPTERS, TINY_BASE, TINY_LAYER_NORMS, classifier_flags,
+                         read_test_results, run_main)
 
 H, L = 32, 2  # tiny_bert.TINY_CONFIG
 FUSED = ("mrpc", "sts-b", "rte")
@@ -41,8 +41,8 @@ SST2_HEAD = 2 * H + 2
 
 def _fusion_flags(base, bank_dir, out, **extra):
   # No --adapter_size: the fused tasks' adapters give it (RUN_FLAGS' 8).
-  return dict(_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
-                     output_dir=out, adapter_bank=bank_dir, adapter_size=None), **extra)
+  return dict(classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                               output_dir=out, adapter_bank=bank_dir, adapter_size=None), **extra)
 
 
 def _train_fusion(base, bank_dir, out, **extra):
@@ -57,9 +57,9 @@ def fusion(base, tmp_path_factory):
   bank_dir = str(root / "bank")
   for task in ("MRPC", "STS-B", "RTE"):
     # A learning rate that moves the adapters away from the identity: fusing them matters.
-    run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
-                      output_dir=str(root / task), do_train=True, num_train_epochs=0.5,
-                      adapter_bank=bank_dir, learning_rate=0.02))
+    run_main(**classifier_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
+                                output_dir=str(root / task), do_train=True, num_train_epochs=0.5,
+                                adapter_bank=bank_dir, learning_rate=0.02))
   fused_files = {t: file_trees.files_under(os.path.join(bank_dir, "tasks", t)) for t in FUSED}
   out = str(root / "sst2")
   logs = _train_fusion(base, bank_dir, out, do_eval=True, do_predict=True,
@@ -121,8 +121,8 @@ def test_predict_and_eval_from_the_bank_entry_match_the_training_run(base, fusio
                                   do_eval=True, do_predict=True))
   assert f"***** Total Trainable Parameters = " \
          f"{FUSION_PARAMETERS + TINY_LAYER_NORMS + SST2_HEAD} *****" in logs
-  np.testing.assert_array_equal(_test_results(os.path.join(out, "test_results.tsv")),
-                                _test_results(os.path.join(fusion["out"], "test_results.tsv")))
+  np.testing.assert_array_equal(read_test_results(os.path.join(out, "test_results.tsv")),
+                                read_test_results(os.path.join(fusion["out"], "test_results.tsv")))
   with open(os.path.join(out, "eval_results.txt")) as a, \
        open(os.path.join(fusion["out"], "eval_results.txt")) as b:
     evaluated, trained = a.read().splitlines(), b.read().splitlines()
@@ -196,9 +196,10 @@ def test_fusion_flags_and_tasks_are_checked(base, fusion, tmp_path):
   # Another design's adapters read another input: refused, not fused as Houlsby's.
   other = str(tmp_path / "other_bank")
   shutil.copytree(bank_dir, other)
-  run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=str(tmp_path / "pfeiffer"), do_train=True, num_train_epochs=0.5,
-                    adapter_bank=other, bank_task="mrpc-pfeiffer", adapter_design="pfeiffer"))
+  run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=str(tmp_path / "pfeiffer"), do_train=True,
+                              num_train_epochs=0.5, adapter_bank=other, bank_task="mrpc-pfeiffer",
+                              adapter_design="pfeiffer"))
   with pytest.raises(errors.UserError, match=r"task 'mrpc-pfeiffer' has pfeiffer adapters of "
                      r"scaling 1; AdapterFusion fuses houlsby-design adapters of scaling 1"):
     run_main(**_fusion_flags(base, other, out, do_train=True,
@@ -242,12 +243,13 @@ def test_one_saved_model_serves_the_fusion_beside_the_fused_tasks(base, fusion, 
   assert described["sst-2"]["fusion_tasks"] == list(FUSED)
   assert described["sst-2"]["adapter_size"] == 8 and "fusion_tasks" not in described["mrpc"]
 
-  expected = {"sst-2": _test_results(os.path.join(fusion["out"], "test_results.tsv"))}
+  expected = {"sst-2": read_test_results(os.path.join(fusion["out"], "test_results.tsv"))}
   for name, task in (("mrpc", "MRPC"), ("rte", "RTE")):
     out = str(tmp_path / name)
-    run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, task), output_dir=out,
-                      do_predict=True, adapter_bank=fusion["bank"], adapter_size=None))
-    expected[name] = _test_results(os.path.join(out, "test_results.tsv"))
+    run_main(**classifier_flags(base, task_name=task, data_dir=os.path.join(GLUE, task),
+                                output_dir=out, do_predict=True, adapter_bank=fusion["bank"],
+                                adapter_size=None))
+    expected[name] = read_test_results(os.path.join(out, "test_results.tsv"))
   glue = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
   examples = {n: processors.get_processor(t).get_test_examples(os.path.join(GLUE, t))
               for n, t in glue.items()}

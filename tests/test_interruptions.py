@@ -1,12 +1,13 @@
-"""Interruptions and blow-ups lose nothing: Ctrl-C, SIGTERM, SIGKILL, NaN losses, torn checkpoints.
+"""Interruptions lose nothing: Ctrl-C, SIGTERM, SIGKILL, a lost device, torn checkpoints.
 
 The interrupted runs are the real command line in a subprocess, stopped by a
-real signal from the test. A small wrapper (WRAPPER below, written to a
+real signal from the test. A small wrapper (interrupted_runs.WRAPPER, written to a
 temporary file) runs run_classifier.py with one hook that holds the process at
 the point under test and prints a marker, so that the signal arrives there
 and not wherever the timing puts it; the product code has no test switch.
 Every interrupted run is then finished by the same command again, which must
-resume and end with the eval results of an uninterrupted run.
+resume and end with the eval results of an uninterrupted run. NaN losses and
+weights: test_divergence.py.
 """
 
 import glob
@@ -14,7 +15,6 @@ import logging as py_logging
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -22,128 +22,22 @@ import sys
 import time
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags
 
-from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert import errors
-from adapter_bert.model import modeling
-import run_classifier
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import progress
 from adapter_bert.runtime import stop_signals
-from adapter_bert.runtime import trainable
-from test_run_classifier import _Records, run_main
-import tiny_bert
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MRPC = os.path.join(REPO, "data", "glue", "MRPC")  # 8 training examples: 2 steps an epoch.
-NUM_STEPS, SAVE_EVERY = 20, 4
-
-# Runs run_classifier.py (arguments as given) with the hook named by
-# INTERRUPT_HOOK; markers go to stdout, the log to stderr.
-WRAPPER = r'''
-import os, runpy, sys, time
-import tensorflow as tf
-from adapter_bert.classification import features
-from adapter_bert.runtime import progress
-
-hook, _, arg = os.environ["INTERRUPT_HOOK"].partition(":")
-
-def marker(text):
-  print(text, flush=True)
-
-if hook == "slow_steps_from":  # Host calls from step `arg` on take 0.5 s more.
-  record = progress.Progress.record
-  def slow_record(self, step, *args, **kwargs):
-    line = record(self, step, *args, **kwargs)
-    if step >= int(arg):
-      marker(f"STEP {{step}}")
-      time.sleep(0.5)
-    return line
-  progress.Progress.record = slow_record
-
-elif hook == "hold_at_step":  # Host call of step `arg` holds; waits for the kill.
-  record = progress.Progress.record
-  def held_record(self, step, *args, **kwargs):
-    line = record(self, step, *args, **kwargs)
-    if step == int(arg):
-      marker(f"STEP {{step}}")
-      time.sleep(300)
-    return line
-  progress.Progress.record = held_record
-
-elif hook == "tear_checkpoint":  # The save of step `arg` stops halfway; waits for the kill.
-  save = tf.train.CheckpointManager.save
-  def torn_save(self, checkpoint_number=None, **kwargs):
-    if checkpoint_number != int(arg):
-      return save(self, checkpoint_number=checkpoint_number, **kwargs)
-    prefix = f"{{self._prefix}}-{{checkpoint_number}}"
-    self.checkpoint.write(prefix)  # The files, without the state file update.
-    with open(prefix + ".index", "r+b") as f:  # The index half written,
-      f.truncate(os.path.getsize(prefix + ".index") // 2)
-    os.makedirs(prefix + "_temp", exist_ok=True)  # and the next shard begun.
-    with open(prefix + "_temp/part-00000-of-00001.data-00000-of-00001", "wb") as f:
-      f.write(b"partial")
-    marker("MID_CHECKPOINT_WRITE")
-    time.sleep(300)
-  tf.train.CheckpointManager.save = torn_save
-
-elif hook == "damage_checkpoint":  # The save of step `arg` is named, its data cut short.
-  save = tf.train.CheckpointManager.save
-  def damaged_save(self, checkpoint_number=None, **kwargs):
-    path = save(self, checkpoint_number=checkpoint_number, **kwargs)
-    if checkpoint_number == int(arg):  # As a power loss leaves it: the state file and
-      data = path + ".data-00000-of-00001"  # index reached the disk, the data did not.
-      with open(data, "r+b") as f:
-        f.truncate(os.path.getsize(data) // 2)
-      marker("CHECKPOINT_NAMED_DATA_CUT")
-      time.sleep(300)
-    return path
-  tf.train.CheckpointManager.save = damaged_save
-
-elif hook == "slow_predict":  # Each eval/predict batch takes 0.3 s.
-  make_dataset = features.make_dataset
-  def slow(*batch):
-    marker("PREDICT_BATCH")
-    time.sleep(0.3)
-    return 0
-  def slow_make_dataset(*args, **kwargs):
-    dataset = make_dataset(*args, **kwargs)
-    if kwargs.get("is_training"):
-      return dataset
-    def delay(features, labels):
-      with tf.control_dependencies([tf.py_function(slow, [], tf.int32)]):
-        return {{k: tf.identity(v) for k, v in features.items()}}, tf.identity(labels)
-    return dataset.map(delay)
-  features.make_dataset = slow_make_dataset
-
-sys.argv = [os.path.join({repo!r}, "run_classifier.py")] + sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-'''
-
-
-def _argv(flag_values):
-  return [f"--{k}" if v is True else f"--{k}={v}" for k, v in flag_values.items()]
-
-
-@pytest.fixture(scope="module")
-def command(tmp_path_factory):
-  """The flags of one training command on the tiny BERT: 20 steps, a checkpoint every 4."""
-  d = str(tmp_path_factory.mktemp("base"))
-  config, vocab, ckpt, _ = tiny_bert.write_google_dir(d)
-  return dict(task_name="mrpc", data_dir=MRPC, bert_config_file=config, vocab_file=vocab,
-              init_checkpoint=ckpt, max_seq_length=16, train_batch_size=4,
-              eval_batch_size=4, predict_batch_size=4, adapter_size=8, learning_rate=1e-3,
-              seed=1, do_train=True, do_eval=True, do_predict=True,
-              num_train_epochs=NUM_STEPS // 2, save_checkpoints_steps=SAVE_EVERY,
-              iterations_per_loop=1)
+from interrupted_runs import (NUM_STEPS, REPO, SAVE_EVERY, WRAPPER, Subprocess, flag_argv,
+                              losing_the_device_at, point_log, read_file, result_files,
+                              resumable_copy, saved_steps, temporaries)
+from run_harness import Records, run_main
 
 
 @pytest.fixture(scope="module")
@@ -166,73 +60,6 @@ def uninterrupted(command, tmp_path_factory):
   return out
 
 
-def _read(path):
-  with open(path) as f:
-    return f.read()
-
-
-def _results(output_dir):
-  return {name: _read(os.path.join(output_dir, name))
-          for name in ("eval_results.txt", "test_results.tsv")}
-
-
-def _saved_steps(output_dir):
-  """The steps the `checkpoint` state file lists (what a restart can resume from)."""
-  state = tf.train.get_checkpoint_state(output_dir)
-  return sorted(run_checkpoints.step_of(p) for p in state.all_model_checkpoint_paths)
-
-
-def _temporaries(output_dir):
-  """file_io's temporaries and AtomicDirectory backups anywhere under output_dir."""
-  return [os.path.join(d, n) for d, dirs, files in os.walk(output_dir)
-          for n in dirs + files if re.match(r"\..*\.(tmp|old)-", n)]
-
-
-class _Subprocess:
-  """The command under the WRAPPER hook; stdout carries the hook's markers."""
-
-  def __init__(self, tmp_path, flag_values, hook):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    wrapper = tmp_path / "wrapper.py"
-    wrapper.write_text(WRAPPER.format(repo=REPO))
-    self.log_path = tmp_path / "log.txt"
-    self._log = open(self.log_path, "w")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", INTERRUPT_HOOK=hook)
-    self.proc = subprocess.Popen([sys.executable, str(wrapper)] + _argv(flag_values),
-                                 cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                 stderr=self._log, text=True)
-
-  def wait_for(self, pattern, timeout=120):
-    """Reads markers until one matches `pattern`; returns the match."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-      ready, _, _ = select.select([self.proc.stdout], [], [], deadline - time.time())
-      line = self.proc.stdout.readline() if ready else ""
-      if not line and self.proc.poll() is not None:
-        break
-      match = re.fullmatch(pattern, line.strip())
-      if match:
-        return match
-    raise AssertionError(f"no marker {pattern!r} (exit status {self.proc.poll()}):\n"
-                         + self.log()[-3000:])
-
-  def finish(self, timeout=120):
-    """Waits for the exit; returns the exit status."""
-    try:
-      self.proc.communicate(timeout=timeout)
-    finally:
-      if self.proc.poll() is None:
-        self.proc.kill()
-        self.proc.communicate()
-      self._log.close()
-    return self.proc.returncode
-
-  def log(self):
-    if not self._log.closed:
-      self._log.flush()
-    return self.log_path.read_text()
-
-
 STOP_SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
 
 
@@ -245,8 +72,8 @@ def stopped_by_signal(command, tmp_path_factory):
     for name in STOP_SIGNALS:
       d = tmp_path_factory.mktemp(name)
       out = str(d / "out")
-      runs[name] = out, _Subprocess(d, dict(command, output_dir=out),
-                                    hook="slow_steps_from:5")
+      runs[name] = out, Subprocess(d, dict(command, output_dir=out),
+                                   hook="slow_steps_from:5")
     for name, (_, run) in runs.items():
       run.wait_for(r"STEP (\d+)")  # Between checkpoints 4 and 8, or a little later.
       run.proc.send_signal(STOP_SIGNALS[name])
@@ -274,14 +101,14 @@ def test_a_stop_signal_during_training_saves_the_current_step_and_resumes(
   assert 5 <= step < NUM_STEPS
   # A checkpoint of that very step is the latest, whole; nothing was evaluated.
   assert path == os.path.join(out, f"model.ckpt-{step}")
-  assert run_checkpoints.latest(out) == path and step in _saved_steps(out)
+  assert run_checkpoints.latest(out) == path and step in saved_steps(out)
   assert not os.path.exists(os.path.join(out, "eval_results.txt"))
-  assert not _temporaries(out)
+  assert not temporaries(out)
 
   logs = run_main(**command, output_dir=out)  # The same command again.
   assert f"***** Running training from step {step} to {NUM_STEPS} *****" in logs
-  assert _saved_steps(out)[-1] == NUM_STEPS
-  assert _results(out) == _results(uninterrupted)
+  assert saved_steps(out)[-1] == NUM_STEPS
+  assert result_files(out) == result_files(uninterrupted)
 
 
 def test_a_second_ctrl_c_while_stopping_is_recorded_not_raised():
@@ -356,7 +183,7 @@ def test_ctrl_c_during_the_save_it_started_waits_for_the_save(command, tmp_path,
     return path
   monkeypatch.setattr(progress.Progress, "record", record_then_ctrl_c)
   monkeypatch.setattr(tf.train.CheckpointManager, "save", save_with_ctrl_c)
-  records = _Records()
+  records = Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(records)
   try:
@@ -367,7 +194,7 @@ def test_ctrl_c_during_the_save_it_started_waits_for_the_save(command, tmp_path,
   assert exit_info.value.code == 130
   assert saved == [4, 5]
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-5")
-  assert _saved_steps(out) == [4, 5]
+  assert saved_steps(out) == [4, 5]
   lines = [m for m in records.messages if "interrupted at step" in m]
   assert lines == [f"SIGINT: interrupted at step 5; the same command resumes from its "
                    f"checkpoint {os.path.join(out, 'model.ckpt-5')} (exit status 130)"]
@@ -381,7 +208,7 @@ def held_at_step_12(command, tmp_path_factory):
   for hook in ("tear_checkpoint:12", "damage_checkpoint:12"):
     d = tmp_path_factory.mktemp(hook.partition(":")[0])
     out = str(d / "out")
-    runs[hook] = out, _Subprocess(d, dict(command, output_dir=out), hook=hook)
+    runs[hook] = out, Subprocess(d, dict(command, output_dir=out), hook=hook)
   yield runs
   for _, run in runs.values():
     if run.proc.poll() is None:
@@ -397,16 +224,16 @@ def test_sigkill_during_a_checkpoint_write_resumes_from_the_one_before(
   assert run.finish() == -signal.SIGKILL
   # The torn files of step 12 are there, but the state file still names step 8.
   assert os.path.exists(os.path.join(out, "model.ckpt-12.index"))
-  assert _saved_steps(out) == [4, 8]
+  assert saved_steps(out) == [4, 8]
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-8")
 
   logs = run_main(**command, output_dir=out)
   assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
-  assert _saved_steps(out) == [4, 8, 12, 16, 20]
+  assert saved_steps(out) == [4, 8, 12, 16, 20]
   reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-12"))  # Rewritten whole.
   assert reader.get_variable_to_shape_map()
-  assert _results(out) == _results(uninterrupted)
-  assert not _temporaries(out)
+  assert result_files(out) == result_files(uninterrupted)
+  assert not temporaries(out)
 
 
 def test_sigkill_after_a_checkpoint_is_named_but_its_data_is_cut_resumes_from_the_one_before(
@@ -418,7 +245,7 @@ def test_sigkill_after_a_checkpoint_is_named_but_its_data_is_cut_resumes_from_th
   run.wait_for("CHECKPOINT_NAMED_DATA_CUT")
   run.proc.send_signal(signal.SIGKILL)
   assert run.finish() == -signal.SIGKILL
-  assert _saved_steps(out) == [4, 8, 12]  # Named, though damaged.
+  assert saved_steps(out) == [4, 8, 12]  # Named, though damaged.
 
   logs = run_main(**command, output_dir=out)
   warnings = [m for m in logs if "model.ckpt-12 as the latest checkpoint" in m]
@@ -426,35 +253,12 @@ def test_sigkill_after_a_checkpoint_is_named_but_its_data_is_cut_resumes_from_th
   assert warnings[0].endswith(f"using {os.path.join(out, 'model.ckpt-8')}, the newest "
                               "complete one")
   assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
-  assert _saved_steps(out) == [4, 8, 12, 16, 20]
+  assert saved_steps(out) == [4, 8, 12, 16, 20]
   reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-12"))  # Rewritten whole.
   for name in reader.get_variable_to_shape_map():
     reader.get_tensor(name)
-  assert _results(out) == _results(uninterrupted)
-  assert not _temporaries(out)
-
-
-def _losing_the_device_at(lost_at):
-  """loop.make_train_loop whose loop, on the host call that would pass step
-  `lost_at`, runs the steps up to it and then fails as a preempted TPU Node's
-  does: the weights stand past the host's step, at a step it never learns."""
-  make_train_loop = loop.make_train_loop
-
-  def make(*args, **kwargs):
-    train_loop, done = make_train_loop(*args, **kwargs), [0]
-
-    def failing(iterator, num_steps):
-      if done[0] + int(num_steps) >= lost_at:
-        if lost_at > done[0]:
-          train_loop(iterator, tf.constant(lost_at - done[0]))
-        raise tf.errors.UnavailableError(
-            None, None, "Socket closed\nAdditional GRPC error information: ...")
-      done[0] += int(num_steps)
-      return train_loop(iterator, num_steps)
-
-    return failing
-
-  return make
+  assert result_files(out) == result_files(uninterrupted)
+  assert not temporaries(out)
 
 
 def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
@@ -464,8 +268,8 @@ def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
   checkpoint to resume from, the SIGTERM status, nothing saved from the failed
   call; the same command then ends with the uninterrupted run's results."""
   out = str(tmp_path / "out")
-  monkeypatch.setattr(loop, "make_train_loop", _losing_the_device_at(10))
-  records = _Records()
+  monkeypatch.setattr(loop, "make_train_loop", losing_the_device_at(10))
+  records = Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(records)
   try:
@@ -482,9 +286,9 @@ def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
       r"The TPU \(or another device of the run\) became unavailable during the steps "
       rf"after (\d+) \(Socket closed\): preempted or restarted\. Run the same command "
       rf"again to resume from {re.escape(checkpoint)} \(exit status 143\)", lines[0])
-  assert _saved_steps(out) == [4, 8] and run_checkpoints.latest(out) == checkpoint
+  assert saved_steps(out) == [4, 8] and run_checkpoints.latest(out) == checkpoint
   assert not os.path.exists(os.path.join(out, "eval_results.txt"))
-  assert not _temporaries(out)
+  assert not temporaries(out)
 
   monkeypatch.undo()
   fingerprints = []  # Each a read of the whole frozen base (from a TPU's memory).
@@ -493,7 +297,7 @@ def test_a_device_lost_mid_call_keeps_the_last_checkpoint_and_resumes(
                       lambda *args: fingerprints.append(args) or base_fingerprint(*args))
   logs = run_main(**command, output_dir=out)  # The same command again.
   assert f"***** Running training from step 8 to {NUM_STEPS} *****" in logs
-  assert _results(out) == _results(uninterrupted)
+  assert result_files(out) == result_files(uninterrupted)
   # Checked against the checkpoint's base at the model's set-up and again as training
   # resumes, recorded in new checkpoints and in adapter_model/: computed once.
   assert len(fingerprints) == 1
@@ -518,7 +322,7 @@ def test_a_device_lost_during_evaluation_is_one_line_and_the_rerun_evaluates(
     return failing
 
   monkeypatch.setattr(prediction, "predict_function", lost)
-  records = _Records()
+  records = Records()
   logger = py_logging.getLogger("absl")
   logger.addHandler(records)
   try:
@@ -535,7 +339,7 @@ def test_a_device_lost_during_evaluation_is_one_line_and_the_rerun_evaluates(
   assert not os.path.exists(os.path.join(out, "eval_results.txt"))
   monkeypatch.undo()
   run_main(**eval_only)
-  assert _read(os.path.join(out, "eval_results.txt")) == _read(
+  assert read_file(os.path.join(out, "eval_results.txt")) == read_file(
       os.path.join(uninterrupted, "eval_results.txt"))
 
 
@@ -550,8 +354,8 @@ def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
   random_base = {k: v for k, v in command.items() if k != "init_checkpoint"}
   out = str(tmp_path / "out")
   # Held at step 5 until the kill: it starts while the uninterrupted run is made here.
-  run = _Subprocess(tmp_path / "killed", dict(random_base, output_dir=out),
-                    hook="hold_at_step:5")
+  run = Subprocess(tmp_path / "killed", dict(random_base, output_dir=out),
+                   hook="hold_at_step:5")
   try:
     uninterrupted = str(tmp_path / "uninterrupted")
     run_main(**random_base, output_dir=uninterrupted)
@@ -575,12 +379,12 @@ def test_sigkill_of_a_random_base_run_resumes_from_its_whole_model_checkpoint(
   monkeypatch.setattr(keras.utils, "set_random_seed", other_weights)
   logs = run_main(**random_base, output_dir=out)
   assert f"***** Running training from step {step} to {NUM_STEPS} *****" in logs
-  assert _results(out) == _results(uninterrupted)
+  assert result_files(out) == result_files(uninterrupted)
 
 
 def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp_path):
   out = str(tmp_path / "out")
-  run = _Subprocess(tmp_path, dict(command, output_dir=out), hook="slow_predict")
+  run = Subprocess(tmp_path, dict(command, output_dir=out), hook="slow_predict")
   run.wait_for("PREDICT_BATCH")  # Training is over; evaluation has begun.
   run.proc.send_signal(signal.SIGTERM)
   status = run.finish()
@@ -591,8 +395,8 @@ def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp
                    r"written: run the same command again", log), log[-3000:]
   for name in ("eval_results.txt", "test_results.tsv"):
     assert not os.path.exists(os.path.join(out, name))
-  assert not _temporaries(out)
-  assert _saved_steps(out) == [4, 8, 12, 16, 20]  # Training's work is all there.
+  assert not temporaries(out)
+  assert saved_steps(out) == [4, 8, 12, 16, 20]  # Training's work is all there.
   checkpoint_files = {n: os.path.getmtime(os.path.join(out, n))
                       for n in os.listdir(out) if n.startswith("model.ckpt-")}
 
@@ -600,67 +404,7 @@ def test_sigterm_during_evaluation_writes_no_results(command, uninterrupted, tmp
   assert f"***** Running training from step {NUM_STEPS} to {NUM_STEPS} *****" in logs
   assert checkpoint_files == {n: os.path.getmtime(os.path.join(out, n))
                               for n in os.listdir(out) if n.startswith("model.ckpt-")}
-  assert _results(out) == _results(uninterrupted)
-
-
-def test_nan_loss_stops_with_the_step_and_keeps_finite_checkpoints(command, tmp_path, capsys):
-  """run_classifier.py's main as its entry point runs it (errors.exit_on_user_error), in
-  this process: the stop and the files are under test here, not the process."""
-  out = str(tmp_path / "out")
-  fv = flags.FlagValues()
-  run_classifier.define_flags(fv)
-  fv(["run_classifier.py"] + _argv(dict(command, output_dir=out, learning_rate=1e30,
-                                        save_checkpoints_steps=1, do_eval=False,
-                                        do_predict=False)))
-  capsys.readouterr()
-  with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(lambda argv: run_classifier.main(argv, fv))(["run_classifier.py"])
-  stderr = capsys.readouterr().err
-  assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS, stderr[-3000:]
-  assert "Traceback" not in stderr
-  message = [l for l in stderr.splitlines() if l.startswith("ERROR: ")]
-  assert len(message) == 1, stderr[-3000:]
-  match = re.match(r"ERROR: training diverged: the loss is (nan|inf|-inf) at step (\d+)\. "
-                   r"Nothing after step (\d+) was saved: the last checkpoint, (\S+), is "
-                   r"intact\..*lower --learning_rate \(now 1e\+30\)", message[0])
-  assert match, message[0]
-  step, last = int(match.group(2)), int(match.group(3))
-  # A checkpoint every step, none from the step that went wrong or after.
-  assert last == step - 1 >= 1
-  assert _saved_steps(out)[-1] == last
-  assert match.group(4) == run_checkpoints.latest(out) == os.path.join(out, f"model.ckpt-{last}")
-  reader = tf.train.load_checkpoint(match.group(4))
-  values = [reader.get_tensor(n) for n, dtype in reader.get_variable_to_dtype_map().items()
-            if dtype.is_floating]
-  assert values and all(np.isfinite(v).all() for v in values)
-
-
-def test_nonfinite_weights_are_never_saved(tmp_path):
-  """A loss that stays finite while its gradients are NaN: the save refuses."""
-  keras.utils.set_random_seed(3)
-  model = modeling.BertClassifier(modeling.BertConfig(**tiny_bert.TINY_CONFIG), 2,
-                                  AdapterConfig(size=8))
-  model.ensure_built()
-  trainable.set_trainable(model, trainable.TrainMode.parse("adapters"))
-  ids = np.random.default_rng(0).integers(5, 99, size=(8, 16)).astype(np.int32)
-  dataset = tf.data.Dataset.from_tensor_slices((
-      {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)},
-      np.zeros(8, np.int32))).repeat().batch(4, drop_remainder=True)
-
-  def loss_fn(labels, logits):  # 0, with a NaN gradient: d sqrt(u) at u = 0 times 0.
-    del labels
-    return tf.sqrt(tf.square(logits[:, 0] - tf.stop_gradient(logits[:, 0])))
-
-  out = str(tmp_path / "out")
-  settings = loop.TrainSettings(output_dir=out, train_batch_size=4, num_train_steps=3,
-                                num_warmup_steps=0, learning_rate=1e-3,
-                                save_checkpoints_steps=1, iterations_per_loop=1)
-  with pytest.raises(errors.UserError, match=r"training diverged: the weights hold NaN or "
-                     r"Inf values \(the loss was still finite\) at step 1\. No checkpoint "
-                     r"was saved\."):
-    loop.train(tf.distribute.get_strategy(), model, loss_fn, dataset, settings)
-  assert run_checkpoints.latest(out) is None
-  assert not tf.io.gfile.glob(os.path.join(out, "model.ckpt-*"))
+  assert result_files(out) == result_files(uninterrupted)
 
 
 def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
@@ -674,7 +418,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
   with open(index, "r+b") as f:
     f.truncate(os.path.getsize(index) // 2)
   os.remove(os.path.join(out, "model.ckpt-16.data-00000-of-00001"))
-  handler = _Records()
+  handler = Records()
   py_logging.getLogger("absl").addHandler(handler)
   try:
     assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-12")
@@ -686,7 +430,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(
 
   logs = run_main(**command, output_dir=out)
   assert f"***** Running training from step 12 to {NUM_STEPS} *****" in logs
-  assert _results(out) == _results(uninterrupted)
+  assert result_files(out) == result_files(uninterrupted)
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-20")
 
 
@@ -701,7 +445,7 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_its_rerun_resumes(command, uninter
   fixed = {k: v for k, v in command.items()
            if k not in ("seed", "do_train", "do_eval", "do_predict")}
   argv = [sys.executable, "-m", "experiments.sweep", f"--output_dir={out}", "--vary=seed=1",
-          f"--program={sys.executable} {wrapper}", "--"] + _argv(fixed)
+          f"--program={sys.executable} {wrapper}", "--"] + flag_argv(fixed)
 
   def sweep(hook):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", INTERRUPT_HOOK=hook)
@@ -712,15 +456,15 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_its_rerun_resumes(command, uninter
   proc = sweep("slow_steps_from:5")
   try:
     deadline = time.time() + 120
-    while not re.search(r"^STEP \d+$", _point_log(out), re.M):
-      assert time.time() < deadline and proc.poll() is None, _point_log(out)[-3000:]
+    while not re.search(r"^STEP \d+$", point_log(out), re.M):
+      assert time.time() < deadline and proc.poll() is None, point_log(out)[-3000:]
       time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
   finally:
     if proc.poll() is None:
       proc.kill()
-  log = _point_log(out)
+  log = point_log(out)
   assert proc.returncode == 130, stderr[-3000:]
   for text in (stdout, stderr, log):
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
@@ -737,23 +481,10 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_its_rerun_resumes(command, uninter
   fv = flags.FlagValues()
   sweep_lib.define_flags(fv)
   assert sweep_lib.main(fv(["sweep"] + argv[3:]), fv) == 0
-  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in _point_log(out)
+  assert f"***** Running training from step {step} to {NUM_STEPS} *****" in point_log(out)
   (point,) = glob.glob(str(out / "runs" / "*"))
-  assert _read(os.path.join(point, "eval_results.txt")) == \
-      _read(os.path.join(uninterrupted, "eval_results.txt"))
-
-
-def _point_log(sweep_dir):
-  """The run.log of the sweep's one point ("" before it starts)."""
-  logs = glob.glob(str(sweep_dir / "runs" / "*" / "run.log"))
-  return _read(logs[0]) if logs else ""
-
-
-def _resumable_copy(uninterrupted, out):
-  """The uninterrupted run's output_dir without its results: as a rerun finds it."""
-  shutil.copytree(uninterrupted, out)
-  for name in ("eval_results.txt", "test_results.tsv"):
-    os.remove(os.path.join(out, name))
+  assert read_file(os.path.join(point, "eval_results.txt")) == \
+      read_file(os.path.join(uninterrupted, "eval_results.txt"))
 
 
 def _cut_short(path, keep):
@@ -770,7 +501,7 @@ def test_a_cut_short_latest_data_file_is_skipped_with_one_warning(
   its last byte: the rerun reads every tensor, says so in one line, resumes from
   step 16 and ends as the uninterrupted run, step 20 rewritten whole."""
   out = str(tmp_path / "out")
-  _resumable_copy(uninterrupted, out)
+  resumable_copy(uninterrupted, out)
   data = os.path.join(out, "model.ckpt-20.data-00000-of-00001")
   _cut_short(data, -1)
   reads = []  # The checkpoints read through: those the run found, not those it wrote.
@@ -787,7 +518,7 @@ def test_a_cut_short_latest_data_file_is_skipped_with_one_warning(
                               f"the newest complete one")
   assert "\n" not in warnings[0]
   assert f"***** Running training from step 16 to {NUM_STEPS} *****" in logs
-  assert _results(out) == _results(uninterrupted)
+  assert result_files(out) == result_files(uninterrupted)
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-20")
   reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-20"))
   for name in reader.get_variable_to_shape_map():  # Every tensor readable again.
@@ -809,7 +540,7 @@ def test_other_damage_to_the_latest_data_file_is_found_too(uninterrupted, tmp_pa
   """Every way a .data file can be damaged under a whole index makes latest()
   fall back (a flipped byte fails the tensor's checksum)."""
   out = str(tmp_path / "out")
-  _resumable_copy(uninterrupted, out)
+  resumable_copy(uninterrupted, out)
   damage(os.path.join(out, "model.ckpt-20.data-00000-of-00001"))
   assert run_checkpoints.latest(out) == os.path.join(out, "model.ckpt-16")
 
@@ -819,7 +550,7 @@ def test_with_every_checkpoint_damaged_training_starts_over_to_the_same_result(
   """No sound checkpoint left: one warning, training from the initial weights
   (seeded, so to the uninterrupted run's result), the damaged files replaced."""
   out = str(tmp_path / "out")
-  _resumable_copy(uninterrupted, out)
+  resumable_copy(uninterrupted, out)
   for data in glob.glob(os.path.join(out, "model.ckpt-*.data-*")):
     _cut_short(data, -1)
 
@@ -828,9 +559,9 @@ def test_with_every_checkpoint_damaged_training_starts_over_to_the_same_result(
   assert len(warnings) == 1, logs
   assert warnings[0].endswith("no complete checkpoint is left: starting afresh")
   assert f"***** Running training from step 0 to {NUM_STEPS} *****" in logs
-  assert _results(out) == _results(uninterrupted)
-  assert _saved_steps(out) == [4, 8, 12, 16, 20]
-  for step in _saved_steps(out):
+  assert result_files(out) == result_files(uninterrupted)
+  assert saved_steps(out) == [4, 8, 12, 16, 20]
+  for step in saved_steps(out):
     assert run_checkpoints._damaged(  # pylint: disable=protected-access
         os.path.join(out, f"model.ckpt-{step}"),
         glob.glob(os.path.join(out, f"model.ckpt-{step}.data-*"))) is None
@@ -842,11 +573,11 @@ def test_evaluating_a_damaged_run_uses_its_newest_sound_checkpoint_or_refuses(
   results); with none left, one line naming the latest, as the base's chance-level
   scores would pass for the run's."""
   out = str(tmp_path / "out")
-  _resumable_copy(uninterrupted, out)
+  resumable_copy(uninterrupted, out)
   _cut_short(os.path.join(out, "model.ckpt-20.data-00000-of-00001"), -1)
   evaluate = dict(command, do_train=False, do_predict=False, output_dir=out)
   run_main(**evaluate)
-  assert "checkpoint_path = model.ckpt-16\n" in _read(os.path.join(out, "eval_results.txt"))
+  assert "checkpoint_path = model.ckpt-16\n" in read_file(os.path.join(out, "eval_results.txt"))
 
   os.remove(os.path.join(out, "eval_results.txt"))
   for data in glob.glob(os.path.join(out, "model.ckpt-*.data-*")):

@@ -204,7 +204,7 @@ def test_16_bit_gelus_are_rounded_once_from_float32(name, rows, dtype, bits):
   for got, want in ((y, exact), (dy_dx, _gelu_derivative(name, x))):
     error = np.abs(tf.cast(got, tf.float64).numpy() - want)
     # Half a unit in the last of `bits` significant bits, plus the float32 formula's
-    # own error (below 1e-5: where tanh rounds to -1, test_modeling says).
+    # own error (below 1e-5: where tanh rounds to -1, test_modeling_ops says).
     np.testing.assert_array_less(error, np.abs(want) * 2.0 ** -bits * 1.001 + 1e-5)
 
 

@@ -30,47 +30,26 @@ from adapter_bert.multitask.model import MultiTaskClassifier, TaskHead
 from adapter_bert.serving import multitask_run
 import numpy_bert
 from adapter_bert.model import optimization
+import run_harness
+from run_harness import GLUE, MULTITASK_TASKS, TINY_HYPER, multitask_flags
 import run_multitask
-from adapter_bert.cli import multitask_flags
+from adapter_bert.cli import multitask_flags as multitask_cli
 from adapter_bert.multitask import tasks as multitask_tasks
-import test_run_classifier
 import tiny_bert
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GLUE = os.path.join(REPO, "data", "glue")
-TINY_HYPER = dict(task_embedding_dim=8, projector_hidden_dim=16, projected_dim=8)
-# Two classification tasks, a regression task and a 3-label tsv task.
-TASKS = dict(task_name="mrpc,sst-2,sts-b,tsv",
-             data_dir=",".join([os.path.join(GLUE, "MRPC"), os.path.join(GLUE, "SST-2"),
-                                os.path.join(GLUE, "STS-B"),
-                                os.path.join(REPO, "data", "tsv_example")]))
 TASK_NAMES = ("mrpc", "sst-2", "sts-b", "tsv_example")
 
 
 def run_main(**flag_values):
-  """run_multitask.main with these flags, as test_run_classifier runs its script."""
-  return test_run_classifier.run_main(script=run_multitask, **flag_values)
-
-
-# What every run of these tests shares, beside the tiny base (conftest.base).
-RUN_FLAGS = dict(max_seq_length=32, train_batch_size=4, eval_batch_size=4,
-                 predict_batch_size=4, adapter_size=8, learning_rate=1e-2, seed=1,
-                 num_train_epochs=2, **TASKS, **TINY_HYPER)
-
-
-def _flags(base, **overrides):
-  """run_multitask.py's flags: the tiny base, RUN_FLAGS, then `overrides`."""
-  f = dict(bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
-           init_checkpoint=base["init_checkpoint"], **RUN_FLAGS)
-  f.update(overrides)
-  return f
+  """run_multitask.main with these flags, as run_harness.run_main runs run_classifier.py."""
+  return run_harness.run_main(script=run_multitask, **flag_values)
 
 
 @pytest.fixture(scope="module")
 def hyperformer_run(base, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("hyperformer"))
-  logs = run_main(**_flags(base, multitask_adapters="hyperformer", do_train=True, do_eval=True,
-                           do_predict=True, output_dir=out))
+  logs = run_main(**multitask_flags(base, multitask_adapters="hyperformer", do_train=True,
+                                    do_eval=True, do_predict=True, output_dir=out))
   return out, logs
 
 
@@ -316,15 +295,15 @@ def _fresh_model_from(out, base):
   from adapter_bert.runtime import model_setup
   fv = flags.FlagValues()
   run_multitask.define_flags(fv)
-  fv(["x"] + [f"--{k}={v}" for k, v in _flags(base, multitask_adapters="hyperformer",
+  fv(["x"] + [f"--{k}={v}" for k, v in multitask_flags(base, multitask_adapters="hyperformer",
                                                  output_dir=out, do_eval=True).items()])
   tasks = [t.head() for t in multitask_tasks.tasks_from_flags(
       fv.task_name, fv.data_dir, fv.text_a_column, fv.text_b_column, fv.label_column)]
-  options = multitask_flags.model_options(fv)
+  options = multitask_cli.model_options(fv)
   base_encoder = options.read_checked_base(fv.bert_config_file, fv.vocab_file, True, 32)
   model, _ = model_setup.create_model(
       tf.distribute.get_strategy(), lambda bert, adapters: MultiTaskClassifier(
-          bert, tasks, "hyperformer", adapters, multitask_flags.hyperformer_config(fv)),
+          bert, tasks, "hyperformer", adapters, multitask_cli.hyperformer_config(fv)),
       options, base_encoder, out)
   return model
 
@@ -337,8 +316,8 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
   # No model flags: the adapter file gives the type, the sizes and HyperFormer++'s widths.
   recorded = dict(multitask_adapters=None, adapter_size=None,
                   **{k: None for k in TINY_HYPER})
-  run_main(**_flags(base, do_predict=True, do_eval=True, adapter_checkpoint=adapters,
-                    output_dir=again, eval_predictions=True, **recorded))
+  run_main(**multitask_flags(base, do_predict=True, do_eval=True, adapter_checkpoint=adapters,
+                             output_dir=again, eval_predictions=True, **recorded))
   for task in TASK_NAMES:
     assert open(os.path.join(again, task, "test_results.tsv")).read() == \
         open(os.path.join(out, task, "test_results.tsv")).read(), task
@@ -355,8 +334,9 @@ def test_adapter_model_round_trip_reproduces_every_tasks_predictions(base, hyper
   assert not os.path.exists(os.path.join(out, TASK_NAMES[0], "eval_predictions.tsv"))
   # A flag that contradicts the file is refused, naming both.
   with pytest.raises(errors.UserError) as e:
-    run_main(**_flags(base, do_eval=True, adapter_checkpoint=adapters,
-                      output_dir=str(tmp_path / "refused"), **dict(recorded, adapter_size=16)))
+    run_main(**multitask_flags(base, do_eval=True, adapter_checkpoint=adapters,
+                               output_dir=str(tmp_path / "refused"),
+                               **dict(recorded, adapter_size=16)))
   assert str(e.value) == (f"--adapter_size=16: the adapters at {adapters} were trained with "
                           "adapter_size 8; leave --adapter_size out to take it from them")
 
@@ -380,8 +360,8 @@ def _check_eval_predictions(out):
   order, gives the task's eval_results.txt: accuracy of the argmax against the dev
   labels, Pearson's r of the scores (STS-B)."""
   tasks = multitask_tasks.tasks_from_flags(
-      TASKS["task_name"].split(","), TASKS["data_dir"].split(","), ["sentence"], None,
-      ["label"])
+      MULTITASK_TASKS["task_name"].split(","), MULTITASK_TASKS["data_dir"].split(","),
+      ["sentence"], None, ["label"])
   for task in tasks:
     dev = task.processor.get_dev_examples(task.data_dir)
     predictions = np.loadtxt(os.path.join(out, task.name, "eval_predictions.tsv"), ndmin=2)
@@ -401,9 +381,9 @@ def test_padding_to_the_maximum_gives_the_same_results(base, hyperformer_run, tm
   # The trained run padded each batch to its longest example, as by default.
   out, _ = hyperformer_run
   again = str(tmp_path / "padded")
-  run_main(**_flags(base, multitask_adapters="hyperformer", do_predict=True, do_eval=True,
-                    adapter_checkpoint=os.path.join(out, "adapter_model"), output_dir=again,
-                    pad_to_max_seq_length=True))
+  run_main(**multitask_flags(base, multitask_adapters="hyperformer", do_predict=True,
+                             do_eval=True, adapter_checkpoint=os.path.join(out, "adapter_model"),
+                             output_dir=again, pad_to_max_seq_length=True))
   _assert_same_task_results(again, out)
 
 
@@ -413,9 +393,10 @@ def test_packed_evaluation_and_prediction_give_the_same_results(base, hyperforme
   out, _ = hyperformer_run
   packed = str(tmp_path / "packed")
   with caplog.at_level("INFO"):
-    run_main(**_flags(base, multitask_adapters="hyperformer", do_predict=True, do_eval=True,
-                      eval_predictions=True, adapter_checkpoint=os.path.join(out, "adapter_model"),
-                      output_dir=packed, pack_sequences=True))
+    run_main(**multitask_flags(base, multitask_adapters="hyperformer", do_predict=True,
+                               do_eval=True, eval_predictions=True,
+                               adapter_checkpoint=os.path.join(out, "adapter_model"),
+                               output_dir=packed, pack_sequences=True))
   counts = [(int(a), int(b)) for a, b in re.findall(r"packed (\d+) examples into (\d+) rows",
                                                      caplog.text)]
   assert counts and any(examples > rows for examples, rows in counts)
@@ -425,8 +406,8 @@ def test_packed_evaluation_and_prediction_give_the_same_results(base, hyperforme
 
 def test_shared_adapters_run(base, tmp_path):
   out = str(tmp_path / "shared")
-  logs = run_main(**_flags(base, multitask_adapters="shared", do_train=True, do_eval=True,
-                           output_dir=out, num_train_epochs=1))
+  logs = run_main(**multitask_flags(base, multitask_adapters="shared", do_train=True, do_eval=True,
+                                    output_dir=out, num_train_epochs=1))
   header = adapter_weights.read_adapter_header(
       os.path.join(out, "adapter_model", adapter_weights.WEIGHTS_FILE))
   names = header["variables"]
@@ -452,7 +433,7 @@ def test_shared_adapters_run(base, tmp_path):
 def test_bad_flags_are_one_clear_error(base, tmp_path, overrides, message):
   out = tmp_path / "out"
   with pytest.raises(errors.UserError, match=message.replace("(", r"\(")):
-    run_main(**_flags(base, do_train=True, output_dir=str(out), **overrides))
+    run_main(**multitask_flags(base, do_train=True, output_dir=str(out), **overrides))
   assert not out.exists()
 
 
@@ -502,8 +483,8 @@ def test_a_resume_with_another_sampling_temperature_is_refused(base, hyperformer
   with pytest.raises(errors.UserError, match=(
       r"^--sampling_temperature: .* trained with sampling_temperature=10\.0 \(see .*\), "
       r"not 1\.0; ")):
-    run_main(**_flags(base, multitask_adapters="hyperformer", do_train=True, output_dir=out,
-                      sampling_temperature=1))
+    run_main(**multitask_flags(base, multitask_adapters="hyperformer", do_train=True,
+                               output_dir=out, sampling_temperature=1))
   with open(os.path.join(out, "run_config.json")) as f:
     assert f.read() == config
 
@@ -524,7 +505,8 @@ def test_the_tasks_labels_are_checked_by_the_one_owner(base, hyperformer_run, tm
   with open(config_path, "w") as f:
     json.dump(config, f)
   with pytest.raises(errors.UserError) as e:
-    run_main(**_flags(base, multitask_adapters="hyperformer", do_train=True, output_dir=out))
+    run_main(**multitask_flags(base, multitask_adapters="hyperformer", do_train=True,
+                               output_dir=out))
   assert str(e.value) == (
       f"{config_path}: task {task['name']!r} of this run gives the labels {labels!r}, but "
       f"the run whose checkpoints {out} holds has {labels[::-1]!r} (label ids are "

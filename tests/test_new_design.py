@@ -21,12 +21,10 @@ from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
 from adapter_bert.model import modeling
+from design_checks import CONFIG, L, run_bank_and_export, served_beside_houlsby, train_step
 import numpy_bert
 from adapter_bert.model import optimization
 import tiny_bert
-
-CONFIG = modeling.BertConfig.from_dict(tiny_bert.TINY_CONFIG)  # 2 layers, hidden 32.
-L = CONFIG.num_hidden_layers
 
 
 class SumReadingWeights(adapter_layers.AdapterWeights):
@@ -165,14 +163,6 @@ def test_a_model_is_the_numpy_equation_and_its_weights_have_houlsbys_tf1_names(
     assert layer_weights.feed_forward_adapters == ()
 
 
-def _train_step(model, optimizer, inputs, labels):
-  with tf.GradientTape() as tape:
-    logits = model(inputs, training=True)
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-  grads = tape.gradient(loss, model.trainable_variables)
-  optimizer.apply_gradients(zip(grads, model.trainable_variables))
-
-
 def test_a_classifier_trains_a_step_and_its_tf1_checkpoint_restores_it(sum_reading, tmp_path):
   """--train_mode=adapters trains its adapters (and LayerNorms and head) only;
   a TF1 checkpoint of its variables under their names restores the function."""
@@ -191,7 +181,7 @@ def test_a_classifier_trains_a_step_and_its_tf1_checkpoint_restores_it(sum_readi
   before = {n: v.numpy().copy() for n, v in names.items()}
   optimizer = optimization.create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=0)
   inputs = tiny_bert.random_inputs(batch=2, seq=7, padded_from=5, second_segment_from=3)
-  _train_step(model, optimizer, inputs, np.array([0, 1]))
+  train_step(model, optimizer, inputs, np.array([0, 1]))
   changed = {n for n, v in names.items() if not np.array_equal(v.numpy(), before[n])}
   adapters = {n for n in names if modeling.variable_role(n) == "adapter"}
   assert adapters and adapters <= changed <= trained
@@ -268,42 +258,7 @@ def test_its_tasks_are_served_beside_houlsbys_in_one_batch(sum_reading):
   """serving/multitask.MultiTaskBert (what an exported SavedModel runs) over a
   task of the new design and a Houlsby task: each example gets its own task
   model's logits (Design.stack pads and stacks the new design's weights)."""
-  _served_beside_houlsby(AdapterConfig(size=4, design="sum_reading"))
-
-
-def _served_beside_houlsby(new_config):
-  """MultiTaskBert over a task of `new_config` and a Houlsby task, on one base:
-  each example gets its own task model's logits."""
-  from adapter_bert.serving import multitask
-  keras.utils.set_random_seed(0)
-  configs = {"new": new_config, "houlsby": AdapterConfig(size=2)}
-  base, models, tasks = None, {}, []
-  for i, (name, config) in enumerate(configs.items()):
-    model = modeling.BertClassifier(CONFIG, 2, config)
-    model.ensure_built()
-    names = model.tf1_variable_map()
-    values = tiny_bert.random_weights({n: tuple(v.shape) for n, v in names.items()}, seed=i)
-    trained = {n for n in names if modeling.variable_role(n) in ("adapter", "layer_norm",
-                                                                 "head")}
-    if base is None:
-      base = {n: values[n] for n in names if modeling.variable_role(n) not in
-              ("adapter", "head")}
-    for n, v in names.items():
-      v.assign(values[n] if n in trained else base[n])
-    models[name] = model
-    tasks.append(types.SimpleNamespace(name=name, path=name, adapter_config=config,
-                                       arrays={n: v.numpy() for n, v in names.items()
-                                               if n in trained}))
-  served = multitask.MultiTaskBert(CONFIG, base, tasks)
-  inputs = tiny_bert.random_inputs(seed=4, batch=6, seq=7, padded_from=5,
-                                   second_segment_from=3)
-  task_index = np.arange(6) % 2
-  logits = served(inputs, task_index).numpy()
-  for i, model in enumerate(models.values()):
-    own = model(inputs, training=False).numpy()
-    rows = np.flatnonzero(task_index == i)
-    np.testing.assert_allclose(logits[rows], own[rows], atol=2e-5)
-  assert np.abs(logits[0] - models["houlsby"](inputs, training=False).numpy()[0]).max() > 1e-3
+  served_beside_houlsby(AdapterConfig(size=4, design="sum_reading"))
 
 
 def test_a_run_of_it_fills_a_bank_task_that_the_exported_savedmodel_serves(
@@ -311,44 +266,4 @@ def test_a_run_of_it_fills_a_bank_task_that_the_exported_savedmodel_serves(
   """run_classifier.py --adapter_design=sum_reading --adapter_bank: the bank task
   records the design and its weights under their TF1 names, and the SavedModel
   that serving.export writes of the bank gives the run's test predictions."""
-  _run_bank_and_export(base, tmp_path, "sum_reading", "attention/output/adapters")
-
-
-def _run_bank_and_export(base, tmp_path, design, scope, extra_task=None):
-  """The run of `design` into a bank (its adapters under `scope`), the bank
-  reopened (and `extra_task` added from the run's adapter_model/ and reopened),
-  and the exported bank's predictions of each task the run's."""
-  import os
-  from adapter_bert.bank import adapter_bank
-  from adapter_bert.bank import bank_tasks
-  from adapter_bert.classification import processors
-  from adapter_bert.serving import export as serving_export
-  from test_run_classifier import GLUE, _flags, run_main
-  out, bank_dir = str(tmp_path / "run"), str(tmp_path / "bank")
-  data_dir = os.path.join(GLUE, "MRPC")
-  run_main(**_flags(base, task_name="MRPC", data_dir=data_dir, output_dir=out, do_train=True,
-                    do_predict=True, num_train_epochs=0.5, adapter_size=3,
-                    adapter_init_scale=0.3,  # Adapters that matter to the predictions.
-                    adapter_design=design, adapter_bank=bank_dir, bank_task="mrpc-new"))
-  names = ["mrpc-new"]
-  if extra_task:
-    adapter_bank.add_task(bank_dir, extra_task, os.path.join(out, "adapter_model"))
-    names.append(extra_task)
-  for name in names:
-    task = bank_tasks.read_task(bank_dir, adapter_bank.open_bank(bank_dir), name)
-    assert task.adapter_config == AdapterConfig(size=3, init_scale=0.3, design=design)
-    assert {n for n in task.arrays if modeling.variable_role(n) == "adapter"} == {
-        f"bert/encoder/layer_{i}/{scope}/{p}"
-        for i in range(L) for p in ("weights1", "biases1", "weights2", "biases2")}
-  export_dir = str(tmp_path / "export")
-  serving_export.export(bank_dir, export_dir)
-  served = tf.saved_model.load(export_dir).signatures["serving_default"]
-  examples = processors.get_processor("MRPC").get_test_examples(data_dir)
-  with open(os.path.join(out, "test_results.tsv")) as f:
-    expected = np.array([[float(x) for x in line.split("\t")] for line in f.read().splitlines()])
-  assert expected.shape == (len(examples), 2)
-  for name in names:
-    outputs = served(text_a=tf.constant([e.text_a for e in examples]),
-                     text_b=tf.constant([e.text_b for e in examples]),
-                     task=tf.constant([name] * len(examples)))
-    np.testing.assert_allclose(outputs["probabilities"].numpy()[:, :2], expected, atol=1e-5)
+  run_bank_and_export(base, tmp_path, "sum_reading", "attention/output/adapters")

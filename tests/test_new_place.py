@@ -1,7 +1,7 @@
 """A design at a new place (modeling.register_place), both registered in this
 file alone, is all the project needs: here on the feed-forward's intermediate
 activation and on the layer's output, as tests/test_new_design.py shows it for
-a design at a built-in place (whose helpers this file reuses)."""
+a design at a built-in place (the checks both run: tests/design_checks.py)."""
 
 from typing import NamedTuple
 
@@ -18,8 +18,7 @@ from adapter_bert.runtime import trainable
 from adapter_bert.model import modeling
 import numpy_bert
 from adapter_bert.model import optimization
-from test_new_design import (CONFIG, L, _run_bank_and_export, _served_beside_houlsby,
-                             _train_step)
+from design_checks import CONFIG, L, run_bank_and_export, served_beside_houlsby, train_step
 import tiny_bert
 
 
@@ -224,7 +223,7 @@ def test_the_new_place_trains_and_round_trips_tf1_and_adapter_only_files(new_pla
   before = {n: v.numpy().copy() for n, v in names.items()}
   optimizer = optimization.create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=0)
   inputs = tiny_bert.random_inputs(batch=2, seq=7, padded_from=5, second_segment_from=3)
-  _train_step(model, optimizer, inputs, np.array([0, 1]))
+  train_step(model, optimizer, inputs, np.array([0, 1]))
   changed = {n for n, v in names.items() if not np.array_equal(v.numpy(), before[n])}
   assert adapters <= changed <= trained
   expected = model(inputs, training=False).numpy()
@@ -257,7 +256,7 @@ def test_its_tasks_at_the_new_place_are_served_beside_houlsbys(new_place):
   width: the intermediate size at the intermediate activation) beside a
   Houlsby task's."""
   design, _ = new_place
-  _served_beside_houlsby(AdapterConfig(size=4, design=design.name))
+  served_beside_houlsby(AdapterConfig(size=4, design=design.name))
 
 
 def test_a_run_at_the_new_place_fills_a_bank_that_the_export_serves(
@@ -268,4 +267,4 @@ def test_a_run_at_the_new_place_fills_a_bank_that_the_export_serves(
   their shapes on a model of the place's width), and the exported SavedModel
   gives the run's test predictions for each."""
   design, place = new_place
-  _run_bank_and_export(base, tmp_path, design.name, place.scope, extra_task="mrpc-again")
+  run_bank_and_export(base, tmp_path, design.name, place.scope, extra_task="mrpc-again")

@@ -224,14 +224,14 @@ def test_packed_training_stream_is_seeded_and_resumes_by_skipping_batches(record
   assert not all(np.array_equal(a, b) for a, b in zip(first, other))
 
 
-# run_classifier.py in-process on the tiny base without dropout.
-from test_batch_padding import no_dropout_base  # pylint: disable=unused-import,wrong-import-position
-from test_run_classifier import GLUE, _eval_results, _flags, _test_results, run_main  # pylint: disable=wrong-import-position
+# run_classifier.py in-process on the tiny base without dropout (conftest.no_dropout_base).
+from run_harness import (  # pylint: disable=wrong-import-position
+    GLUE, classifier_flags, read_eval_results, read_test_results, run_main)
 
 
 def _sst2(base, output_dir, **flags):
-  return run_main(**_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
-                           output_dir=output_dir, **flags))
+  return run_main(**classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                                     output_dir=output_dir, **flags))
 
 
 def test_packed_evaluation_and_prediction_give_the_unpacked_results(no_dropout_base, tmp_path):
@@ -241,8 +241,8 @@ def test_packed_evaluation_and_prediction_give_the_unpacked_results(no_dropout_b
   for packed in (False, True):
     logs = _sst2(no_dropout_base, out, do_eval=True, do_predict=True, pack_sequences=packed,
                  eval_batch_size=4, predict_batch_size=4)
-    results[packed] = (_eval_results(os.path.join(out, "eval_results.txt")),
-                       _test_results(os.path.join(out, "test_results.tsv")), logs)
+    results[packed] = (read_eval_results(os.path.join(out, "eval_results.txt")),
+                       read_test_results(os.path.join(out, "test_results.tsv")), logs)
   (want_eval, want_test, _), (got_eval, got_test, logs) = results[False], results[True]
   assert got_eval.keys() == want_eval.keys()
   for key in want_eval:
@@ -270,7 +270,7 @@ def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, t
   assert config["pack_sequences"] is True and config["packed_rows_per_batch"] == rows
   assert config["num_train_steps"] == steps and config["num_warmup_steps"] == int(steps * 0.1)
   assert tf.train.latest_checkpoint(out).endswith(f"model.ckpt-{steps}")
-  assert _eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == steps
+  assert read_eval_results(os.path.join(out, "eval_results.txt"))["global_step"] == steps
   assert config["train_batch_size"] == 3  # The flag's; a step holds about that many:
   per_step = round(rows * 8 / stats.num_rows)
   assert per_step != 3
@@ -292,10 +292,10 @@ def test_packing_refuses_per_batch_padding_flags(base, tmp_path, flag, value):
 
 def test_an_interrupted_packed_run_resumes_to_the_uninterrupted_results(base, tmp_path,
                                                                         monkeypatch):
-  """The device lost after step 3 (test_interruptions' injection): the same command
-  resumes from checkpoint 2, skips the packed batches trained on and ends where an
-  uninterrupted run does."""
-  from test_interruptions import _losing_the_device_at  # pylint: disable=import-outside-toplevel
+  """The device lost after step 3 (interrupted_runs.losing_the_device_at, as in
+  test_interruptions): the same command resumes from checkpoint 2, skips the
+  packed batches trained on and ends where an uninterrupted run does."""
+  from interrupted_runs import losing_the_device_at  # pylint: disable=import-outside-toplevel
   from adapter_bert.runtime import stop_signals  # pylint: disable=import-outside-toplevel
   flags = dict(do_train=True, do_eval=True, pack_sequences=True,
                num_train_epochs=6, train_batch_size=4, save_checkpoints_steps=2)
@@ -303,11 +303,11 @@ def test_an_interrupted_packed_run_resumes_to_the_uninterrupted_results(base, tm
   _sst2(base, whole, **flags)
   steps = json.loads(open(os.path.join(whole, "run_config.json")).read())["num_train_steps"]
   assert steps >= 6
-  monkeypatch.setattr(loop, "make_train_loop", _losing_the_device_at(3))
+  monkeypatch.setattr(loop, "make_train_loop", losing_the_device_at(3))
   with pytest.raises(stop_signals.Stopped):
     _sst2(base, out, **flags)
   monkeypatch.undo()
   logs = _sst2(base, out, **flags)
   assert "Skipping the 2 batches trained on before step 2" in logs
-  assert _eval_results(os.path.join(out, "eval_results.txt")) == _eval_results(
+  assert read_eval_results(os.path.join(out, "eval_results.txt")) == read_eval_results(
       os.path.join(whole, "eval_results.txt"))

@@ -20,7 +20,7 @@ from adapter_bert.multitask import tasks as multitask_tasks
 from adapter_bert.runtime import packing
 from adapter_bert.runtime import startup
 from adapter_bert.tasks import multitask
-from test_packing_squad import CONFIG, LENGTHS, MAX_EXAMPLES, ROWS, pack_by_hand
+from packed_batches import CONFIG, LENGTHS, MAX_EXAMPLES, ROWS, pack_by_hand
 from adapter_bert import tokenization
 
 GLUE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "glue")

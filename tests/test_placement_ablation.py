@@ -31,7 +31,7 @@ from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import multitask
-from test_run_classifier import GLUE, RUN_FLAGS, _eval_results, _flags, run_main
+from run_harness import GLUE, RUN_FLAGS, classifier_flags, read_eval_results, run_main
 import tiny_bert
 
 H, L, I, V, P, T = 32, 2, 37, 99, 64, 2  # tiny_bert.TINY_CONFIG
@@ -168,10 +168,10 @@ def runs(base, tmp_path_factory):
   for placement in ("both", "attention"):
     out = str(root / placement)
     # A learning rate that moves the adapters well away from the identity.
-    run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                      output_dir=out, do_train=True, do_eval=True, num_train_epochs=2,
-                      learning_rate=0.05, adapter_bank=bank, bank_task=placement,
-                      adapter_placement=None if placement == "both" else placement))
+    run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                                output_dir=out, do_train=True, do_eval=True, num_train_epochs=2,
+                                learning_rate=0.05, adapter_bank=bank, bank_task=placement,
+                                adapter_placement=None if placement == "both" else placement))
     outputs[placement] = out
   model = modeling.BertClassifier(CONFIG, 2, AdapterConfig(M, placement="feed_forward"))
   model.ensure_built()
@@ -198,11 +198,11 @@ def test_attention_task_round_trips_through_adapter_only_files(base, runs, tmp_p
   assert sorted(n for n in header["variables"] if "/adapters/" in n) == (
       _adapter_names("attention"))
 
-  common = _flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"), do_eval=True,
-                  adapter_checkpoint=os.path.join(out, "adapter_model"))
+  common = classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                            do_eval=True, adapter_checkpoint=os.path.join(out, "adapter_model"))
   run_main(**dict(common, output_dir=str(tmp_path / "eval"), adapter_placement="attention"))
-  assert (_eval_results(str(tmp_path / "eval" / "eval_results.txt")) ==
-          _eval_results(os.path.join(out, "eval_results.txt")))
+  assert (read_eval_results(str(tmp_path / "eval" / "eval_results.txt")) ==
+          read_eval_results(os.path.join(out, "eval_results.txt")))
   # Into a model of another placement (--adapter_placement left out): refused.
   with pytest.raises(errors.UserError, match="'placement': 'attention'"):
     _keras_model(base, "both", os.path.join(out, "adapter_model"))
@@ -280,8 +280,8 @@ def _run_ablation(**flag_values):
 @pytest.fixture(scope="module")
 def ablated(base, runs):
   out = runs[0]["both"]
-  _run_ablation(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                         output_dir=out))
+  _run_ablation(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                                   output_dir=out))
   directory = os.path.join(out, "ablation")
   with open(os.path.join(directory, ablation.RESULTS_FILE)) as f:
     return json.load(f), directory
@@ -290,8 +290,8 @@ def ablated(base, runs):
 def test_ablation_of_no_span_is_the_full_model_and_files_agree(runs, ablated):
   result, directory = ablated
   # run_classifier.py's own eval of the trained model, digit for digit.
-  assert result["full_model"] == _eval_results(os.path.join(runs[0]["both"],
-                                                            "eval_results.txt"))
+  assert result["full_model"] == read_eval_results(os.path.join(runs[0]["both"],
+                                                                "eval_results.txt"))
   assert result["metric"] == "eval_accuracy" and result["num_layers"] == L
   assert [(s["first_layer"], s["last_layer"]) for s in result["spans"]] == [
       (0, 0), (0, 1), (1, 1)]

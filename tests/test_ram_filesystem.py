@@ -44,8 +44,8 @@ import run_classifier
 import run_multitask
 import run_squad
 from adapter_bert.squad import evaluate as squad_evaluate
-from test_convert_checkpoint import _hf_state, _write_hf_dir
-from test_run_classifier import _Records, run_main
+from hf_checkpoints import hf_state, write_hf_dir
+from run_harness import Records, run_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = f"ram://ram_fs_test_{uuid.uuid4().hex[:8]}"
@@ -162,7 +162,7 @@ class InProcess:
     fv = flags.FlagValues()
     script.define_flags(fv)
     fv([cmd[1]] + list(cmd[2:]))
-    handler = _Records()
+    handler = Records()
     logger = py_logging.getLogger("absl")
     logger.addHandler(handler)
     try:
@@ -289,7 +289,7 @@ def test_run_multitask(local_disk):
 
 
 def test_convert_checkpoint(tmp_path_factory, local_disk):
-  hf_local = _write_hf_dir(tmp_path_factory.mktemp("hf") / "hf", _hf_state())
+  hf_local = write_hf_dir(tmp_path_factory.mktemp("hf") / "hf", hf_state())
   _copy_dir(hf_local, f"{ROOT}/hf")
   fv, argv = _parse(convert_checkpoint.define_flags, [
       "convert_checkpoint.py", f"--hf_dir={ROOT}/hf", f"--output_dir={ROOT}/converted"])

@@ -24,7 +24,7 @@ Pure text: no TensorFlow import.
 import os
 import re
 
-from test_docs_links import links, section
+from markdown_text import links, section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")

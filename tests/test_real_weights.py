@@ -18,7 +18,7 @@ import pytest
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.model import modeling
 from adapter_bert import tokenization
-from test_modeling import _model_garden_outputs
+from model_garden import model_garden_outputs
 
 # Real sentences of different lengths, single and paired, so that the batch has
 # padding (masked out of attention) and both segment ids.
@@ -65,7 +65,7 @@ def test_converted_minilm_matches_model_garden(minilm, tmp_path):
   loaded = checkpoint_io.load_checkpoint(encoder, ckpt)
   assert len(loaded) == len(encoder.tf1_variable_map()) == 5 + 16 * 6 + 2
   ours = encoder(inputs, training=False)
-  mg_seq, mg_pooled = _model_garden_outputs(config_path, ckpt, inputs, tmp_path)
+  mg_seq, mg_pooled = model_garden_outputs(config_path, ckpt, inputs, tmp_path)
 
   seq, pooled = ours["sequence_output"].numpy(), ours["pooled_output"].numpy()
   assert seq.shape == (len(SENTENCES), MAX_SEQ_LENGTH, 384) and pooled.shape == (4, 384)

@@ -17,7 +17,7 @@ import pytest
 
 from adapter_bert import errors
 from adapter_bert.runtime import run_config
-from test_run_classifier import run_main
+from run_harness import run_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TSV = os.path.join(REPO, "data", "tsv_example")  # 8 training rows: 2 steps of 4.

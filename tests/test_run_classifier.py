@@ -5,7 +5,6 @@ the kill-and-resume test starts the real command line in a subprocess.
 """
 
 import json
-import logging as py_logging
 import os
 import re
 import shutil
@@ -25,91 +24,25 @@ from adapter_bert.classification import processors
 import convert_checkpoint
 from adapter_bert import errors
 import numpy_bert
-import run_classifier
+from run_harness import (ADAPTER, GLUE, REPO, classifier_flags, read_eval_results,
+                         read_test_results, read_text, run_main)
 from adapter_bert.runtime import distribution
 import tiny_bert
 from adapter_bert import tokenization
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GLUE = os.path.join(REPO, "data", "glue")
 H, L, I, V, P, T = 32, 2, 37, 99, 64, 2  # tiny_bert.TINY_CONFIG
-ADAPTER = 8
-
-
-class _Records(py_logging.Handler):
-  def __init__(self):
-    super().__init__(py_logging.INFO)
-    self.messages = []
-
-  def emit(self, record):
-    self.messages.append(record.getMessage())
-
-
-def run_main(script=run_classifier, **flag_values):
-  """Parses `--name=value` flags with absl and runs `script`.main (run_classifier.py's,
-  or another entry point with the same define_flags / main); returns log lines."""
-  argv = ["script"] + [
-      f"--{k}" if v is True else f"--no{k}" if v is False else f"--{k}={v}"
-      for k, v in flag_values.items() if v is not None]
-  fv = flags.FlagValues()
-  script.define_flags(fv)
-  fv(argv)
-  handler = _Records()
-  logger = py_logging.getLogger("absl")
-  logger.addHandler(handler)
-  try:
-    script.main([], fv)
-  finally:
-    logger.removeHandler(handler)
-  return handler.messages
-
-
-# What every run of these tests shares, beside the tiny base (conftest.base).
-RUN_FLAGS = dict(max_seq_length=32, train_batch_size=4, eval_batch_size=4,
-                 predict_batch_size=4, adapter_size=ADAPTER, learning_rate=1e-3, seed=1)
-
-
-def _flags(base, **overrides):
-  """run_classifier.py's flags: the tiny base, RUN_FLAGS, then `overrides`."""
-  f = dict(bert_config_file=base["bert_config_file"], vocab_file=base["vocab_file"],
-           init_checkpoint=base["init_checkpoint"], **RUN_FLAGS)
-  f.update(overrides)
-  return f
-
-
-def _read(path):
-  with tf.io.gfile.GFile(path, "r") as f:
-    return f.read()
 
 
 def _num_rows(path, header=True):
-  lines = [l for l in _read(path).split("\n") if l.strip()]
+  lines = [l for l in read_text(path).split("\n") if l.strip()]
   return len(lines) - int(header)
-
-
-def _eval_results(path):
-  """The numbers of an eval_results.txt, without the checkpoint it names
-  (test_eval_only checks that): runs in other directories compare them."""
-  text = _read(path)
-  # The original's format: "%s = %s\n" per key, keys sorted (the one path first).
-  assert re.fullmatch(r"(checkpoint_path = \S+\n)?([a-z0-9_]+ = [-+.0-9e]+\n)+", text), text
-  pairs = [line.split(" = ") for line in text[:-1].split("\n")]
-  keys = [k for k, _ in pairs]
-  assert keys == sorted(keys)
-  return {k: (int(v) if k == "global_step" else float(v)) for k, v in pairs
-          if k != "checkpoint_path"}
 
 
 def _checkpoint_evaluated(output_dir):
   """The checkpoint that output_dir's eval_results.txt names (checkpoint_path)."""
-  (line,) = [l for l in _read(os.path.join(output_dir, "eval_results.txt")).splitlines()
+  (line,) = [l for l in read_text(os.path.join(output_dir, "eval_results.txt")).splitlines()
              if l.startswith("checkpoint_path = ")]
   return line[len("checkpoint_path = "):]
-
-
-def _test_results(path):
-  return np.array([[float(x) for x in line.split("\t")]
-                   for line in _read(path).rstrip("\n").split("\n")])
 
 
 def _param_count(num_labels, adapter_size):
@@ -132,10 +65,10 @@ def _checkpoint_steps(output_dir):
 @pytest.fixture(scope="module")
 def mrpc_run(base, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("mrpc") / "out")
-  logs = run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                           output_dir=out, do_train=True, do_eval=True, do_predict=True,
-                           num_train_epochs=2, save_checkpoints_steps=2,
-                           eval_predictions=True))
+  logs = run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                                     output_dir=out, do_train=True, do_eval=True, do_predict=True,
+                                     num_train_epochs=2, save_checkpoints_steps=2,
+                                     eval_predictions=True))
   return out, logs
 
 
@@ -153,20 +86,20 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   assert f"***** Adapter Parameters = {counts['adapter']} *****" in logs
   assert f"***** Total Trainable Parameters = {counts['trainable']} *****" in logs
 
-  results = _eval_results(os.path.join(out, "eval_results.txt"))
+  results = read_eval_results(os.path.join(out, "eval_results.txt"))
   assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
   assert results["global_step"] == 4  # Its metrics: test_eval_metrics_are_the_predictions.
   # And the checkpoint evaluated, named in its directory as TF's `checkpoint` file does.
   assert _checkpoint_evaluated(out) == "model.ckpt-4"
   # The logged lines are the file's lines with a two-space indent.
-  for line in _read(os.path.join(out, "eval_results.txt")).splitlines():
+  for line in read_text(os.path.join(out, "eval_results.txt")).splitlines():
     assert "  " + line in logs
-  probs = _test_results(os.path.join(out, "test_results.tsv"))
+  probs = read_test_results(os.path.join(out, "test_results.tsv"))
   assert probs.shape == (_num_rows(os.path.join(GLUE, "MRPC", "test.tsv")), 2)
   np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
   # --eval_predictions: the dev examples' probabilities, in dev order, whose
   # accuracy is eval_results.txt's.
-  dev = _test_results(os.path.join(out, "eval_predictions.tsv"))
+  dev = read_test_results(os.path.join(out, "eval_predictions.tsv"))
   processor = processors.get_processor("mrpc")
   labels = [processor.get_labels().index(e.label)
             for e in processor.get_dev_examples(os.path.join(GLUE, "MRPC"))]
@@ -174,7 +107,7 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   np.testing.assert_allclose(np.mean(dev.argmax(axis=1) == labels), results["eval_accuracy"],
                              atol=1e-6)
 
-  config = json.loads(_read(os.path.join(out, "run_config.json")))
+  config = json.loads(read_text(os.path.join(out, "run_config.json")))
   assert config["adapter_config"] == {"size": ADAPTER, "init_scale": 1e-3, "activation": "gelu"}
   assert config["bert_config"]["hidden_size"] == H and config["label_list"] == ["0", "1"]
   assert config["train_mode"] == "adapters" and config["num_train_steps"] == 4
@@ -185,18 +118,18 @@ def test_mrpc_train_eval_predict(base, mrpc_run):
   # the records are reused and the results are the same.
   before = {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)
             if n.startswith("model.ckpt-")}
-  logs = run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                           output_dir=out, do_train=True, num_train_epochs=2,
-                           save_checkpoints_steps=2))
+  logs = run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                                     output_dir=out, do_train=True, num_train_epochs=2,
+                                     save_checkpoints_steps=2))
   assert not any(line.startswith("global_step = ") for line in logs)
   assert any(line.startswith("Reusing ") and "train.tf_record" in line for line in logs)
   assert before == {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)
                     if n.startswith("model.ckpt-")}
   # Eval-only takes the latest checkpoint in output_dir (no init_checkpoint needed).
   os.remove(os.path.join(out, "eval_results.txt"))
-  run_main(**_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=out, do_eval=True, init_checkpoint=None))
-  assert _eval_results(os.path.join(out, "eval_results.txt")) == results
+  run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=out, do_eval=True, init_checkpoint=None))
+  assert read_eval_results(os.path.join(out, "eval_results.txt")) == results
   assert _checkpoint_evaluated(out) == "model.ckpt-4"
 
 
@@ -209,16 +142,17 @@ def test_eval_metrics_are_the_predictions(base, mrpc_run, tmp_path):
   # MRPC's test rows have the dev rows' columns, with an index in place of the label.
   shutil.copy(os.path.join(GLUE, "MRPC", "dev.tsv"), data / "test.tsv")
   predicted = str(tmp_path / "predicted")
-  run_main(**_flags(base, task_name="mrpc", data_dir=str(data), output_dir=predicted,
-                    do_predict=True, adapter_checkpoint=os.path.join(out, "adapter_model")))
-  probs = _test_results(os.path.join(predicted, "test_results.tsv"))
+  run_main(**classifier_flags(base, task_name="mrpc", data_dir=str(data), output_dir=predicted,
+                              do_predict=True,
+                              adapter_checkpoint=os.path.join(out, "adapter_model")))
+  probs = read_test_results(os.path.join(predicted, "test_results.tsv"))
   labels = np.array([int(e.label) for e in processors.MrpcProcessor().get_dev_examples(
       os.path.join(GLUE, "MRPC"))])
   assert probs.shape == (len(labels), 2) and len(set(labels)) == 2
   predictions = probs.argmax(-1)
   true_positives = np.sum((predictions == 1) & (labels == 1))
   f1 = 2 * true_positives / (np.sum(predictions == 1) + np.sum(labels == 1))
-  results = _eval_results(os.path.join(out, "eval_results.txt"))
+  results = read_eval_results(os.path.join(out, "eval_results.txt"))
   assert results["eval_accuracy"] == pytest.approx(np.mean(predictions == labels))
   assert results["eval_f1"] == pytest.approx(f1)
   assert results["eval_loss"] == pytest.approx(
@@ -228,25 +162,25 @@ def test_eval_metrics_are_the_predictions(base, mrpc_run, tmp_path):
 def test_adapter_weights_restore_on_base(base, mrpc_run, tmp_path):
   out, _ = mrpc_run
   fresh = str(tmp_path / "eval_only")
-  run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=fresh, do_eval=True, do_predict=True,
-                    adapter_checkpoint=os.path.join(out, "adapter_model")))
-  trained = _eval_results(os.path.join(out, "eval_results.txt"))
-  restored = _eval_results(os.path.join(fresh, "eval_results.txt"))
+  run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=fresh, do_eval=True, do_predict=True,
+                              adapter_checkpoint=os.path.join(out, "adapter_model")))
+  trained = read_eval_results(os.path.join(out, "eval_results.txt"))
+  restored = read_eval_results(os.path.join(fresh, "eval_results.txt"))
   assert restored.keys() == trained.keys()
   for key in trained:
     assert restored[key] == pytest.approx(trained[key], abs=1e-5), key
   # The adapters gave the head: their file is what was evaluated, at their step.
   assert _checkpoint_evaluated(fresh) == os.path.join(out, "adapter_model")
-  np.testing.assert_allclose(_test_results(os.path.join(fresh, "test_results.tsv")),
-                             _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
+  np.testing.assert_allclose(read_test_results(os.path.join(fresh, "test_results.tsv")),
+                             read_test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
   # On another base the adapters are refused, before anything is written.
   _, _, other_ckpt, _ = tiny_bert.write_google_dir(str(tmp_path / "other"), seed=5)
   with pytest.raises(errors.UserError, match="trained on another base model"):
-    run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                      output_dir=str(tmp_path / "other_out"), do_eval=True,
-                      init_checkpoint=other_ckpt,
-                      adapter_checkpoint=os.path.join(out, "adapter_model")))
+    run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                                output_dir=str(tmp_path / "other_out"), do_eval=True,
+                                init_checkpoint=other_ckpt,
+                                adapter_checkpoint=os.path.join(out, "adapter_model")))
   assert not os.path.exists(tmp_path / "other_out")
 
 
@@ -254,16 +188,16 @@ def test_eval_only_from_this_projects_checkpoint(base, mrpc_run, tmp_path):
   """A checkpoint trained elsewhere (e.g. on a Colab TPU) evaluated as --init_checkpoint."""
   out, _ = mrpc_run
   fresh = str(tmp_path / "eval_only")
-  run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=fresh, do_predict=True, do_eval=True,
-                    init_checkpoint=os.path.join(out, "model.ckpt-4")))
-  np.testing.assert_allclose(_test_results(os.path.join(fresh, "test_results.tsv")),
-                             _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
+  run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=fresh, do_predict=True, do_eval=True,
+                              init_checkpoint=os.path.join(out, "model.ckpt-4")))
+  np.testing.assert_allclose(read_test_results(os.path.join(fresh, "test_results.tsv")),
+                             read_test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
   assert _checkpoint_evaluated(fresh) == os.path.join(out, "model.ckpt-4")
   # Given as its directory, the checkpoint named is the directory's latest.
   again = str(tmp_path / "directory")
-  run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=again, do_eval=True, init_checkpoint=out))
+  run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=again, do_eval=True, init_checkpoint=out))
   assert _checkpoint_evaluated(again) == os.path.join(out, "model.ckpt-4")
 
 
@@ -273,8 +207,8 @@ def test_eval_only_with_no_weights_is_refused_in_one_line(base, tmp_path, action
   model would be random, so the run stops before anything is written."""
   out = tmp_path / "typo"
   with pytest.raises(errors.UserError) as error:
-    run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                      output_dir=str(out), init_checkpoint=None, **{action: True}))
+    run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                                output_dir=str(out), init_checkpoint=None, **{action: True}))
   message = str(error.value)
   assert "\n" not in message
   for flag in ("--init_checkpoint", "--adapter_checkpoint", "--adapter_bank",
@@ -287,7 +221,7 @@ def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run, 
   """Only --init_checkpoint of an encoder: one warning that the head is untrained;
   a run's checkpoint (head included) or its output_dir gives no such warning."""
   mrpc = dict(task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), do_eval=True)
-  logs = run_main(**_flags(base, output_dir=str(tmp_path / "base_only"), **mrpc))
+  logs = run_main(**classifier_flags(base, output_dir=str(tmp_path / "base_only"), **mrpc))
   untrained = [m for m in logs if "the task head is untrained" in m]
   assert len(untrained) == 1 and "chance-level" in untrained[0], logs[-10:]
   assert _checkpoint_evaluated(str(tmp_path / "base_only")) == base["init_checkpoint"]
@@ -295,7 +229,7 @@ def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run, 
   for flags in (dict(output_dir=str(tmp_path / "run_ckpt"),
                      init_checkpoint=os.path.join(out, "model.ckpt-4")),
                 dict(output_dir=shutil.copytree(out, str(tmp_path / "run_dir")))):
-    logs = run_main(**_flags(base, **dict(mrpc, **flags)))
+    logs = run_main(**classifier_flags(base, **dict(mrpc, **flags)))
     assert not [m for m in logs if "untrained" in m], flags
 
 
@@ -308,18 +242,18 @@ def test_tpu_path_pads_eval_and_predict(base, mrpc_run, tmp_path, monkeypatch):
   monkeypatch.setattr(distribution, "create_strategy",
                       lambda *args, **kwargs: tf.distribute.get_strategy())
   tpu = str(tmp_path / "tpu")
-  logs = run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                           output_dir=tpu, do_eval=True, do_predict=True, use_tpu=True,
-                           eval_batch_size=4, predict_batch_size=5,
-                           adapter_checkpoint=os.path.join(out, "adapter_model")))
+  logs = run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                                     output_dir=tpu, do_eval=True, do_predict=True, use_tpu=True,
+                                     eval_batch_size=4, predict_batch_size=5,
+                                     adapter_checkpoint=os.path.join(out, "adapter_model")))
   assert "  Num examples = 8 (6 actual, 2 padding)" in logs
   assert "  Num examples = 10 (6 actual, 4 padding)" in logs
-  meta = json.loads(_read(os.path.join(tpu, "predict.tf_record.meta.json")))
+  meta = json.loads(read_text(os.path.join(tpu, "predict.tf_record.meta.json")))
   assert meta["num_examples"] == 10 and meta["num_real_examples"] == 6
-  np.testing.assert_allclose(_test_results(os.path.join(tpu, "test_results.tsv")),
-                             _test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
-  padded = _eval_results(os.path.join(tpu, "eval_results.txt"))
-  trained = _eval_results(os.path.join(out, "eval_results.txt"))
+  np.testing.assert_allclose(read_test_results(os.path.join(tpu, "test_results.tsv")),
+                             read_test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
+  padded = read_eval_results(os.path.join(tpu, "eval_results.txt"))
+  trained = read_eval_results(os.path.join(out, "eval_results.txt"))
   for key in ("eval_accuracy", "eval_f1", "eval_loss", "global_step"):
     assert padded[key] == pytest.approx(trained[key], abs=1e-5), key
 
@@ -335,18 +269,18 @@ def test_ram_filesystem_gives_the_same_run(base, mrpc_run):
   data = "ram://run_classifier_test/data/MRPC"
   ram_out = "ram://run_classifier_test/out"
   _copy_to_ram(os.path.join(GLUE, "MRPC"), data)
-  run_main(**_flags(base, task_name="MRPC", data_dir=data, output_dir=ram_out,
-                    do_train=True, do_eval=True, do_predict=True, num_train_epochs=2,
-                    save_checkpoints_steps=2))
+  run_main(**classifier_flags(base, task_name="MRPC", data_dir=data, output_dir=ram_out,
+                              do_train=True, do_eval=True, do_predict=True, num_train_epochs=2,
+                              save_checkpoints_steps=2))
   assert _checkpoint_steps(ram_out) == [2, 4]
   assert tf.io.gfile.exists(f"{ram_out}/adapter_model/adapter_weights.safetensors")
   # Same seed, same data: the same numbers as the local run.
-  local = _eval_results(os.path.join(out, "eval_results.txt"))
-  remote = _eval_results(f"{ram_out}/eval_results.txt")
+  local = read_eval_results(os.path.join(out, "eval_results.txt"))
+  remote = read_eval_results(f"{ram_out}/eval_results.txt")
   for key in local:
     assert remote[key] == pytest.approx(local[key], abs=1e-5), key
-  np.testing.assert_allclose(_test_results(f"{ram_out}/test_results.tsv"),
-                             _test_results(os.path.join(out, "test_results.tsv")), atol=1e-5)
+  np.testing.assert_allclose(read_test_results(f"{ram_out}/test_results.tsv"),
+                             read_test_results(os.path.join(out, "test_results.tsv")), atol=1e-5)
 
 
 @pytest.mark.parametrize("task, directory, keys", [
@@ -355,17 +289,17 @@ def test_ram_filesystem_gives_the_same_run(base, mrpc_run):
 ])
 def test_single_sentence_and_regression_tasks(base, tmp_path, task, directory, keys):
   out = str(tmp_path / "out")
-  logs = run_main(**_flags(base, task_name=task, data_dir=os.path.join(GLUE, directory),
-                           output_dir=out, do_train=True, do_eval=True, do_predict=True,
-                           num_train_epochs=1))
-  results = _eval_results(os.path.join(out, "eval_results.txt"))
+  logs = run_main(**classifier_flags(base, task_name=task, data_dir=os.path.join(GLUE, directory),
+                                     output_dir=out, do_train=True, do_eval=True, do_predict=True,
+                                     num_train_epochs=1))
+  results = read_eval_results(os.path.join(out, "eval_results.txt"))
   assert sorted(results) == keys and results["global_step"] == 2
   num_labels = 1 if task == "sts-b" else 2
   counts = _param_count(num_labels, ADAPTER)
   assert f"***** Total Parameters = {counts['total']} *****" in logs
-  lines = _read(os.path.join(out, "test_results.tsv")).rstrip("\n").split("\n")
+  lines = read_text(os.path.join(out, "test_results.tsv")).rstrip("\n").split("\n")
   assert len(lines) == _num_rows(os.path.join(GLUE, directory, "test.tsv"))
-  probs = _test_results(os.path.join(out, "test_results.tsv"))
+  probs = read_test_results(os.path.join(out, "test_results.tsv"))
   assert probs.shape[1] == num_labels  # STS-B: one score per line
   if task == "cola":
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
@@ -374,15 +308,15 @@ def test_single_sentence_and_regression_tasks(base, tmp_path, task, directory, k
 def test_user_tsv_task(base, tmp_path):
   out = str(tmp_path / "out")
   data = os.path.join(REPO, "data", "tsv_example")
-  run_main(**_flags(base, task_name="tsv", data_dir=data, output_dir=out, do_train=True,
-                    do_eval=True, do_predict=True, num_train_epochs=1,
-                    text_a_column="sentence", label_column="label",
-                    labels="positive,negative,neutral"))
-  config = json.loads(_read(os.path.join(out, "run_config.json")))
+  run_main(**classifier_flags(base, task_name="tsv", data_dir=data, output_dir=out, do_train=True,
+                              do_eval=True, do_predict=True, num_train_epochs=1,
+                              text_a_column="sentence", label_column="label",
+                              labels="positive,negative,neutral"))
+  config = json.loads(read_text(os.path.join(out, "run_config.json")))
   assert config["label_list"] == ["positive", "negative", "neutral"]
-  assert sorted(_eval_results(os.path.join(out, "eval_results.txt"))) == [
+  assert sorted(read_eval_results(os.path.join(out, "eval_results.txt"))) == [
       "eval_accuracy", "eval_loss", "global_step", "loss"]
-  probs = _test_results(os.path.join(out, "test_results.tsv"))
+  probs = read_test_results(os.path.join(out, "test_results.tsv"))
   assert probs.shape == (_num_rows(os.path.join(data, "test.tsv")), 3)
   np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
 
@@ -403,8 +337,8 @@ def test_eval_only_on_original_adapter_bert_checkpoint(base, tmp_path):
       extra=dict(head, global_step=np.int64(1234), **slots))
   weights.update(head)
   out = str(tmp_path / "out")
-  run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                    output_dir=out, do_eval=True, do_predict=True, init_checkpoint=ckpt))
+  run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                              output_dir=out, do_eval=True, do_predict=True, init_checkpoint=ckpt))
 
   tokenizer = tokenization.FullTokenizer(base["vocab_file"], do_lower_case=True)
   processor = processors.MrpcProcessor()
@@ -420,10 +354,10 @@ def test_eval_only_on_original_adapter_bert_checkpoint(base, tmp_path):
     return scipy.special.softmax(logits, axis=-1), arrays["label_id"]
 
   probs, _ = expected(processor.get_test_examples(os.path.join(GLUE, "MRPC")))
-  np.testing.assert_allclose(_test_results(os.path.join(out, "test_results.tsv")), probs,
+  np.testing.assert_allclose(read_test_results(os.path.join(out, "test_results.tsv")), probs,
                              atol=1e-5)
   dev_probs, labels = expected(processor.get_dev_examples(os.path.join(GLUE, "MRPC")))
-  results = _eval_results(os.path.join(out, "eval_results.txt"))
+  results = read_eval_results(os.path.join(out, "eval_results.txt"))
   assert results["eval_accuracy"] == pytest.approx(np.mean(dev_probs.argmax(-1) == labels))
   assert results["eval_loss"] == pytest.approx(
       -np.mean(np.log(dev_probs[np.arange(len(labels)), labels])), abs=1e-5)
@@ -512,8 +446,8 @@ BAD_INPUTS = {
 def test_bad_input_is_a_clear_error_and_writes_nothing(base, tmp_path, case):
   overrides, error, message = BAD_INPUTS[case]
   out = tmp_path / "out"
-  f = _flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), output_dir=str(out),
-             do_train=True, do_eval=True, do_predict=True)
+  f = classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                       output_dir=str(out), do_train=True, do_eval=True, do_predict=True)
   f.update(overrides(base, tmp_path))
   with pytest.raises(error, match=message):
     run_main(**f)
@@ -524,16 +458,16 @@ def test_output_dir_of_another_model_is_refused(base, mrpc_run):
   out, _ = mrpc_run
   before = {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)}
   with pytest.raises(errors.UserError, match=r"holds checkpoints of another run: adapter_config"):
-    run_main(**_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                      output_dir=out, do_eval=True, adapter_size=4))
+    run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                                output_dir=out, do_eval=True, adapter_size=4))
   assert before == {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)}
 
 
 def test_killed_training_resumes_to_the_last_step(base, tmp_path):
   out = str(tmp_path / "out")
-  f = _flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), output_dir=out,
-             do_train=True, max_seq_length=16, num_train_epochs=150,  # 300 steps
-             save_checkpoints_steps=100, iterations_per_loop=10)
+  f = classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), output_dir=out,
+                       do_train=True, max_seq_length=16, num_train_epochs=150,  # 300 steps
+                       save_checkpoints_steps=100, iterations_per_loop=10)
   argv = [f"--{k}" if v is True else f"--{k}={v}" for k, v in f.items()]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.Popen([sys.executable, os.path.join(REPO, "run_classifier.py")] + argv,
@@ -607,6 +541,6 @@ def test_bert_hub_module_handle(base, tmp_path, monkeypatch):
            vocab_file=os.path.join(google, "vocab.txt"),
            init_checkpoint=os.path.join(google, "bert_model.ckpt"),
            output_dir=str(tmp_path / "ckpt"), **common)
-  np.testing.assert_allclose(_test_results(str(tmp_path / "hub" / "test_results.tsv")),
-                             _test_results(str(tmp_path / "ckpt" / "test_results.tsv")),
+  np.testing.assert_allclose(read_test_results(str(tmp_path / "hub" / "test_results.tsv")),
+                             read_test_results(str(tmp_path / "ckpt" / "test_results.tsv")),
                              atol=1e-6)

@@ -6,7 +6,10 @@ Three tasks are trained for one step each with run_classifier.py on a tiny BERT
 predicted with --do_predict; a bank is assembled by hand in the bank layout and
 exported once. The SavedModel must reproduce test_results.tsv from the raw
 test.tsv texts, per task and in a shuffled mixed batch, also when loaded in a
-process that cannot import this repository.
+process that cannot import this repository. The fixtures (vocab_base, runs, bank,
+exported, served) are serving_bank's; the signatures' own contract (their inputs and
+outputs, requests they refuse, empty, hostile and over-long texts):
+test_serving_signatures.py.
 """
 
 import concurrent.futures
@@ -19,8 +22,6 @@ import subprocess
 import sys
 import uuid
 
-import hypothesis
-from hypothesis import strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -29,123 +30,26 @@ from absl import flags
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
-from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
+from export_checks import Poller, export_error, files_in
 import export_savedmodel
 import file_trees
-import generated_inputs
-from test_run_classifier import run_main
+from serving_bank import GLUE, HARD_TEXTS, REPO, TASKS, make_bank
+# The fixtures of the bank it exports.
+from serving_bank import vocab_base, runs, bank, exported, served  # pylint: disable=unused-import
 import tiny_bert
 from adapter_bert import tokenization
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GLUE = os.path.join(REPO, "data", "glue")
-
-# name -> run_classifier flags: lengths that truncate some test rows, adapter
-# sizes that differ (and none at all), a regression task.
-TASKS = {
-    "mrpc": dict(task_name="MRPC", max_seq_length=16, adapter_size=8),
-    "sst2": dict(task_name="SST-2", max_seq_length=8, adapter_size=4),
-    "stsb": dict(task_name="STS-B", max_seq_length=24, train_mode="layer_norm"),
-}
-
-# Tokens for the hard strings below; "the" again (load_vocab keeps the last
-# line's id) and a token with surrounding spaces (stripped), as untidy
-# vocabularies have them.
-_EXTRA_TOKENS = ["cafe", "naive", "##ve", "uber", "\u4e2d", "\u6587", "\u65e5", "\u00bf",
-                 "\u00ab", "\u00bb", "\u2026", "$", "#", "@", "^", "_", "~", "100",
-                 "tag", "user", "##ing", "runn", "\uff21", "fine", " spaced ", "the"]
-
-HARD_TEXTS = [
-    "Caf\u00e9 \u00dcber na\u00efve r\u00e9sum\u00e9s THE Movie",
-    "\u4e2d\u6587\u65e5\u672c the\u4e2dcat",
-    "Punct: \u00bf\u00a1\u00abquo\u00bb\u2026 $100 #tag @user ^_^ ~x~ [CLS] don't",
-    "ab\x00cd e\x07f g\u200bh \ufffdij k\x7fl tab\tsep\nnew\r\nline\u00a0nbsp\u3000x",
-    "a" * 201 + " " + "b" * 200 + " runn" + "ing" * 60,
-    "\ufb01ne \u00b2 \uff21 spaced",
-    "", "   ", "\x00\x07",
-]
-
-
-def _vocab(size):
-  words = tiny_bert.tiny_vocab(size)
-  fillers = [i for i, w in enumerate(words) if w.startswith("tok")]
-  assert len(fillers) >= len(_EXTRA_TOKENS)
-  for i, token in zip(fillers, _EXTRA_TOKENS):
-    words[i] = token
-  return words
-
-
-@pytest.fixture(scope="module")
-def vocab_base(tmp_path_factory):
-  """conftest.base's tiny BERT with a vocabulary of 120 that holds HARD_TEXTS' tokens."""
-  d = str(tmp_path_factory.mktemp("base"))
-  config = dict(tiny_bert.TINY_CONFIG, vocab_size=120)
-  config_path, vocab_path, ckpt, _ = tiny_bert.write_google_dir(d, config=config)
-  with open(vocab_path, "w", encoding="utf-8") as f:
-    f.write("\n".join(_vocab(config["vocab_size"])) + "\n")
-  return dict(bert_config_file=config_path, vocab_file=vocab_path, init_checkpoint=ckpt,
-              dir=d)
-
-
-@pytest.fixture(scope="module")
-def runs(vocab_base, tmp_path_factory):
-  """name -> output_dir of a one-step training run with --do_predict."""
-  outputs = {}
-  for name, task_flags in TASKS.items():
-    out = str(tmp_path_factory.mktemp(name) / "out")
-    task_flags = dict(task_flags)
-    run_main(bert_config_file=vocab_base["bert_config_file"],
-             vocab_file=vocab_base["vocab_file"], init_checkpoint=vocab_base["init_checkpoint"],
-             data_dir=os.path.join(GLUE, task_flags["task_name"]), output_dir=out,
-             do_train=True, do_predict=True, train_batch_size=8, predict_batch_size=8,
-             num_train_epochs=1, learning_rate=0.02, seed=1,
-             save_checkpoints_steps=1000, **task_flags)
-    outputs[name] = out
-  return outputs
-
-
-def _make_bank(directory, vocab_base, runs, names=None):
-  """The bank layout by hand: bank.json, tasks/<name>/ = a run's adapter_model/."""
-  header = adapter_weights.read_adapter_header(os.path.join(runs["mrpc"], "adapter_model"))
-  os.makedirs(os.path.join(directory, "tasks"))
-  with open(os.path.join(directory, "bank.json"), "w") as f:
-    json.dump({"format": 1, "base": {
-        "fingerprint": header["base_fingerprint"], "bert_config": header["bert_config"],
-        "init_checkpoint": vocab_base["init_checkpoint"], "bert_hub_module_handle": None,
-        "vocab_file": vocab_base["vocab_file"], "do_lower_case": True}}, f)
-  for name in names or runs:
-    shutil.copytree(os.path.join(runs[name], "adapter_model"),
-                    os.path.join(directory, "tasks", name))
-  return directory
-
-
-@pytest.fixture(scope="module")
-def bank(vocab_base, runs, tmp_path_factory):
-  return _make_bank(str(tmp_path_factory.mktemp("bank") / "bank"), vocab_base, runs)
 
 
 @pytest.fixture(scope="module")
 def one_task_bank(vocab_base, runs, tmp_path_factory):
   """A bank of sst2 alone: for the tests of where an export writes, which one task
   shows as well as three (and exports faster: each task's signatures are traced)."""
-  return _make_bank(str(tmp_path_factory.mktemp("bank1") / "bank"), vocab_base, runs,
-                    names=["sst2"])
-
-
-@pytest.fixture(scope="module")
-def exported(bank, tmp_path_factory):
-  export_dir = str(tmp_path_factory.mktemp("export") / "1")
-  tasks = serving_export.export(bank, export_dir)
-  return export_dir, tasks
-
-
-@pytest.fixture(scope="module")
-def served(exported):
-  return tf.saved_model.load(exported[0])
+  return make_bank(str(tmp_path_factory.mktemp("bank1") / "bank"), vocab_base, runs,
+                   names=["sst2"])
 
 
 def _test_examples(name):
@@ -230,59 +134,6 @@ def test_tokenize_matches_run_classifier_features(served, vocab_base):
       seen.update(feature.input_ids)
   # The strings exercise the vocabulary, not only [UNK].
   assert len(seen) > 30 and full.vocab["[UNK]"] in seen
-
-
-def test_token_ids_signature_and_unknown_task(served):
-  texts = tf.constant(["the movie was good", "a bad film"])
-  tasks = tf.constant(["sst2", "mrpc"])
-  packed = served.signatures["tokenize"](text_a=texts, text_b=tf.constant(["", "a man"]),
-                                         task=tasks)
-  by_ids = served.signatures["token_ids"](
-      input_ids=packed["input_ids"], input_mask=packed["input_mask"],
-      segment_ids=packed["segment_ids"], task=tasks)
-  by_text = served.signatures["serving_default"](
-      text_a=texts, text_b=tf.constant(["", "a man"]), task=tasks)
-  np.testing.assert_allclose(by_ids["probabilities"], by_text["probabilities"], atol=1e-6)
-  # Shorter inputs (the caller's own length) give the same: padding is masked.
-  short = served.signatures["token_ids"](
-      input_ids=packed["input_ids"][:, :10], input_mask=packed["input_mask"][:, :10],
-      segment_ids=packed["segment_ids"][:, :10], task=tasks)
-  np.testing.assert_allclose(short["probabilities"], by_text["probabilities"], atol=1e-5)
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r"(?s)Unknown task.*nope.*serves the tasks: mrpc, sst2, stsb"):
-    served.signatures["serving_default"](
-        text_a=texts, text_b=tf.constant(["", ""]), task=tf.constant(["sst2", "nope"]))
-
-
-def test_signatures_follow_serving_conventions(exported, served):
-  export_dir, _ = exported
-  assert os.path.exists(os.path.join(export_dir, "assets", "vocab.txt"))
-  loaded = served
-  text_inputs = {"text_a", "text_b", "task"}
-  signature = loaded.signatures["serving_default"]
-  assert set(signature.structured_input_signature[1]) == text_inputs
-  assert {k: (v.dtype, v.shape.as_list()) for k, v in signature.structured_outputs.items()} == {
-      "probabilities": (tf.float32, [None, 2]), "labels": (tf.string, [None, 2]),
-      "predicted_label": (tf.string, [None]), "score": (tf.float32, [None]),
-      "logits": (tf.float32, [None, 2]), "task_index": (tf.int32, [None])}
-  token_ids = loaded.signatures["token_ids"].structured_input_signature[1]
-  assert {k: (v.dtype, v.shape.as_list()) for k, v in token_ids.items()} == {
-      "input_ids": (tf.int32, [None, None]), "input_mask": (tf.int32, [None, None]),
-      "segment_ids": (tf.int32, [None, None]), "task": (tf.string, [None])}
-  described = serving_export.read_tasks_description(export_dir)
-  assert [(t["name"], t["labels"], t["max_seq_length"], t["adapter_size"])
-          for t in described["tasks"]] == [
-              ("mrpc", ["0", "1"], 16, 8), ("sst2", ["0", "1"], 8, 4), ("stsb", [], 24, 0)]
-  assert described["max_seq_length"] == 24 and "seq_length" not in described
-
-
-def test_tasks_description_of_an_export_before_the_key_was_renamed(tmp_path):
-  """assets.extra/tasks.json's "max_seq_length" was written as "seq_length"."""
-  os.makedirs(tmp_path / "assets.extra")
-  with open(tmp_path / serving_export.TASKS_FILE, "w") as f:
-    json.dump({"tasks": [], "seq_length": 128, "num_outputs": 2}, f)
-  assert serving_export.read_tasks_description(str(tmp_path)) == {
-      "tasks": [], "max_seq_length": 128, "num_outputs": 2}
 
 
 # A serving process: a Python that cannot import this repository (its modules
@@ -379,137 +230,6 @@ def test_loads_without_this_repository(exported, served, tmp_path):
     np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
     np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
     assert got["predicted_label"] == [s.decode() for s in want["predicted_label"]]
-
-
-def _error(signature, **inputs):
-  """The message of the InvalidArgumentError a request fails with."""
-  with pytest.raises(tf.errors.InvalidArgumentError) as info:
-    signature(**{k: tf.constant(v) for k, v in inputs.items()})
-  return info.value.message
-
-
-def test_request_errors_name_the_inputs(served):
-  """What a serving client sees for a request the model cannot answer: one
-  assertion naming the inputs to fix, not a broadcast error deep in the graph."""
-  text = served.signatures["serving_default"]
-  pairs = r"text_a, text_b and task must have equal lengths .*their lengths:\] \[%s\]"
-  for signature in (text, served.signatures["tokenize"]):
-    assert re.search(pairs % "2 1 2", _error(signature, text_a=["a b", "c"], text_b=["d"],
-                                             task=["sst2", "mrpc"]))
-    assert re.search(pairs % "2 2 3", _error(signature, text_a=["a", "b"], text_b=["", ""],
-                                             task=["sst2", "sst2", "stsb"]))
-  assert re.search(r"(?s)Unknown task.*nope.*serves the tasks: mrpc, sst2, stsb",
-                   _error(text, text_a=["a"], text_b=[""], task=["nope"]))
-
-  ids = served.signatures["token_ids"]
-  ones = np.ones((2, 5), np.int32)
-  good = dict(input_ids=ones, input_mask=ones, segment_ids=0 * ones, task=["sst2", "stsb"])
-  ids(**{k: tf.constant(v) for k, v in good.items()})  # The requests below change one thing.
-  assert re.search(r"input_ids, input_mask and segment_ids must have the same shape "
-                   r".*their shapes:\] \[2 5\] \[2 4\] \[2 5\]",
-                   _error(ids, **dict(good, input_mask=ones[:, :4])))
-  assert re.search(r"task must have one entry per row of input_ids .*\[2\] .*\[1\]",
-                   _error(ids, **dict(good, task=["sst2"])))
-  wide = np.ones((2, 65), np.int32)
-  for columns in (wide, ones[:, :0]):
-    assert re.search(r"input_ids must have 1 to 64 columns \(max_position_embeddings.*"
-                     r"it has\] \[%d\]" % columns.shape[1],
-                     _error(ids, **dict(good, input_ids=columns, input_mask=columns,
-                                        segment_ids=columns)))
-  assert re.search(r"input_ids must be in \[0, 120\) .*out of range:\] \[120 -1\]",
-                   _error(ids, **dict(good, input_ids=[[1, 120, 1, 1, 1], [1, 1, 1, 1, -1]])))
-  assert re.search(r"segment_ids must be in \[0, 2\) .*out of range:\] \[2\]",
-                   _error(ids, **dict(good, segment_ids=[[0, 0, 2, 0, 0], [0] * 5])))
-  assert re.search(r"input_mask must be in \[0, 2\)",
-                   _error(ids, **dict(good, input_mask=3 * ones)))
-  assert re.search(r"(?s)Unknown task.*nope", _error(ids, **dict(good, task=["nope", "sst2"])))
-  # Rows of different lengths are no tensor: the client refuses them before any request.
-  with pytest.raises(ValueError, match="non-rectangular"):
-    tf.constant([[1, 2, 3], [1, 2]])
-
-
-@hypothesis.settings(**dict(generated_inputs.SETTINGS, max_examples=25))
-@hypothesis.given(pairs=st.lists(
-    st.tuples(generated_inputs.SERVING_BYTES, generated_inputs.SERVING_BYTES,
-              st.sampled_from(sorted(TASKS))), min_size=1, max_size=4))
-def test_generated_raw_text_gets_run_classifiers_inputs_and_a_prediction(served, vocab_base,
-                                                                          pairs):
-  """The SavedModel's text signatures on generated degenerate and hostile bytes (empty,
-  blank, control characters, very long, mixed scripts, invalid UTF-8): the inputs
-  run_classifier.py would feed, and a prediction of the task for every example."""
-  full = _full_tokenizer(vocab_base["vocab_file"])
-  inputs = dict(text_a=tf.constant([a for a, _, _ in pairs]),
-                text_b=tf.constant([b for _, b, _ in pairs]),
-                task=tf.constant([t for _, _, t in pairs]))
-  packed = served.signatures["tokenize"](**inputs)
-  outputs = {k: v.numpy() for k, v in served.signatures["serving_default"](**inputs).items()}
-  for row, (a, b, task) in enumerate(pairs):
-    length = TASKS[task]["max_seq_length"]
-    feature = classifier_features.convert_single_example(9, processors.InputExample(
-        "x", tokenization.convert_to_unicode(a), tokenization.convert_to_unicode(b), "0"),
-        None, length, full)
-    assert packed["input_ids"].numpy()[row, :length].tolist() == feature.input_ids, (a, b)
-    assert packed["segment_ids"].numpy()[row, :length].tolist() == feature.segment_ids
-    probabilities = outputs["probabilities"][row]
-    if TASKS[task]["task_name"] == "STS-B":
-      assert np.isfinite(outputs["score"][row]) and not probabilities.any()
-    else:
-      np.testing.assert_allclose(probabilities.sum(), 1.0, atol=1e-5)
-      labels = [l.decode() for l in outputs["labels"][row]]
-      assert outputs["predicted_label"][row].decode() == labels[int(np.argmax(probabilities))]
-
-
-_FULL = {}
-
-
-def _full_tokenizer(vocab_file):
-  if vocab_file not in _FULL:
-    _FULL[vocab_file] = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
-  return _FULL[vocab_file]
-
-
-def test_empty_batch_gives_empty_outputs(served):
-  """B = 0 is a batch like any other (the export's docstring says why)."""
-  empty = tf.constant([], tf.string)
-  for name, inputs in [
-      ("serving_default", dict(text_a=empty, text_b=empty, task=empty)),
-      ("tokenize", dict(text_a=empty, text_b=empty, task=empty)),
-      ("token_ids", dict(input_ids=tf.zeros([0, 5], tf.int32),
-                         input_mask=tf.zeros([0, 5], tf.int32),
-                         segment_ids=tf.zeros([0, 5], tf.int32), task=empty))]:
-    signature = served.signatures[name]
-    outputs = signature(**inputs)
-    assert set(outputs) == set(signature.structured_outputs)
-    for key, value in outputs.items():
-      spec = signature.structured_outputs[key]
-      assert value.dtype == spec.dtype and value.shape[0] == 0, (name, key)
-      assert value.shape[1:] == spec.shape[1:], (name, key)
-
-
-def test_text_longer_than_every_task_is_truncated(served, vocab_base):
-  """Far more tokens than any task's max_seq_length (and than the model's 64
-  positions), in either segment: each task's ids are run_classifier.py's
-  truncation, and the prediction is that of those ids."""
-  full = tokenization.FullTokenizer(vocab_base["vocab_file"], do_lower_case=True)
-  long_a = " ".join(["the movie was good and a bad film"] * 30)
-  long_b = " ".join(["a man the cafe"] * 40)
-  pairs = [(long_a, ""), (long_a, long_b), ("short", long_b), (long_b, "the movie")]
-  assert all(len(full.tokenize(t)) > 100 for t in (long_a, long_b))
-  for name, task_flags in TASKS.items():
-    length = task_flags["max_seq_length"]
-    inputs = dict(text_a=tf.constant([a for a, _ in pairs]),
-                  text_b=tf.constant([b for _, b in pairs]), task=tf.constant([name] * 4))
-    got = served.signatures["tokenize"](**inputs)
-    for i, (a, b) in enumerate(pairs):
-      feature = classifier_features.convert_single_example(
-          9, processors.InputExample("x", a, b or None, "0"), None, length, full)
-      assert got["input_ids"].numpy()[i, :length].tolist() == feature.input_ids
-      assert got["input_mask"].numpy()[i].sum() == length  # Full: truncated, not padded.
-    by_text = served.signatures["serving_default"](**inputs)
-    by_ids = served.signatures["token_ids"](
-        input_ids=got["input_ids"], input_mask=got["input_mask"],
-        segment_ids=got["segment_ids"], task=inputs["task"])
-    np.testing.assert_allclose(by_text["logits"], by_ids["logits"], atol=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -671,19 +391,6 @@ def test_multitask_model_compiles_with_xla(bank):
   assert not eager[task_index == 2, 1:].any()  # The regression head's padding.
 
 
-def export_error(capsys, **flag_values):
-  """Runs the command's main as its entry point does; returns the ERROR line."""
-  fv = flags.FlagValues()
-  export_savedmodel.define_flags(fv)
-  fv(["export"] + [f"--{k}={v}" for k, v in flag_values.items()])
-  with pytest.raises(SystemExit) as exit_info:
-    errors.exit_on_user_error(lambda argv: export_savedmodel.main(argv, fv))(["export"])
-  assert exit_info.value.code == errors.USER_ERROR_EXIT_STATUS
-  lines = capsys.readouterr().err.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
-  return lines[0]
-
-
 def test_user_errors(vocab_base, runs, tmp_path, capsys):
   out = str(tmp_path / "out")
   assert export_error(capsys, adapter_bank=tmp_path / "none", export_dir=out).endswith(
@@ -691,7 +398,7 @@ def test_user_errors(vocab_base, runs, tmp_path, capsys):
   os.makedirs(tmp_path / "empty")
   assert "not an adapter bank" in export_error(capsys, adapter_bank=tmp_path / "empty",
                                                 export_dir=out)
-  bank = _make_bank(str(tmp_path / "bank"), vocab_base, runs, names=["sst2"])
+  bank = make_bank(str(tmp_path / "bank"), vocab_base, runs, names=["sst2"])
   os.makedirs(os.path.join(bank, "tasks", "empty"))
   assert "task 'empty' has no adapter_weights.safetensors" in export_error(
       capsys, adapter_bank=bank, export_dir=out)
@@ -757,11 +464,10 @@ def test_an_export_to_a_bucket_is_never_polled_half_written(one_task_bank, monke
   """export to ram:// (a directory rename there moves file by file, as gs://'s copy):
   a server polling the versions never finds saved_model.pb beside a missing file
   (test_export_atomicity: the mechanism and a reference that fails without it)."""
-  from test_export_atomicity import Poller, _files  # pylint: disable=g-import-not-at-top
   base = f"ram://export_{uuid.uuid4().hex}/models"
   poller = Poller(base, monkeypatch)
   serving_export.export(one_task_bank, base + "/1", token_ids_only=True)
-  final = _files(base + "/1")
+  final = files_in(base + "/1")
   assert {serving_export.SAVED_MODEL_FILE, "variables/variables.index",
           serving_export.TASKS_FILE} <= final
   assert poller.seen and all(seen == final for seen in poller.seen)

@@ -37,7 +37,7 @@ from adapter_bert.runtime import run_config
 from adapter_bert.serving import export as serving_export
 from adapter_bert.serving import multitask
 from adapter_bert.serving import multitask_run
-from test_serving import export_error
+from export_checks import export_error
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

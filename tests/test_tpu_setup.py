@@ -43,8 +43,7 @@ from adapter_bert.cli import path_flags
 from adapter_bert.runtime import distribution
 from adapter_bert.storage import path_checks
 from adapter_bert.runtime import startup
-import test_multitask
-from test_run_classifier import GLUE, _flags, _test_results, run_main
+from run_harness import GLUE, classifier_flags, multitask_flags, read_test_results, run_main
 
 
 def test_batch_sizes_of_what_the_run_does_must_divide_between_replicas():
@@ -76,9 +75,9 @@ def test_entry_point_refuses_a_batch_size_the_tpu_cores_do_not_divide(base, tmp_
   out = str(tmp_path / "out")
   with pytest.raises(errors.UserError, match=r"^flag --eval_batch_size=4: must be a "
                      r"multiple of the 8 TPU cores"):
-    run_main(**_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
-                      output_dir=out, do_train=True, train_batch_size=8, do_eval=True,
-                      use_tpu=True))
+    run_main(**classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                                output_dir=out, do_train=True, train_batch_size=8, do_eval=True,
+                                use_tpu=True))
   assert not os.path.exists(out)  # Nothing written.
 
 
@@ -88,9 +87,9 @@ def test_float16_on_tpu_is_refused_before_the_tpu_is_looked_up(base, tmp_path, m
   monkeypatch.setattr(distribution, "create_strategy", no_tpu)
   out = str(tmp_path / "out")
   with pytest.raises(errors.UserError) as error:
-    run_main(**_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
-                      output_dir=out, do_train=True, use_tpu=True,
-                      mixed_precision="float16"))
+    run_main(**classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
+                                output_dir=out, do_train=True, use_tpu=True,
+                                mixed_precision="float16"))
   assert str(error.value) == ("flags mixed_precision=float16, use_tpu=True: TPUs compute in "
                               "bfloat16, not float16: use --mixed_precision=bfloat16")
   assert not os.path.exists(out)
@@ -123,10 +122,10 @@ def _one_device_for_the_tpu(*args):
                          ids=["classifier", "multitask"])
 def test_eval_and_predict_on_tpu_keep_every_example(base, tmp_path, monkeypatch, script):
   if script is run_classifier:
-    flags = _flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"))
+    flags = classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"))
     tasks = [""]
   else:
-    flags = test_multitask._flags(base, task_name="sst-2,sts-b", data_dir=",".join(
+    flags = multitask_flags(base, task_name="sst-2,sts-b", data_dir=",".join(
         [os.path.join(GLUE, "SST-2"), os.path.join(GLUE, "STS-B")]))
     tasks = ["sst-2", "sts-b"]
   # 6 dev and 6 test examples a task in batches of 4: 2 padding examples each.
@@ -139,7 +138,7 @@ def test_eval_and_predict_on_tpu_keep_every_example(base, tmp_path, monkeypatch,
     out = str(tmp_path / name)
     logs = run_main(script=script, **dict(flags, output_dir=out, use_tpu=use_tpu))
     results[name] = [(_eval_results(os.path.join(out, t, "eval_results.txt")),
-                      _test_results(os.path.join(out, t, "test_results.tsv")))
+                      read_test_results(os.path.join(out, t, "test_results.tsv")))
                      for t in tasks]
     padded = sum("Num examples = 8 (6 actual, 2 padding)" in line for line in logs)
     assert padded == (2 * len(tasks) if use_tpu else 0), logs

@@ -222,7 +222,8 @@ def tiny_tmpfs(tmp_path):
 
 def test_full_disk_at_a_checkpoint_stops_cleanly_and_the_rerun_resumes(base, tiny_tmpfs,
                                                                        monkeypatch):
-  from test_run_classifier import GLUE, _flags, run_main  # pylint: disable=import-outside-toplevel
+  from run_harness import (  # pylint: disable=import-outside-toplevel
+      GLUE, classifier_flags, run_main)
   out = os.path.join(tiny_tmpfs, "out")
   ballast = os.path.join(tiny_tmpfs, "ballast")
   real_save = run_checkpoints._Manager.save
@@ -239,9 +240,9 @@ def test_full_disk_at_a_checkpoint_stops_cleanly_and_the_rerun_resumes(base, tin
           pass
     return path
   monkeypatch.setattr(run_checkpoints._Manager, "save", save_then_fill)
-  flags = _flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                 output_dir=out, do_train=True, do_eval=True, num_train_epochs=2,
-                 save_checkpoints_steps=2)
+  flags = classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
+                           output_dir=out, do_train=True, do_eval=True, num_train_epochs=2,
+                           save_checkpoints_steps=2)
   with pytest.raises(errors.UserError) as raised:
     run_main(**flags)
   message = str(raised.value)
