@@ -88,7 +88,8 @@ import platform, importlib.metadata as m
 import tensorflow, tensorflow_text, tensorflow_hub, tf_keras, official.nlp, adapter_bert.cli
 print("Python %s, TensorFlow %s, libtpu %s, tensorflow-text %s" % (platform.python_version(),
       tensorflow.__version__, m.version("libtpu"), m.version("tensorflow-text")))')"
-# Without TPU_LOAD_LIBRARY: a notebook's kernel may set it to 0 to leave the TPU to its
-# children, and this check is one of them (it frees the TPU when it ends).
+# Without TPU_LOAD_LIBRARY: a shell or a parent process that set it to 0 (as the
+# experiment commands do, to leave the TPU to their runs) would keep the TPU from this
+# check, which frees it when it ends.
 env -u TPU_LOAD_LIBRARY "$PY" scripts/check_tpu.py
 echo "TPU environment: $PY ($versions): run every command with it"

@@ -24,10 +24,10 @@ ADAPTER = 8
 
 
 class Records(py_logging.Handler):
-  """The messages of the log records it handles (INFO and above), in order."""
+  """The messages of the log records it handles (`level` and above), in order."""
 
-  def __init__(self):
-    super().__init__(py_logging.INFO)
+  def __init__(self, level=py_logging.INFO):
+    super().__init__(level)
     self.messages = []
 
   def emit(self, record):

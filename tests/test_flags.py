@@ -31,6 +31,7 @@ from adapter_bert.cli import squad_flags
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
+from run_harness import Records
 import tiny_bert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -394,25 +395,16 @@ def test_command_line_prints_one_line_and_exits_2(tmp_path, extra, message):
   assert not out.exists()
 
 
-class _Warnings(py_logging.Handler):
-  def __init__(self):
-    super().__init__(py_logging.WARNING)
-    self.lines = []
-
-  def emit(self, record):
-    self.lines.append(record.getMessage())
-
-
 def _parse_logging(parse):
   """Runs `parse`; returns the warnings logged meanwhile."""
-  handler = _Warnings()
+  handler = Records(py_logging.WARNING)
   logger = py_logging.getLogger("absl")
   logger.addHandler(handler)
   try:
     parse()
   finally:
     logger.removeHandler(handler)
-  return handler.lines
+  return handler.messages
 
 
 _BANK_ARGS = ["--export_dir=out"]

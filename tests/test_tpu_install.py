@@ -245,8 +245,8 @@ def _run_with_fake_python(tmp_path, version="3.12", show_installed=False, check_
 
 
 def test_the_steps_in_order_then_the_tpu_check_and_the_environment_named_last(tmp_path):
-  # A notebook's kernel may have TPU_LOAD_LIBRARY=0 (it leaves the TPU to its children):
-  # the check is such a child, and its failure is the script's.
+  # A parent that set TPU_LOAD_LIBRARY=0 (to leave the TPU to its children): the check
+  # is such a child, and its failure is the script's.
   result, calls, venv = _run_with_fake_python(tmp_path, TPU_LOAD_LIBRARY="0")
   assert result.returncode == 0, result.stderr
   assert calls == [
