@@ -30,11 +30,12 @@ The commands are this directory's modules and study/ (a package; its
 __main__.py runs it). Layout:
 
   points/   a sweep's points: grid, data (training subsets), runs (running a
-            point, its record), run_summary (what a finished run leaves for the
-            page), tables
+            point, its record), runner (the one runner: the sweep, the paper
+            table and the multi-task comparison describe their points, it runs
+            them), run_summary (what a finished run leaves for the page), tables
   study/    the evidence study: its command, design (grids), results, page
             and sections, record, claims, collapse, cost
-  sweep     the sweep command: plan, resume, parallel runs, the results table
+  sweep     the sweep command: its grid's points and the results table
   select    selection on dev and means over seeds
   plots     the figures and the data files beside them
   multitask_comparison  the multi-task runs and their tables (the study's

@@ -16,8 +16,8 @@ and the four WordNet tasks (data/wordnet):
 Every run sees the same examples: --num_train_epochs of each task's training
 set (the multi-task runs sample them at --sampling_temperature). Each run is a
 subprocess in its own directory (OUTPUT_DIR/METHOD/seed-N[/TASK]) with its log
-in run.log; a rerun skips finished runs and resumes interrupted ones (from
-their last checkpoint, every 500 steps). Every run writes each task's
+in run.log, run by experiments/points/runner.py: a rerun skips finished runs and
+resumes interrupted ones (from their last checkpoint, every 500 steps). Every run writes each task's
 eval_predictions.tsv for the study's bootstrap (a finished run without them is
 evaluated again from its last checkpoint). Writes
 OUTPUT_DIR/comparison.json and comparison.csv (one row per method and task:
@@ -26,6 +26,7 @@ comparison.md (the table docs/multitask.md shows, with trained parameters per ta
 and the parameters of all tasks as a multiple of the base).
 """
 
+import functools
 import os
 import posixpath
 import re
@@ -35,13 +36,13 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 from absl import logging
-import tensorflow as tf
 
 from adapter_bert.bank import listing as bank_listing
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import run_summary
+from experiments.points import runner as runner_lib
 from experiments.points import runs
 from experiments import select
 from experiments.points import tables
@@ -155,31 +156,39 @@ def commands(F, method: str, seed: int, train: bool = True) -> List[tuple]:
                                   settings, base_dir))]
 
 
-def run_once(output_dir: str, cmd: Sequence[str], popen: Optional[Callable] = None,
-             eval_cmd: Optional[Sequence[str]] = None,
-             predictions: Sequence[str] = ()) -> dict:
-  """Runs `cmd` (started by `popen`, default a subprocess) unless output_dir holds its
-  record; returns the record. A finished run that lacks one of its `predictions`
-  (it ran before the comparison wrote them) runs `eval_cmd`: its last checkpoint
-  evaluated again, its record (and training time) kept."""
-  done = posixpath.join(output_dir, DONE_FILE)
-  if tf.io.gfile.exists(done):
-    if eval_cmd and not all(run_summary.has_predictions(posixpath.dirname(p))
-                            for p in predictions):
-      _check_ok(runs.run(eval_cmd, output_dir, popen), eval_cmd)
-    return tables.read_json(done)
-  measured = _check_ok(runs.run(cmd, output_dir, popen), cmd)
+def points(F, method: str, seed: int) -> List[runner_lib.Point]:
+  """The runs of `method` at `seed` as the runner runs them: each in its own
+  directory, done when it holds DONE_FILE (its measurements and the parameter
+  lines of its log); a done run that lacks one of its tasks' predictions (it ran
+  before the comparison wrote them) runs the eval-only command: its last
+  checkpoint evaluated again, its record (and training time) kept."""
+  out = []
+  for (output_dir, cmd), (_, eval_cmd), (_, tasks) in zip(
+      commands(F, method, seed), commands(F, method, seed, train=False),
+      run_dirs(F.output_dir, method, seed)):
+    predictions = [eval_predictions_path(F.output_dir, method, seed, t) for t in tasks]
+    out.append(runner_lib.Point(
+        key=os.path.relpath(output_dir, F.output_dir), output_dir=output_dir, command=cmd,
+        record=functools.partial(_record, output_dir), record_file=DONE_FILE,
+        complete=functools.partial(_has_predictions, predictions), completion=eval_cmd))
+  return out
+
+
+def _has_predictions(predictions: Sequence[str]) -> bool:
+  return all(run_summary.has_predictions(posixpath.dirname(p)) for p in predictions)
+
+
+def _record(output_dir: str, measured: Mapping[str, object], cmd: Sequence[str]) -> dict:
+  """A finished run's record: its measurements and its log's parameter lines."""
+  del cmd
   log = runs.read_log(posixpath.join(output_dir, runs.LOG_FILE))
-  record = dict(measured, per_task=_PER_TASK.findall(log)[-1:],
-                all_tasks=_ALL_TASKS.findall(log)[-1:], base=_BASE.findall(log)[-1:])
-  tables.write_json(done, record)
-  return record
+  return dict(measured, per_task=_PER_TASK.findall(log)[-1:],
+              all_tasks=_ALL_TASKS.findall(log)[-1:], base=_BASE.findall(log)[-1:])
 
 
-def _check_ok(measured: dict, cmd: Sequence[str]) -> dict:
-  if measured["status"] != "ok":
-    raise errors.UserError(f"{' '.join(cmd)} failed: {measured.get('error')}")
-  return measured
+def _failed(point: runner_lib.Point, cmd: Sequence[str], measured: Mapping[str, object]):
+  """A failed run stops the comparison: its table needs every run."""
+  raise errors.UserError(f"{' '.join(cmd)} failed: {measured.get('error')}")
 
 
 def accuracies(output_dir: str, tasks: Sequence[str]) -> Dict[str, float]:
@@ -246,37 +255,33 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None,
 
 def _compare(F, popen: Optional[Callable],
              on_run_finished: Optional[Callable[[], None]] = None) -> None:
+  planned = [(seed, method, points(F, method, seed))
+             for seed in map(int, F.seeds) for method in F.methods]
+  runner = runner_lib.Runner(
+      [p for _, _, method_points in planned for p in method_points], popen=popen,
+      log=logging.info, on_failure=_failed,
+      on_finished=(lambda point, record: on_run_finished()) if on_run_finished else None)
+  runner.run()
   records = {}
-  for seed in map(int, F.seeds):
-    for method in F.methods:
-      done = []
-      for (output_dir, cmd), (_, eval_cmd), (_, tasks) in zip(
-          commands(F, method, seed), commands(F, method, seed, train=False),
-          run_dirs(F.output_dir, method, seed)):
-        logging.info("%s seed %d: %s", method, seed, output_dir)
-        ran_before = tf.io.gfile.exists(posixpath.join(output_dir, DONE_FILE))
-        done.append((output_dir, run_once(
-            output_dir, cmd, popen, eval_cmd,
-            [eval_predictions_path(F.output_dir, method, seed, t) for t in tasks])))
-        if on_run_finished and not ran_before:
-          on_run_finished()
-      if method == "houlsby":
-        # As the bank counts: the base once, each task's adapters, LayerNorms and head.
-        trained = [int(r["params"]["trainable"]) for _, r in done]
-        base = bank_listing.base_parameter_count(
-            input_files.read_json(os.path.join(F.model_dir, "bert_config.json")))
-        for (output_dir, _), task in zip(done, WORDNET_TASKS):
-          records[(method, seed, task)] = {"accuracy": accuracies(output_dir, [task])[task]}
-        records[(method, seed, "params")] = {
-            "trained_per_task": round(sum(trained) / len(trained)),
-            "total_multiple": (base + sum(trained)) / base}
-      else:
-        output_dir, record = done[0]
-        for task, accuracy in accuracies(output_dir, list(WORDNET_TASKS)).items():
-          records[(method, seed, task)] = {"accuracy": accuracy}
-        records[(method, seed, "params")] = {
-            "trained_per_task": int(record["per_task"][0]),
-            "total_multiple": float(record["all_tasks"][0])}
+  for seed, method, method_points in planned:
+    done = [(p.output_dir, runner.records[p.key]) for p in method_points]
+    if method == "houlsby":
+      # As the bank counts: the base once, each task's adapters, LayerNorms and head.
+      trained = [int(r["params"]["trainable"]) for _, r in done]
+      base = bank_listing.base_parameter_count(
+          input_files.read_json(os.path.join(F.model_dir, "bert_config.json")))
+      for (output_dir, _), task in zip(done, WORDNET_TASKS):
+        records[(method, seed, task)] = {"accuracy": accuracies(output_dir, [task])[task]}
+      records[(method, seed, "params")] = {
+          "trained_per_task": round(sum(trained) / len(trained)),
+          "total_multiple": (base + sum(trained)) / base}
+    else:
+      output_dir, record = done[0]
+      for task, accuracy in accuracies(output_dir, list(WORDNET_TASKS)).items():
+        records[(method, seed, task)] = {"accuracy": accuracy}
+      records[(method, seed, "params")] = {
+          "trained_per_task": int(record["per_task"][0]),
+          "total_multiple": float(record["all_tasks"][0])}
   rows = rows_of(records)
   tables.write_table(os.path.join(F.output_dir, "comparison.json"),
                      os.path.join(F.output_dir, "comparison.csv"), rows,

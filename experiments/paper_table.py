@@ -18,7 +18,8 @@ but the head at a lower rate.
   .venv/bin/python -m experiments.paper_table --tasks=wordnet_lexname --methods=adapters_64,full
   .venv/bin/python -m experiments.paper_table --tasks=wordnet_example --merge  # redo one task
 
-Each run's output_dir is output/paper_table/<task>/<method>/ (removed first, so
+The runs go through experiments/points/runner.py, one at a time. Each run's
+output_dir is output/paper_table/<task>/<method>/ (removed first, so
 the numbers are fresh; one that holds files but no run.log, so not a run of
 this script, is refused before any run), with its log in run.log. Results: the JSON
 (--results_json: settings, per-run command, dev accuracy, parameter counts,
@@ -36,7 +37,6 @@ import os
 import posixpath
 import shlex
 import sys
-import time
 from typing import Callable, Dict, List, Mapping, Optional
 
 from absl import app
@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
+from experiments.points import runner as runner_lib
 from experiments.points import runs
 from adapter_bert.storage import file_io
 from adapter_bert.storage import input_files
@@ -129,7 +130,7 @@ def run_command(python: str, task: Task, method: Method, settings: Dict[str, obj
 
 def check_run_dirs(run_dirs: List[str]) -> None:
   """Refuses, before any run, a run directory that holds files but no run.log: no
-  run of this script wrote it, and run_one empties a run's directory first."""
+  run of this script wrote it, and each run empties its directory first (points)."""
   for directory in run_dirs:
     if (tf.io.gfile.isdir(directory) and tf.io.gfile.listdir(directory)
         and not tf.io.gfile.exists(posixpath.join(directory, "run.log"))):
@@ -139,25 +140,44 @@ def check_run_dirs(run_dirs: List[str]) -> None:
           directory)
 
 
-def run_one(command: List[str], output_dir: str,
-            popen: Optional[Callable] = None) -> Dict[str, object]:
-  """Runs one command (from ROOT; started by `popen`, default a subprocess) into a fresh
-  output_dir; returns its measurements."""
-  file_io.remove_quietly(output_dir)
-  tf.io.gfile.makedirs(output_dir)
-  log_path = posixpath.join(output_dir, "run.log")
-  start = time.time()
-  code = runs.run_logged(command, log_path, popen, cwd=ROOT)
-  wall = time.time() - start
-  log_text = runs.read_log(log_path)
-  if code != 0:
-    raise RuntimeError(f"run failed (exit {code}), see {log_path}:\n" + log_text[-3000:])
-  results = runs.parse_eval_results(input_files.read_text(
-      posixpath.join(output_dir, "eval_results.txt"), "eval results"))
-  counts = runs.parse_parameter_counts(log_text, require_all=True)
-  return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results.get("eval_loss"),
-          "global_step": results["global_step"], **counts,
-          "trained_share": counts["trainable"] / counts["total"], "wall_seconds": wall}
+def _record(task: str, method: str, measured: Mapping[str, object],
+            command: List[str]) -> Dict[str, object]:
+  """A finished run as the results keep it: its dev accuracy, parameter counts
+  (all three lines required) and wall time."""
+  counts = measured["params"]
+  if set(counts) != {"total", "adapter", "trainable"}:
+    raise ValueError(f"parameter count lines missing from the log (found {counts})")
+  results = measured["metrics"]
+  return dict(task=task, method=method, learning_rate=learning_rate(TASKS[task], METHODS[method]),
+              command=command, eval_accuracy=results["eval_accuracy"],
+              eval_loss=results.get("eval_loss"), global_step=results["global_step"], **counts,
+              trained_share=counts["trainable"] / counts["total"],
+              wall_seconds=measured["wall_seconds"])
+
+
+def _failed(point: runner_lib.Point, command: List[str], measured: Mapping[str, object]):
+  """A failed run stops the table: its numbers would be missing from it."""
+  log_path = posixpath.join(point.output_dir, runs.LOG_FILE)
+  if measured["exit_code"] != 0:
+    raise RuntimeError(f"run failed (exit {measured['exit_code']}), see {log_path}:\n"
+                       + runs.read_log(log_path)[-3000:])
+  raise RuntimeError(f"run failed: {measured.get('error')}, see {log_path}")
+
+
+def points(plan: List[tuple], root: str = ROOT) -> List[runner_lib.Point]:
+  """The runs of plan ((task, method, output_dir, command) tuples) as the runner
+  runs them: each from `root` (where the commands' relative paths start), into a
+  fresh output_dir, no record kept there (the results file keeps them)."""
+  return [runner_lib.Point(
+      key=f"{task}/{method}",
+      output_dir=output_dir if "://" in output_dir else os.path.join(root, output_dir),
+      command=command, record=functools.partial(_record, task, method), record_file=None,
+      fresh=True, cwd=root) for task, method, output_dir, command in plan]
+
+
+def _describe(run: Mapping[str, object]) -> str:
+  return (f"eval_accuracy = {run['eval_accuracy']:.4f}, trained "
+          f"{100 * run['trained_share']:.2f}%, {run['wall_seconds']:.0f} s")
 
 
 def run_learning_rate(run: Dict[str, object]) -> float:
@@ -277,23 +297,24 @@ def _table_order(run: Dict[str, object]):
 
 def sweep(plan: List[tuple], settings: Dict[str, object], results_json: str,
           results_md: str, keep: List[Dict[str, object]] = (),
-          run=run_one, root: str = ROOT) -> Dict[str, object]:
-  """Runs plan ((task, method, output_dir, command) tuples), writing both results after
-  every run; keep: earlier runs (of other (task, method) pairs) to write alongside."""
-  results = {"settings": settings, "runs": sorted(keep, key=_table_order)}
-  for i, (task, method, output_dir, command) in enumerate(plan):
-    logging.info("[%d/%d] %s / %s: %s", i + 1, len(plan), task, method, shlex.join(command))
-    measured = run(command, output_dir if "://" in output_dir
-                   else os.path.join(root, output_dir))
-    logging.info("  eval_accuracy = %.4f, trained %.2f%%, %.0f s", measured["eval_accuracy"],
-                 100 * measured["trained_share"], measured["wall_seconds"])
-    results["runs"].append(dict(task=task, method=method,
-                                learning_rate=learning_rate(TASKS[task], METHODS[method]),
-                                command=command, **measured))
-    results["runs"].sort(key=_table_order)
+          popen: Optional[Callable] = None, root: str = ROOT) -> Dict[str, object]:
+  """Runs plan ((task, method, output_dir, command) tuples) one at a time through
+  the runner (each started by `popen`, default a subprocess), writing both results
+  after every run; keep: earlier runs (of other (task, method) pairs) to write
+  alongside. A failed run stops it (RuntimeError)."""
+  def results_of(records: Mapping[str, dict]) -> Dict[str, object]:
+    return {"settings": settings,
+            "runs": sorted(list(keep) + list(records.values()), key=_table_order)}
+
+  def write(records: Mapping[str, dict]) -> None:
+    results = results_of(records)
     file_io.atomic_write(results_json, json.dumps(results, indent=2) + "\n")
     write_markdown(results_md, results)
-  return results
+
+  runner = runner_lib.Runner(points(plan, root), popen=popen, log=logging.info,
+                             describe=_describe, write_results=write, on_failure=_failed)
+  runner.run()
+  return results_of(runner.snapshot())
 
 
 def main(argv, flag_values=None, popen: Optional[Callable] = None):
@@ -339,8 +360,7 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
                          "convert_checkpoint.py first")
   check_run_dirs([from_root(output_dir) for _, _, output_dir, _ in plan])
   with stop_signals.interrupts():  # The running child saves and ends first.
-    results = sweep(plan, settings, results_json, results_md, keep,
-                    run=functools.partial(run_one, popen=popen))
+    results = sweep(plan, settings, results_json, results_md, keep, popen=popen)
   print(markdown_table(results))
 
 

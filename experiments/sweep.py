@@ -21,7 +21,9 @@ OUTPUT_DIR holds
   runs/<point>/         the point's output_dir: run.log, sweep_point.json, ...
   data/                 training-set subsets (one directory per size)
 
-Rerunning the same command resumes: points with a sweep_point.json are done
+The points run through experiments/points/runner.py, as the paper table's
+and the multi-task comparison's do. Rerunning the same command resumes: points
+with a sweep_point.json are done
 (a failed point too, recorded with its exit status and the end of its log;
 `--retry_failed` runs those again), the others run, and a point stopped midway
 resumes from its last checkpoint. SIGTERM to the sweep sends SIGTERM to the
@@ -34,12 +36,10 @@ By default a finished point's model.ckpt-* and feature records are deleted
 keeps them.
 """
 
-import concurrent.futures
 import datetime
 import os
 import posixpath
 import shlex
-import signal
 import sys
 import threading
 from typing import Callable, Dict, List, Optional, Sequence
@@ -56,6 +56,7 @@ from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import data as data_lib
 from experiments.points import grid as grid_lib
+from experiments.points import runner as runner_lib
 from experiments.points import runs
 from experiments.points import tables
 from adapter_bert.runtime import stop_signals
@@ -75,7 +76,10 @@ RESULT_COLUMNS = (
 
 
 class Sweep:
-  """The points of a grid under one output directory, and running them."""
+  """The points of a grid under one output directory: it describes them (each
+  point's directory, command and record) and runs them through
+  experiments/points/runner.py, which resumes, runs them in parallel and records
+  them; it writes the results table."""
 
   def __init__(self, grid: grid_lib.Grid, output_dir: str,
                program: Optional[Sequence[str]] = None, parallel: int = 1,
@@ -87,104 +91,67 @@ class Sweep:
     self.grid = grid
     self.output_dir = output_dir
     self.program = list(program or runs.default_program())
-    self.parallel = parallel
-    self.retry_failed = retry_failed
     self.keep_checkpoints = keep_checkpoints
-    self.log = log
-    self.popen = popen  # Starts a point's process (runs.run_logged); None: a subprocess.
     # Called with each point's record once it and the results table are written
     # (the study saves the finished runs' files then); from the point's thread.
     self.on_finished = on_finished
     self.points = grid.points(DEFAULTS)
-    self.records: Dict[str, dict] = {}
-    self._lock = threading.Lock()
+    self._subsets = {}  # The training-set subsets made so far, shared by the commands.
     self._write_lock = threading.Lock()
-    self._stopping = threading.Event()
-    self._processes = set()
-    for point in self.points:
-      record = self._read_record(point)
-      if record is not None:
-        self.records[point.name] = record
+    # popen starts a point's process (runs.run_logged); None: a subprocess.
+    self.runner = runner_lib.Runner(
+        [self._run_point(p) for p in self.points], parallel, retry_failed, popen=popen,
+        log=log, describe=describe, write_results=lambda _: self.write_table(),
+        on_finished=self._finished)
+    self.records: Dict[str, dict] = self.runner.records  # By point name: the done ones.
+
+  @property
+  def parallel(self) -> int:
+    return self.runner.parallel
+
+  @property
+  def retry_failed(self) -> bool:
+    return self.runner.retry_failed
 
   def point_dir(self, point: grid_lib.Point) -> str:
     return os.path.join(self.output_dir, "runs", point.name)
 
-  def _read_record(self, point):
-    try:
-      return tables.read_json(os.path.join(self.point_dir(point), runs.RECORD_FILE))
-    except (OSError, ValueError):
-      return None  # None yet, or cut short by a crash while written: not done.
+  def _run_point(self, point: grid_lib.Point) -> runner_lib.Point:
+    """The grid point as the runner runs it: its directory, command and record."""
+    return runner_lib.Point(
+        key=point.name, output_dir=self.point_dir(point),
+        command=lambda: self.commands([point])[0],
+        record=lambda measured, cmd: self._record(point, measured, cmd))
 
   def pending(self) -> List[grid_lib.Point]:
     """The points to run: without a record, or failed ones with retry_failed."""
-    return [p for p in self.points if p.name not in self.records
-            or (self.retry_failed and self.records[p.name]["status"] != "ok")]
+    names = {p.key for p in self.runner.pending()}
+    return [p for p in self.points if p.name in names]
 
   def commands(self, points: Sequence[grid_lib.Point]) -> List[List[str]]:
     """Each point's command line; makes the training-set subsets they need."""
-    cache = {}
     data_root = os.path.join(self.output_dir, "data")
-    return [runs.command(self.program, data_lib.resolve(p.settings, data_root, cache),
+    return [runs.command(self.program, data_lib.resolve(p.settings, data_root, self._subsets),
                          self.point_dir(p)) for p in points]
 
   def run(self) -> Dict[str, int]:
     """Runs the pending points (`parallel` at a time); returns counts by status."""
-    pending = self.pending()
-    commands = self.commands(pending)  # Bad settings fail here, before any run.
-    if self.parallel > 1 and any(launch.uses_tpu(c) for c in commands):
-      raise grid_lib.GridError(
-          f"--parallel={self.parallel} with --use_tpu: a TPU runs one run at a time (its "
-          "chips open in one process); give --parallel=1")
+    work = self.runner.prepare()  # Bad settings fail here, before anything is written.
     tables.write_json(os.path.join(self.output_dir, SWEEP_FILE),
                       {"grid": self.grid.to_json(), "program": self.program})
-    self.log(f"{len(self.points)} points, {len(self.points) - len(pending)} done before, "
-             f"{len(pending)} to run, {self.parallel} at a time")
     self.write_table()
-    done = 0
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=self.parallel)
-    try:
-      futures = {executor.submit(self._run_point, p, c): p for p, c in zip(pending, commands)}
-      for future in concurrent.futures.as_completed(futures):
-        record = future.result()
-        if record is None:
-          continue
-        done += 1
-        self.log(f"[{done}/{len(pending)}] {record['point']}: " + describe(record))
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (stop_signals.interrupts).
-      self.log("Stopping: SIGTERM to the running points; they are not recorded")
-      self.stop()
-      raise
-    finally:
-      executor.shutdown(wait=True, cancel_futures=True)
-      self.write_table()
+    self.runner.run(work)
     return self.summary()
 
   def stop(self) -> None:
-    self._stopping.set()
-    with self._lock:
-      processes = list(self._processes)
-    for process in processes:
-      if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+    """SIGTERM to the running points (what Ctrl-C or SIGTERM to the sweep does)."""
+    self.runner.stop()
 
-  def _started(self, process) -> None:
-    with self._lock:
-      self._processes.add(process)
-    if self._stopping.is_set():  # Stopped while it started.
-      process.send_signal(signal.SIGTERM)
-
-  def _run_point(self, point: grid_lib.Point, cmd: List[str]) -> Optional[dict]:
-    if self._stopping.is_set():
-      return None
+  def _record(self, point: grid_lib.Point, measured: dict, cmd: List[str]) -> dict:
     output_dir = self.point_dir(point)
-    measured = runs.run(cmd, output_dir, self.popen, on_start=self._started)
-    with self._lock:
-      self._processes = {p for p in self._processes if p.poll() is None}
-    if self._stopping.is_set() and measured["status"] != "ok":
-      return None  # Stopped by the sweep: not a result; the next sweep resumes it.
     run_config = runs.read_run_config(output_dir) or {}
     train_mode, adapter_size = runs.resolve_method(point.settings, run_config)
-    record = {
+    return {
         "point": point.name, "status": measured["status"],
         "exit_code": measured["exit_code"], "vary": point.vary, "settings": point.settings,
         "command": cmd, "output_dir": os.path.relpath(output_dir, self.output_dir),
@@ -198,39 +165,34 @@ class Sweep:
         "num_train_steps": run_config.get("num_train_steps"),
         "metrics": measured["metrics"], "params": measured["params"],
         "error": measured.get("error")}
-    tables.write_json(os.path.join(output_dir, runs.RECORD_FILE), record)
+
+  def _finished(self, point: runner_lib.Point, record: dict) -> None:
+    """After a point's record and the table are written."""
     if record["status"] == "ok" and not self.keep_checkpoints:
-      remove_checkpoints(output_dir)
-    with self._lock:
-      self.records[point.name] = record
-    self.write_table()
+      remove_checkpoints(point.output_dir)
     if self.on_finished is not None:
       self.on_finished(record)
-    return record
 
-  def rows(self) -> List[dict]:
-    with self._lock:
-      return [runs.table_row(self.records[p.name]) for p in self.points
-              if p.name in self.records]
+  def rows(self, records: Optional[Dict[str, dict]] = None) -> List[dict]:
+    """The results table's rows, of `records` (default: the done points')."""
+    records = self.runner.snapshot() if records is None else records
+    return [runs.table_row(records[p.name]) for p in self.points if p.name in records]
 
   def write_table(self) -> None:
     # One writer at a time, each reading the records inside its turn: the last
     # rename then holds every record, whichever thread wrote last.
     with self._write_lock:
-      rows = self.rows()
+      records = self.runner.snapshot()
+      rows = self.rows(records)
       columns = tables.columns_of(rows, ("point", "status", "exit_code")
                                   + tuple(self.grid.varied_keys()) + RESULT_COLUMNS)
       tables.write_table(
           os.path.join(self.output_dir, RESULTS_JSON), os.path.join(self.output_dir, RESULTS_CSV),
           rows, columns, grid=self.grid.to_json(), varied_keys=self.grid.varied_keys(),
-          pending=[p.name for p in self.points if p.name not in self.records])
+          pending=[p.name for p in self.points if p.name not in records])
 
   def summary(self) -> Dict[str, int]:
-    counts = {"ok": 0, "failed": 0, "pending": 0}
-    for point in self.points:
-      record = self.records.get(point.name)
-      counts["pending" if record is None else record["status"]] += 1
-    return counts
+    return self.runner.summary()
 
 
 def describe(record: dict) -> str:

@@ -13,6 +13,7 @@ import pytest
 from absl import flags
 
 from experiments import multitask_comparison as comparison
+from experiments.points import runner as runner_lib
 
 
 def _flags(*args):
@@ -80,12 +81,19 @@ def test_a_finished_run_without_predictions_is_evaluated_again(tmp_path):
               f"pathlib.Path({str(predictions)!r}).write_text('0.5\\t0.5\\n')")
     return subprocess.Popen([sys.executable, "-c", script], **kwargs)
 
-  train_cmd, eval_cmd = ["train", "--do_train"], ["eval", "--nodo_train"]
+  points = {p.key: p for p in comparison.points(_flags(f"--output_dir={tmp_path}"),
+                                                "houlsby", 1)}
+  assert list(points) == [f"houlsby/seed-1/{t}" for t in comparison.WORDNET_TASKS]
+  point = points["houlsby/seed-1/wordnet_pos"]
+  assert point.output_dir == str(out) and point.record_file == comparison.DONE_FILE
   for _ in range(2):
-    assert comparison.run_once(str(out), train_cmd, popen, eval_cmd,
-                               [str(predictions)]) == record
-  assert started == [eval_cmd]  # Once: the second time the predictions are there.
+    run = runner_lib.Runner([point], popen=popen, log=lambda _: None)
+    assert run.pending() == [] and run.run() == {"ok": 1, "failed": 0, "pending": 0}
+    assert run.records == {point.key: record}
+  assert started == [point.completion]  # Once: the second time the predictions are there.
+  assert "--nodo_train" in point.completion and "--do_train" in point.command
   assert predictions.read_text() == "0.5\t0.5\n"
+  assert json.loads((out / comparison.DONE_FILE).read_text()) == record
 
 
 def test_rows_are_means_and_stds_over_seeds():

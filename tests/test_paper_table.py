@@ -1,6 +1,8 @@
-"""experiments/paper_table.py: the commands it runs and what it reads back (no training here)."""
+"""experiments/paper_table.py: the commands it runs and what it reads back (no training
+here: a stand-in runs in place of run_classifier.py)."""
 
 import json
+import subprocess
 
 from absl import flags
 import pytest
@@ -8,16 +10,17 @@ import pytest
 from adapter_bert import errors
 from experiments import paper_table
 from experiments.points import runs
+from stand_in_runs import accuracy, stand_in
 
 
 SETTINGS = dict(num_train_epochs=2.0, max_seq_length=32, train_batch_size=32,
                 eval_batch_size=64, seed=1, machine="test")
 
 
-def _command(task, method):
+def _command(task, method, output_dir="out"):
   return paper_table.run_command(".venv/bin/python", paper_table.TASKS[task],
                                  paper_table.METHODS[method], SETTINGS, "models/minilm",
-                                 "data/wordnet", "out")
+                                 "data/wordnet", output_dir)
 
 
 def _rate(command):
@@ -127,7 +130,7 @@ def test_markdown_table_has_a_rate_column_per_task_where_rates_differ():
                       "|  |  |  |  |")
 
 
-def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(tmp_path):
+def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(tmp_path, monkeypatch):
   settings = dict(SETTINGS)
   old_runs = [_fake_run(t, m, r, a) for t, m, r, a in (
       ("wordnet_lexname", "adapters_64", 1e-3, 0.853), ("wordnet_lexname", "full", 1e-4, 0.851),
@@ -135,38 +138,66 @@ def test_merge_keeps_runs_not_rerun_and_records_each_runs_rate(tmp_path):
   results_json, results_md = tmp_path / "docs" / "table.json", tmp_path / "docs" / "table.md"
   results_json.parent.mkdir()
   results_json.write_text(json.dumps({"settings": settings, "runs": old_runs}))
-  plan = [(task, method, f"out/{task}/{method}",
-           _command(task, method))
+  plan = [(task, method, f"out/{task}/{method}", _command(task, method, f"out/{task}/{method}"))
           for task in ["wordnet_example"] for method in ["full", "adapters_64"]]
-  ran = []
-
-  def fake_run(command, output_dir):
-    ran.append((command, output_dir))
-    return {k: v for k, v in _fake_run("", "", 0, 0.6 + 0.05 * len(ran)).items()
-            if k not in ("task", "method", "learning_rate", "command")}
+  popen, calls = _stand_in(tmp_path, monkeypatch)
+  # An earlier attempt's file in a run's directory: each run starts from an empty one.
+  (tmp_path / "out" / "wordnet_example" / "full").mkdir(parents=True)
+  stale = tmp_path / "out" / "wordnet_example" / "full" / "model.ckpt-100.index"
+  stale.write_text("an earlier attempt's checkpoint")
 
   keep = paper_table.kept_runs(str(results_json), settings,
                                {(task, method) for task, method, *_ in plan})
   assert keep == old_runs[:2]
   results = paper_table.sweep(plan, settings, str(results_json), str(results_md), keep,
-                              run=fake_run, root=str(tmp_path))
-  assert [c for c, _ in ran] == [command for *_, command in plan]
-  assert [d for _, d in ran] == [str(tmp_path / "out/wordnet_example/full"),
-                                 str(tmp_path / "out/wordnet_example/adapters_64")]
+                              popen=popen, root=str(tmp_path))
+  # Each command as planned, one at a time, from the root, into its own directory.
+  assert [c["command"] for c in calls()] == [command for *_, command in plan]
+  assert [c["cwd"] for c in calls()] == [str(tmp_path)] * 2
+  assert calls()[0]["end"] <= calls()[1]["start"]
+  for _, _, output_dir, _ in plan:
+    assert "Total Trainable Parameters" in (tmp_path / output_dir / "run.log").read_text()
+  assert not stale.exists()
   written = json.loads(results_json.read_text())
   assert written == results
   # Kept runs first and untouched; new runs in table order, each with its own rate.
   assert written["runs"][:2] == old_runs[:2]
+  adapters, full = accuracy(3e-4, 64, 1), accuracy(5e-5, 0, 1)
   assert [(r["task"], r["method"], r["learning_rate"], r["eval_accuracy"])
-          for r in written["runs"][2:]] == [("wordnet_example", "adapters_64", 3e-4, 0.7),
-                                            ("wordnet_example", "full", 5e-5, 0.65)]
+          for r in written["runs"][2:]] == [("wordnet_example", "adapters_64", 3e-4, adapters),
+                                            ("wordnet_example", "full", 5e-5, full)]
+  assert {k: written["runs"][2][k] for k in ("total", "adapter", "trainable", "global_step")} == {
+      "total": 100000, "adapter": 640, "trainable": 1640, "global_step": 4}
+  assert written["runs"][2]["trained_share"] == 1640 / 100000
+  assert written["runs"][2]["command"] == plan[1][3]
   md = results_md.read_text()
-  assert "| 0.0003 | 0.700 | +5.0 | 12 s |" in md and "wordnet_lexname learning rate" in md
+  assert f"| 0.0003 | {adapters:.3f} | {100 * (adapters - full):+.1f} | 0 s |" in md
+  assert "wordnet_lexname learning rate" in md
   assert "| 0.001 | 0.853 | +0.2 | 12 s |" in md
+  # A run that fails stops the table; the runs before it are written.
+  failing = plan[:1] + [(*plan[1][:3], [a.replace("--learning_rate=0.0003", "--learning_rate=1")
+                                         for a in plan[1][3]])]
+  with pytest.raises(RuntimeError, match=r"(?s)run failed \(exit 2\), see .*run.log:\n.*"
+                     r"training diverged"):
+    paper_table.sweep(failing, settings, str(results_json), str(results_md), [],
+                      popen=popen, root=str(tmp_path))
+  assert [r["method"] for r in json.loads(results_json.read_text())["runs"]] == ["full"]
   # Other settings refuse to merge; a missing file keeps nothing.
   with pytest.raises(paper_table.app.UsageError, match="settings"):
     paper_table.kept_runs(str(results_json), dict(settings, seed=2), set())
   assert paper_table.kept_runs(str(tmp_path / "missing.json"), settings, set()) == []
+
+
+def _stand_in(tmp_path, monkeypatch):
+  """(popen, calls): popen runs stand_in_runs.STAND_IN in place of run_classifier.py;
+  calls gives each call's command as it was given, its flags and its directory."""
+  program, calls = stand_in(tmp_path, monkeypatch)
+  given = []
+
+  def popen(cmd, **kwargs):
+    given.append(list(cmd))
+    return subprocess.Popen(program + list(cmd[2:]), **kwargs)
+  return popen, lambda: [dict(c, command=cmd) for c, cmd in zip(calls(), given)]
 
 
 def test_a_run_directory_this_script_did_not_write_is_refused_before_any_run(tmp_path):

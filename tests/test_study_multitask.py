@@ -57,7 +57,7 @@ def test_multitask_part_changes_one_factor_of_hyperformer_at_a_time(tmp_path, ca
   write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.md"),
          "| method | avg |\n|---|---|\n| hyperformer | 0.5 |\n")
   write_text(str(tmp_path / "out" / "multitask" / "lr-0.001" / "comparison.csv"), "method\n")
-  # Each run's record with its wall time and steps, as multitask_comparison.run_once
+  # Each run's record with its wall time and steps, as multitask_comparison's runner
   # leaves it (a Houlsby run per task one level deeper): 0.5 h here, 1.5 h in all.
   for run, seconds, steps in (("lr-0.001/hyperformer/seed-1", 1000, 1000),
                               ("lr-0.001/hyperformer/seed-2", 800, 1000),

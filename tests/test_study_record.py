@@ -2,9 +2,12 @@
 as its own files do, and a study directory's record, restored on another
 machine, gives the same page and resumes where the first left off."""
 
+import functools
 import json
 import math
 import os
+import subprocess
+import sys
 import uuid
 
 import numpy as np
@@ -17,6 +20,7 @@ from experiments.study import collapse
 from experiments.points import grid as grid_lib
 from experiments import multitask_comparison
 from experiments.points import run_summary
+from experiments.points import runner as runner_lib
 from experiments.points import runs
 from experiments.study import command as study
 from experiments.study import grids as study_grids
@@ -201,12 +205,37 @@ def test_the_page_comes_back_from_the_record_on_another_machine(tmp_path, monkey
   # it neither trains nor evaluates it again.
   def no_run(*args, **kwargs):
     raise AssertionError("ran a finished run")
-  [(run_dir, tasks)] = multitask_comparison.run_dirs(str(second / "multitask" / "lr-0.0003"),
-                                                     "hyperformer", 1)
-  predictions = [multitask_comparison.eval_predictions_path(
-      str(second / "multitask" / "lr-0.0003"), "hyperformer", 1, t) for t in tasks]
-  assert multitask_comparison.run_once(run_dir, ["train"], no_run, ["eval"],
-                                       predictions)["status"] == "ok"
+  fv = flags.FlagValues()
+  multitask_comparison.define_flags(fv)
+  fv(["multitask_comparison", f"--output_dir={second / 'multitask' / 'lr-0.0003'}"])
+  restored = runner_lib.Runner(multitask_comparison.points(fv, "hyperformer", 1),
+                               popen=no_run, log=lambda _: None)
+  assert restored.pending() == [] and restored.incomplete() == []
+  assert restored.run() == {"ok": 1, "failed": 0, "pending": 0}
+
+
+def test_a_run_summary_reads_events_through_tensorflows_checked_reader(tmp_path, caplog):
+  """The curves come from tf.compat.v1.train.summary_iterator, which checks each
+  record: a record whose bytes changed (a bit flipped on disk) ends the file's
+  events there, with a warning naming it, where a reader of the framing alone
+  would take the changed value."""
+  run = str(tmp_path / "run")
+  losses = [(100, 0.69), (200, 0.41), (300, 0.25)]
+  write_run(run, losses)
+  [events] = [n for n in os.listdir(run) if n.startswith("events.out.tfevents")]
+  path = os.path.join(run, events)
+  with open(path, "rb") as f:
+    data = bytearray(f.read())
+  third = bytes(np.float32(0.25).tobytes())
+  at = data.rindex(third)  # The last loss's value, in its record's data.
+  data[at:at + 4] = np.float32(0.75).tobytes()
+  with open(path, "wb") as f:
+    f.write(bytes(data))
+  with caplog.at_level("WARNING"):
+    curve = run_summary.curve(run)
+  assert curve == [(s, float(np.float32(v))) for s, v in losses[:2]]
+  assert [r.getMessage() for r in caplog.records if "bad record" in r.getMessage()][0].startswith(
+      f"{path}: the events after a bad record are left out")
 
 
 def test_restore_keeps_what_the_output_directory_has(tmp_path):
@@ -375,40 +404,49 @@ def test_the_record_is_saved_as_each_multitask_run_finishes(tmp_path, monkeypatc
   monkeypatch.chdir(tmp_path)
   seen = []
 
-  def run_once(output_dir, cmd, popen=None, eval_cmd=None, predictions=()):
+  def popen(cmd, **kwargs):  # A multi-task run: its results, predictions, parameter lines.
     seen.append(sorted(_files("docs/study/record")))  # As each run starts.
     if len(seen) == 2:
       raise SystemExit("killed")  # Not a KeyboardInterrupt: no clean-up runs.
-    accuracies = {f"{t}/eval_accuracy": 0.5 for t in multitask_comparison.WORDNET_TASKS}
-    write_text(os.path.join(output_dir, "eval_results.txt"),
-               "".join(f"{k} = {v}\n" for k, v in accuracies.items()))
-    record = {"status": "ok", "wall_seconds": 10.0, "per_task": ["1"], "all_tasks": ["1.0"]}
-    tables.write_json(os.path.join(output_dir, multitask_comparison.DONE_FILE), record)
-    return record
+    output_dir = next(a for a in cmd if a.startswith("--output_dir=")).partition("=")[2]
+    script = "\n".join(
+        [f"import os; out = {output_dir!r}",
+         "open(os.path.join(out, 'eval_results.txt'), 'w').write(" + repr("".join(
+             f"{t}/eval_accuracy = 0.5\n" for t in multitask_comparison.WORDNET_TASKS)) + ")"]
+        + [f"os.makedirs(os.path.join(out, {t!r}), exist_ok=True); open(os.path.join("
+           f"out, {t!r}, 'eval_predictions.tsv'), 'w').write('0.5\\t0.5\\n')"
+           for t in multitask_comparison.WORDNET_TASKS]
+        + ["print('***** Trained Parameters per Task = 1 (of the base\\'s 10) *****')",
+           "print('***** Parameters for 4 Tasks = 1.0 x the base *****')"])
+    return subprocess.Popen([sys.executable, "-c", script], **kwargs)
 
-  monkeypatch.setattr(multitask_comparison, "run_once", run_once)
   fv = flags.FlagValues()
   study.define_flags(fv)
   fv(["study", "--output_dir=out", "--parts=multitask", "--multitask_settings=lr-0.001",
       "--model_dir=.", "--data_root=."])
+  monkeypatch.setattr(study.multitask_comparison, "main", functools.partial(
+      multitask_comparison.main, popen=popen))
   with pytest.raises(SystemExit):
     study.main([], fv)
   # As the second run (seed 2) starts, the first (seed 1) is kept, with this sitting.
   assert seen == [[], ["multitask/lr-0.001/hyperformer/seed-1/comparison_run.json",
-                       "multitask/lr-0.001/hyperformer/seed-1/eval_results.txt",
-                       "sittings.json"]]
+                       "multitask/lr-0.001/hyperformer/seed-1/eval_results.txt"] + [
+                           f"multitask/lr-0.001/hyperformer/seed-1/{t}/run_summary.json"
+                           for t in sorted(multitask_comparison.WORDNET_TASKS)]
+                  + ["sittings.json"]]
   [sitting] = json.loads(_recorded(tmp_path / "docs" / "study" / "record", "sittings.json"))
   assert sitting["command"].startswith("python -m experiments.study")
-  # The next sitting: called after the two runs it finished (the 5th and 6th
-  # run_once calls here), not after seed 1's, which it found done.
+  # The next sitting: called after the two runs it finished (the 4th and 5th
+  # started here: seeds 2 and 3), not after seed 1's, which it found done.
   seen.append("not killed")
   finished = []
   fv = flags.FlagValues()
   multitask_comparison.define_flags(fv)
   fv(["multitask_comparison", "--output_dir=out/multitask/lr-0.001", "--seeds=1,2,3",
       "--methods=hyperformer", "--model_dir=.", "--data_root=."])
-  multitask_comparison.main([], fv, on_run_finished=lambda: finished.append(len(seen)))
-  assert finished == [5, 6]
+  multitask_comparison.main([], fv, popen=popen, on_run_finished=lambda: finished.append(
+      len(seen)))
+  assert finished == [4, 5] and len(seen) == 5
 
 
 def test_the_committed_page_is_what_the_committed_record_gives(tmp_path, monkeypatch):

@@ -13,12 +13,11 @@ its summary, the same either way (tests/test_study_record.py).
 
 import json
 import os
-import struct
 from typing import Dict, List, Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.util import event_pb2
 
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert import errors
@@ -49,25 +48,22 @@ def _logged_curves(run_dir: str) -> Dict[str, List[Tuple[int, float]]]:
   """Every scalar the run logged to TensorBoard: tag -> (step, value), in step order."""
   points: Dict[str, Dict[int, float]] = {}
   for path in _event_files(run_dir):
-    for record in _records(path):
-      event = event_pb2.Event.FromString(record)
+    for event in _events(path):
       for value in event.summary.value:
         points.setdefault(value.tag, {})[int(event.step)] = float(
             tf.make_ndarray(value.tensor))
   return {tag: sorted(values.items()) for tag, values in points.items()}
 
 
-def _records(path: str):
-  """The records of a TFRecord file: each is its length (8 bytes, little-endian),
-  that length's CRC (4), the data, the data's CRC (4). Read here rather than
-  with tf.data, which logs an end-of-sequence line per file."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  at = 0
-  while at + 12 <= len(data):
-    length, = struct.unpack("<Q", data[at:at + 8])
-    yield data[at + 12:at + 12 + length]
-    at += 12 + length + 4
+def _events(path: str):
+  """The events of a TensorBoard events file, read by TensorFlow's record reader
+  (tf.compat.v1.train.summary_iterator), which checks each record's lengths and
+  CRCs. A file cut short or corrupt (a run killed while it wrote) gives the
+  events before the bad record, with a warning naming the file."""
+  try:
+    yield from tf.compat.v1.train.summary_iterator(path)
+  except tf.errors.DataLossError as e:
+    logging.warning("%s: the events after a bad record are left out: %s", path, e)
 
 
 def _spread(probabilities: np.ndarray) -> float:

@@ -1,4 +1,5 @@
-"""One point of a sweep: its command, running it, and the record of what it gave.
+"""One point of a sweep: its command, running it, and the record of what it gave
+(experiments/points/runner.py runs the points of every command through `run`).
 
 A point runs `run_classifier.py` (or any program given in its place, such as
 a test's stand-in) in its own output_dir, with stdout and stderr in
@@ -229,8 +230,9 @@ def run_logged(cmd: Sequence[str], log_path: str, popen: Optional[Callable] = No
 
 
 def run(cmd: Sequence[str], output_dir: str, popen: Optional[Callable] = None,
-        on_start: Optional[Callable] = None) -> Dict[str, object]:
-  """Runs `cmd` with its output in output_dir/run.log; returns what it measured.
+        on_start: Optional[Callable] = None, cwd: Optional[str] = None) -> Dict[str, object]:
+  """Runs `cmd` (from `cwd`, default this process's directory) with its output in
+  output_dir/run.log; returns what it measured.
 
   A run interrupted before its record was written runs again in the same
   output_dir: run_classifier.py resumes from its last checkpoint there. Its
@@ -245,7 +247,7 @@ def run(cmd: Sequence[str], output_dir: str, popen: Optional[Callable] = None,
     tf.io.gfile.remove(results_path)
   log_path = posixpath.join(output_dir, LOG_FILE)
   start = time.time()
-  code = run_logged(cmd, log_path, popen, on_start)
+  code = run_logged(cmd, log_path, popen, on_start, **({} if cwd is None else {"cwd": cwd}))
   log_text = read_log(log_path)
   wall = time.time() - start + earlier_attempts_seconds(log_text)
   # The wall time is the CPU's as much as the run's: the two go together.
