@@ -81,6 +81,7 @@ def main(argv, flag_values=flags.FLAGS):
   if len(argv) > 1:
     raise app.UsageError("Too many command-line arguments.")
   f = flag_values
+  flag_checks.validate(f)
   path_flags.check_path_flags(f, dict(
       adapter_bank=path_checks.INPUT_DIR, multitask_run=path_checks.INPUT_DIR,
       export_dir=path_checks.OUTPUT_DIR, init_checkpoint=path_checks.CHECKPOINT,

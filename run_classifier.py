@@ -19,7 +19,6 @@ weights also go to (or, without --do_train, come from) an adapter bank:
 BANK/tasks/<--bank_task> (bank/adapter_bank.py).
 """
 
-import functools
 import sys
 
 # First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
@@ -32,11 +31,10 @@ from absl import logging
 
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import flags as cli_flags
-from adapter_bert.cli import options as cli_options
-from adapter_bert.cli import path_flags
+from adapter_bert.cli import parse
 from adapter_bert import errors
 from adapter_bert.runtime import task_run
-from adapter_bert.tasks import sentence_prediction
+from adapter_bert.tasks import registry
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -47,18 +45,8 @@ def define_flags(flag_values=flags.FLAGS):
 
 def main(argv, flag_values=None):
   del argv
-  F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
-  path_flags.check_path_flags(F, cli_flags.classifier_path_flags(F.do_train))
-  options = cli_options.run_options(F)
-  task = sentence_prediction.ClassifierTask(
-      F.task_name, F.data_dir, cli_options.tsv_options(F),
-      bank_model_options=functools.partial(cli_options.model_options, F),
-      fusion_model_options=functools.partial(cli_options.fusion_model_options, F),
-      adapter_bank=F.adapter_bank, bank_task=F.bank_task, fusion_tasks=F.fusion_tasks,
-      fusion_regularization=F.fusion_regularization, fusion_attentions=F.fusion_attentions,
-      eval_predictions=F.eval_predictions)
-  task_run.run(task, options)
+  task_run.run(registry.task_for(parse.classifier(flag_values or flags.FLAGS)))
 
 
 if __name__ == "__main__":

@@ -44,10 +44,10 @@ from absl import logging
 
 from adapter_bert.cli import flag_checks
 from adapter_bert.cli import multitask_flags
-from adapter_bert.cli import options as cli_options
+from adapter_bert.cli import parse
 from adapter_bert import errors
 from adapter_bert.runtime import task_run
-from adapter_bert.tasks import multitask
+from adapter_bert.tasks import registry
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -56,15 +56,8 @@ def define_flags(flag_values=flags.FLAGS):
 
 def main(argv, flag_values=None):
   del argv
-  F = flag_values or flags.FLAGS
   logging.set_verbosity(logging.INFO)
-
-  tasks = multitask_flags.checked_tasks(F)  # Start-up checks: each fails before any output.
-  multitask_flags.take_recorded_settings(F)
-  options = cli_options.run_options(F, model=multitask_flags.model_options(F))
-  task_run.run(multitask.MultiTaskTask(
-      tasks, F.multitask_adapters, multitask_flags.hyperformer_config(F),
-      F.sampling_temperature, F.eval_predictions), options)
+  task_run.run(registry.task_for(parse.multitask(flag_values or flags.FLAGS)))
 
 
 if __name__ == "__main__":

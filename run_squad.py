@@ -16,7 +16,6 @@ predictions.json, nbest_predictions.json, null_odds.json (v2) and, when
 global_step and checkpoint_path of the weights that predicted).
 """
 
-import dataclasses
 import sys
 
 # First, before anything imports TensorFlow: a TPU VM's runtime, then the frameworks.
@@ -28,14 +27,11 @@ from absl import flags
 from absl import logging
 
 from adapter_bert.cli import flag_checks
-from adapter_bert.cli import flags as cli_flags
-from adapter_bert.cli import options as cli_options
-from adapter_bert.cli import path_flags
 from adapter_bert.cli import squad_flags
+from adapter_bert.cli import parse
 from adapter_bert import errors
 from adapter_bert.runtime import task_run
-from adapter_bert.storage import path_checks
-from adapter_bert.tasks import question_answering
+from adapter_bert.tasks import registry
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -46,17 +42,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Runs what the flags ask for (returns None: app.run exits with main's result)."""
   del argv
-  fv = flag_values
   logging.set_verbosity(logging.INFO)
-  path_flags.check_path_flags(fv, dict(
-      cli_flags.ENCODER_PATH_FLAGS, **cli_flags.ADAPTER_PATH_FLAGS,
-      train_file=path_checks.INPUT_FILE, predict_file=path_checks.INPUT_FILE))
-  squad_flags.validate(fv.do_train, fv.do_predict, fv.train_file, fv.predict_file,
-                       fv.max_seq_length, fv.max_query_length, fv.doc_stride)
-  # The task's fields are named after its flags.
-  task = question_answering.SquadTask(**{
-      f.name: fv[f.name].value for f in dataclasses.fields(question_answering.SquadTask)})
-  task_run.run(task, cli_options.run_options(fv))
+  task_run.run(registry.task_for(parse.squad(flag_values)))
 
 
 if __name__ == "__main__":

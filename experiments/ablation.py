@@ -304,6 +304,7 @@ def main(argv, flag_values=None):
   logging.set_verbosity(logging.INFO)
 
   # As run_classifier.py's eval: every check before anything is written.
+  flag_checks.validate(F)
   path_flags.check_path_flags(F, dict(cli_flags.classifier_path_flags(do_train=False),
                                       ablation_dir=path_checks.OUTPUT_DIR))
   processor = classifier_task.make_processor(F.task_name, F.data_dir,

@@ -316,6 +316,7 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
 def test_design_flags_become_the_config_and_contradictions_are_one_line():
   from absl import flags
   import run_classifier
+  from adapter_bert.cli import flag_checks
   from adapter_bert.cli import options as cli_options
 
   def parse(*argv):
@@ -328,13 +329,15 @@ def test_design_flags_become_the_config_and_contradictions_are_one_line():
   config = cli_options.model_options(
       parse("--adapter_design=lora", "--adapter_size=8", "--adapter_scaling=2")).adapter_config()
   assert (config.design, config.size, config.scaling, config.sublayers) == ("lora", 8, 2.0, ())
-  for argv, message in [
-      (["--adapter_design=prefix"], "flag --adapter_design=prefix"),
-      (["--adapter_scaling=0"], "flag --adapter_scaling=0.0: must be a positive number"),
-      (["--adapter_design=lora", "--adapter_placement=attention"],
+  # A flag alone is checked as absl parses it; flags together in main's first step.
+  for argv, refused, message in [
+      (["--adapter_design=prefix"], flags.IllegalFlagValueError, "flag --adapter_design=prefix"),
+      (["--adapter_scaling=0"], flags.IllegalFlagValueError,
+       "flag --adapter_scaling=0.0: must be a positive number"),
+      (["--adapter_design=lora", "--adapter_placement=attention"], errors.UserError,
        r"design lora takes no placement \(rank --adapter_size updates of the query and "
        r"value projections, Hu et al. 2022\); leave --adapter_placement=attention out"),
-      (["--adapter_design=parallel", "--train_mode=layer_norm"],
+      (["--adapter_design=parallel", "--train_mode=layer_norm"], errors.UserError,
        "--adapter_design=parallel needs adapters, but the model has none")]:
-    with pytest.raises(flags.IllegalFlagValueError, match=message):
-      parse(*argv)
+    with pytest.raises(refused, match=message):
+      flag_checks.validate(parse(*argv))

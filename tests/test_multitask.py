@@ -299,11 +299,12 @@ def _fresh_model_from(out, base):
                                                  output_dir=out, do_eval=True).items()])
   tasks = [t.head() for t in multitask_tasks.tasks_from_flags(
       fv.task_name, fv.data_dir, fv.text_a_column, fv.text_b_column, fv.label_column)]
-  options = multitask_cli.model_options(fv)
+  settings = multitask_cli.settings(fv)
+  options = multitask_cli.model_options(settings)
   base_encoder = options.read_checked_base(fv.bert_config_file, fv.vocab_file, True, 32)
   model, _ = model_setup.create_model(
       tf.distribute.get_strategy(), lambda bert, adapters: MultiTaskClassifier(
-          bert, tasks, "hyperformer", adapters, multitask_cli.hyperformer_config(fv)),
+          bert, tasks, "hyperformer", adapters, multitask_cli.hyperformer_config(settings)),
       options, base_encoder, out)
   return model
 

@@ -5,7 +5,6 @@ weights under adapter-bert's TF1 names, validation honours its capabilities
 by design_of and served beside another design's in one batch. A design at a
 new place: tests/test_new_place.py."""
 
-import types
 
 import keras
 import numpy as np
@@ -220,11 +219,11 @@ def test_validation_honours_its_capabilities(sum_reading):
                                      "bottleneck equivalent")
   # Not fusable: the multitask runner's shared adapters refuse it.
   from adapter_bert.cli import multitask_flags
-  flags = types.SimpleNamespace(multitask_adapters="shared", train_mode=None,
-                                adapter_placement=None, adapter_design="sum_reading")
+  settings = dict(multitask_adapters="shared", train_mode=None, adapter_placement=None,
+                  adapter_design="sum_reading")
   with pytest.raises(errors.UserError, match="--adapter_design=sum_reading: run_multitask.py "
                      "trains adapters of design houlsby"):
-    multitask_flags.model_options(flags)
+    multitask_flags.model_options(settings)
   # Not merged into projections: merge_lora refuses its model.
   model = modeling.BertEncoder(CONFIG, AdapterConfig(size=3, design="sum_reading"))
   with pytest.raises(ValueError, match="only LoRA merges into the kernels"):
@@ -245,12 +244,12 @@ def test_its_capabilities_change_what_is_refused(sum_reading, monkeypatch):
   with pytest.raises(errors.UserError, match="only with --adapter_design=houlsby or sum_reading"):
     model_setup.ModelOptions(adapter={"design": "parallel", "layer_norm": True}).validate(True)
   from adapter_bert.cli import multitask_flags
-  flags = types.SimpleNamespace(
+  settings = dict(
       multitask_adapters="shared", train_mode=None, adapter_placement=None,
       adapter_design="sum_reading", adapter_size=8, adapter_init_scale=1e-3,
       init_checkpoint=None, bert_hub_module_handle=None, adapter_checkpoint=None,
       mixed_precision="none")
-  assert multitask_flags.model_options(flags).adapter_config() == AdapterConfig(
+  assert multitask_flags.model_options(settings).adapter_config() == AdapterConfig(
       size=8, design="sum_reading")
 
 

@@ -10,9 +10,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags as absl_flags
 
 from adapter_bert.model.adapter_layers import AdapterConfig
+from adapter_bert import errors
 from adapter_bert.model import modeling
 from adapter_bert.classification import task as classifier_task
 from adapter_bert.runtime import loop
@@ -284,7 +284,7 @@ def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, t
 @pytest.mark.parametrize("flag,value", [("group_by_length", True),
                                         ("pad_to_max_seq_length", False)])
 def test_packing_refuses_per_batch_padding_flags(base, tmp_path, flag, value):
-  with pytest.raises(absl_flags.IllegalFlagValueError,
+  with pytest.raises(errors.UserError,
                      match=f"--pack_sequences fills rows of --max_seq_length: drop "
                            f"--{'' if value else 'no'}{flag}"):
     _sst2(base, str(tmp_path), do_train=True, pack_sequences=True, **{flag: value})

@@ -23,6 +23,7 @@ from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.classification import task as classifier_task
 from adapter_bert.cli import options as cli_options
+from adapter_bert.cli import flag_checks
 from adapter_bert import errors
 from experiments import ablation
 from adapter_bert.model import modeling
@@ -129,9 +130,11 @@ def test_original_checkpoint_loads_the_adapters_a_placement_has(caplog):
 
 
 def _parse(define, argv):
+  """The flags parsed, each checked alone by absl, then together (main's first step)."""
   fv = flags.FlagValues()
   define(fv)
   fv(["prog", "--task_name=MRPC", "--data_dir=d", "--output_dir=o"] + argv)
+  flag_checks.validate(fv)
   return fv
 
 
@@ -141,16 +144,16 @@ def test_placement_flag():
       64, placement="attention")
   fv = _parse(run_classifier.define_flags, ["--do_eval"])
   assert cli_options.model_options(fv).adapter_config().placement == "both"
-  for argv, message in [
-      (["--adapter_placement=ffn"],
+  for argv, refused, message in [
+      (["--adapter_placement=ffn"], flags.IllegalFlagValueError,
        "flag --adapter_placement=ffn: must be one of both, attention, feed_forward"),
-      (["--adapter_placement=attention", "--train_mode=layer_norm"],
+      (["--adapter_placement=attention", "--train_mode=layer_norm"], errors.UserError,
        "--adapter_placement=attention places adapters, but the model has none"),
-      (["--adapter_placement=feed_forward", "--adapter_size=0"],
+      (["--adapter_placement=feed_forward", "--adapter_size=0"], errors.UserError,
        "--adapter_placement=feed_forward places adapters, but the model has none")]:
-    with pytest.raises(flags.IllegalFlagValueError, match=message):
+    with pytest.raises(refused, match=message):
       _parse(run_classifier.define_flags, ["--do_eval"] + argv)
-  with pytest.raises(flags.IllegalFlagValueError, match="leave --do_train and --do_predict"):
+  with pytest.raises(errors.UserError, match="leave --do_train and --do_predict"):
     _parse(ablation.define_flags, ["--do_train"])
   assert _parse(ablation.define_flags, []).do_eval
 

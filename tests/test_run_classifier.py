@@ -430,7 +430,7 @@ BAD_INPUTS = {
         r"^flag --task_name=Nope: must be one of ax, cola, .*, xnli \(any case\)$"),
     "no action": (
         lambda b, t: dict(do_train=False, do_eval=False, do_predict=False),
-        flags.IllegalFlagValueError,
+        errors.UserError,
         r"at least one of --do_train, --do_eval or --do_predict must be given$"),
     "checkpoint does not fit the config": (
         lambda b, t: dict(bert_config_file=_wrong_config(b, t)), errors.UserError,

@@ -256,8 +256,8 @@ def test_hub_module_is_read_and_used_as_the_base(squad_base, tmp_path):
   _hub_saved_model(hub_dir, squad_base["weights"])
   common = squad_base["args"] + ["--adapter_size=4", "--seed=7", "--do_predict",
                            "--predict_file=" + os.path.join(DATA, "dev-v1.1.json")]
-  with pytest.raises(flags.IllegalFlagValueError, match="at most one of --init_checkpoint "
-                                                      "and --bert_hub_module_handle"):
+  with pytest.raises(errors.UserError, match="at most one of --init_checkpoint "
+                                             "and --bert_hub_module_handle"):
     run(common + ["--output_dir=" + str(tmp_path / "both"), "--bert_hub_module_handle=" +
                   hub_dir, "--init_checkpoint=" + squad_base["ckpt"]])
   assert not os.path.exists(tmp_path / "both")
@@ -393,7 +393,7 @@ def test_max_seq_length_too_small_for_the_query_is_a_clear_error(squad_base, tmp
   out, args = _bad_run(squad_base, tmp_path, [
       "--do_predict", "--predict_file=" + os.path.join(DATA, "dev-v1.1.json"),
       "--max_seq_length=18", "--max_query_length=16"])
-  with pytest.raises(flags.IllegalFlagValueError, match=(
+  with pytest.raises(errors.UserError, match=(
       r"flags max_seq_length=18, max_query_length=16: --max_seq_length must be greater "
       r"than --max_query_length \+ 3 \(16 \+ 3\)")):
     run(args)

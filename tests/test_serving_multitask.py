@@ -23,6 +23,7 @@ from absl import flags
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.cli import flag_checks
 from adapter_bert import errors
 from adapter_bert.model import modeling
 from adapter_bert.multitask import model as multitask_model
@@ -278,8 +279,9 @@ def test_tasks_flag_and_user_errors(base, runs, served, tmp_path, capsys):
   for given in ({}, {"adapter_bank": str(tmp_path), "multitask_run": run}):
     fv = flags.FlagValues()
     export_savedmodel.define_flags(fv)
-    with pytest.raises(flags.IllegalFlagValueError, match="exactly one"):
-      fv(["export", f"--export_dir={export_dir}"] + [f"--{k}={v}" for k, v in given.items()])
+    fv(["export", f"--export_dir={export_dir}"] + [f"--{k}={v}" for k, v in given.items()])
+    with pytest.raises(errors.UserError, match="exactly one"):
+      flag_checks.validate(fv)
   message = export_error(capsys, multitask_run=tmp_path / "none", export_dir=export_dir)
   assert message.endswith(f"flag --multitask_run={tmp_path / 'none'}: directory not found")
   os.makedirs(tmp_path / "empty")
@@ -351,8 +353,8 @@ def test_runs_written_before_the_flag_rename_still_serve_and_load(runs, tmp_path
   fv(["run_multitask.py", "--do_eval", f"--output_dir={tmp_path / 'eval'}",
       f"--adapter_checkpoint={os.path.join(old, model_setup.ADAPTER_MODEL_DIR)}"] +
      [f"--{k}={v}" for k, v in TASK_FLAGS.items()])
-  multitask_flags.take_recorded_settings(fv)
-  assert fv.multitask_adapters == "shared" and fv.adapter_size == 4
+  settings = multitask_flags.settings(fv)
+  assert settings["multitask_adapters"] == "shared" and settings["adapter_size"] == 4
   # Resuming into it: its settings as written now pass; other adapters are refused.
   with open(os.path.join(run, "run_config.json")) as f:
     current = json.load(f)

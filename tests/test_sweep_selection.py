@@ -14,7 +14,7 @@ from experiments import plots
 from experiments.points import runs
 from experiments import select as select_lib
 from experiments.points import tables
-from adapter_bert.runtime import model_setup
+from adapter_bert.cli import options as cli_options
 from sweep_tables import csv_cell, read_csv
 
 
@@ -171,14 +171,15 @@ def test_the_y_axis_promises_a_std_only_where_points_have_seeds():
 
 def test_a_point_without_run_config_gets_the_method_run_classifier_derives():
   """A point that failed before writing run_config.json: its method from its flags, as
-  runtime/model_setup derives it (the one owner of the implied adapter size)."""
+  run_classifier.py derives it (cli/options.py's ModelOptions; runtime/model_setup
+  owns the implied adapter size)."""
   for settings, method in [({}, ("adapters", 64)), ({"adapter_size": 8}, ("adapters", 8)),
                            ({"adapter_size": 0}, ("full", 0)),
                            ({"train_mode": "full"}, ("full", 0)),
                            ({"train_mode": "top_layers:3"}, ("top_layers:3", 0)),
                            ({"train_mode": "layer_norm"}, ("layer_norm", 0))]:
     assert runs.resolve_method(settings) == method, settings
-    options = model_setup.ModelOptions.from_flags(settings)
+    options = cli_options.model_options_of(settings)
     assert (str(options.mode()), options.adapter_size) == method, settings
   assert runs.resolve_method({"adapter_size": 8}, {"train_mode": "full", "adapter_config": {
       "size": 4}}) == ("full", 4)  # What the run itself wrote wins.

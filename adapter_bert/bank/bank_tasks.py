@@ -85,13 +85,19 @@ def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
   return [read_task(bank_dir, bank, name) for name in available]
 
 
-def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> Task:
-  """Reads tasks/<name> of the bank and checks it is one (adapter_bank.check_task)."""
+def task_weights_file(bank_dir: str, name: str) -> str:
+  """tasks/<name>'s adapter weights file; refuses a task directory without one."""
   directory = adapter_bank.task_dir(bank_dir, name)
   path = posixpath.join(directory, adapter_weights.WEIGHTS_FILE)
   if not tf.io.gfile.exists(path):
     raise errors.UserError(f"task {name!r} has no {adapter_weights.WEIGHTS_FILE} (a task "
                            f"directory holds a run's adapter_model/ files)", directory)
+  return path
+
+
+def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> Task:
+  """Reads tasks/<name> of the bank and checks it is one (adapter_bank.check_task)."""
+  path = task_weights_file(bank_dir, name)
   _, header, arrays = adapter_weights.read_adapter_file(path)
   adapter_bank.check_task(bank_dir, bank, header, arrays, path)
   metadata = header["metadata"]

@@ -8,10 +8,14 @@
                export_savedmodel.py), each with its checks
   flag_checks  checks that absl runs as the flags are parsed, reported as one
                `ERROR:` line (errors.UserError's format)
-  options      parsed flags -> the plain options the library takes
+  options      parsed flags -> the plain options the library takes; the one rule
+               for a setting an adapter file records against a given flag
+  parse        parsed flags -> a run's one RunConfig (tasks/configs.py), per
+               entry point
   path_flags   what each path flag must be (a readable file, a writable
                directory, ...), checked first thing in main (storage.path_checks)
 
 Only the entry points and this package read flags; the library below them
-takes plain values (runtime.startup.RunOptions, runtime.model_setup.ModelOptions).
+takes one RunConfig of plain values (tasks.configs; runtime.startup.RunOptions,
+runtime.model_setup.ModelOptions).
 """

@@ -1,12 +1,15 @@
-"""Flag checks that absl runs when the flags are parsed, reported as user errors.
+"""Flag checks, reported as user errors.
 
-absl's validators run at parse time (and whenever a flag is set later), so a
-bad value fails before anything is read or written. The scripts give app.run
+A single flag's check is an absl validator: it runs at parse time, so a bad
+value fails before anything is read or written. The scripts give app.run
 `parse_flags`, so a failed check ends the process the way a UserError does:
 one `ERROR:` line naming the flag, its value and what is allowed, status 2.
+The checks of flags together run in `validate`, the first step of a
+command's main (cli/parse.py), with the same line.
 """
 
 import math
+import weakref
 
 from absl import flags
 
@@ -25,14 +28,31 @@ def check_flag(flag_values, name, ok, allowed):
                            flag_values=flag_values)
 
 
+# The checks of several flags together, per FlagValues (`check_flags_together`),
+# run once by `validate`: not absl's multi-flag validators, which run at parse
+# time inside absl and again whenever a flag is set, so that a run's
+# settings are checked in one pass of the command's own (cli/parse.py).
+_TOGETHER = weakref.WeakKeyDictionary()
+
+
 def check_flags_together(flag_values, names, problem):
-  """`problem(*values of names)` returns None if they fit together, else the message."""
-  def checker(values):
-    message = problem(*(values[n] for n in names))
+  """`problem(*values of names)` returns None if they fit together, else the message
+  that `validate` reports."""
+  _TOGETHER.setdefault(flag_values, []).append((tuple(names), problem))
+
+
+def validate(flag_values) -> None:
+  """Runs the checks of flags together, in the order they were defined.
+
+  Raises:
+    errors.UserError: the first problem, after the flags and their values, as
+      absl names them ("flags a=1, b=2: ...").
+  """
+  for names, problem in _TOGETHER.get(flag_values, ()):
+    values = {name: flag_values[name].value for name in names}
+    message = problem(*values.values())
     if message:
-      raise flags.ValidationError(message)
-    return True
-  flags.register_multi_flags_validator(list(names), checker, flag_values=flag_values)
+      raise errors.UserError(f"{errors.flags_named(**values)}: {message}")
 
 
 # (check, what is allowed) of the usual kinds of flag.

@@ -3,10 +3,13 @@
   define_multitask_flags  run_classifier.py's flags with the task flags as lists,
                           plus the multi-task ones (--multitask_adapters, HyperFormer++'s)
   checked_tasks           the tasks of the task flags, checked with the path flags
-  take_recorded_settings  the model flags left unset take what --adapter_checkpoint records
+  settings                the flags' values, the model flags left unset taking what
+                          --adapter_checkpoint records
   model_options           the run's ModelOptions (--multitask_adapters' train modes)
   hyperformer_config      HyperFormer++'s config, of its flags
 """
+
+from typing import Dict, Mapping, Optional
 
 from absl import flags
 
@@ -96,15 +99,14 @@ def checked_tasks(F):
   return tasks
 
 
-def take_recorded_settings(F) -> None:
-  """With --adapter_checkpoint, the model flags left unset take the values its file
-  records (--multitask_adapters, HyperFormer++'s widths, the shared adapters' config), as
-  run_classifier.py's do (cli/options); a flag given with another value is refused.
-
-  The flags are set in place: the model flags are read from F throughout main.
-  """
+def settings(F) -> Dict[str, object]:
+  """The flags' values by name; with --adapter_checkpoint, the model flags left unset
+  take the values its file records (--multitask_adapters, HyperFormer++'s widths,
+  the shared adapters' config), by run_classifier.py's rule
+  (cli_options.take_recorded): a flag given with another value is refused."""
+  values = {name: F[name].value for name in F}
   if not F.adapter_checkpoint:
-    return
+    return values
   header = adapter_weights.read_adapter_header(F.adapter_checkpoint)
   metadata = header.get("metadata", {})
   recorded = {k: metadata[k] for k in ("multitask_adapters",) if k in metadata}
@@ -116,9 +118,8 @@ def take_recorded_settings(F) -> None:
     recorded.update((flag, getattr(config, key))
                     for key, flag in model_setup.ADAPTER_CONFIG_FLAGS.items())
   given = {name for name in recorded if flag_checks.flag_given(F[name])}
-  for name, value in cli_options.take_recorded(
-      F.adapter_checkpoint, recorded, {n: F[n].value for n in recorded}, given).items():
-    F[name].value = value
+  values.update(cli_options.take_recorded(F.adapter_checkpoint, recorded, values, given))
+  return values
 
 
 # HyperFormer++'s flags, named as its config's fields.
@@ -126,40 +127,39 @@ HYPERFORMER_FLAGS = ("adapter_size", "task_embedding_dim", "projector_hidden_dim
                      "projected_dim", "generator_init_stddev", "task_embedding_init_stddev")
 
 
-def model_options(F) -> model_setup.ModelOptions:
-  """The run's ModelOptions; errors.UserError for a train mode --multitask_adapters refuses."""
-  allowed = TRAIN_MODES[F.multitask_adapters]
-  train_mode = F.train_mode or allowed[0]
+def model_options(values: Mapping[str, object]) -> model_setup.ModelOptions:
+  """The run's ModelOptions of the flags' `settings`; errors.UserError for a train mode
+  --multitask_adapters refuses."""
+  adapters = values["multitask_adapters"]
+  allowed = TRAIN_MODES[adapters]
+  train_mode = values["train_mode"] or allowed[0]
   if train_mode not in allowed:
-    named = errors.flags_named(train_mode=train_mode, multitask_adapters=F.multitask_adapters)
+    named = errors.flags_named(train_mode=train_mode, multitask_adapters=adapters)
     raise errors.UserError(
         f"{named}: must be {' or '.join(allowed)}: "
         + ("the hypernetwork makes the adapters, and the encoder stays frozen"
-           if F.multitask_adapters == "hyperformer" else "the shared adapters train"))
-  if F.multitask_adapters == "hyperformer" and F.adapter_placement not in (None, "both"):
-    raise errors.UserError(f"{errors.flags_named(adapter_placement=F.adapter_placement)}"
+           if adapters == "hyperformer" else "the shared adapters train"))
+  placement, design = values["adapter_placement"], values["adapter_design"]
+  if adapters == "hyperformer" and placement not in (None, "both"):
+    raise errors.UserError(f"{errors.flags_named(adapter_placement=placement)}"
                            ": HyperFormer++ puts its adapters after both sub-layers")
-  if not adapter_layers.get_design(F.adapter_design).fusable:
-    raise errors.UserError(f"{errors.flags_named(adapter_design=F.adapter_design)}: "
+  if not adapter_layers.get_design(design).fusable:
+    raise errors.UserError(f"{errors.flags_named(adapter_design=design)}: "
                            "run_multitask.py trains adapters of design "
                            + " or ".join(adapter_layers.names_with("fusable")))
   # HyperFormer++'s --adapter_size is the generated adapters' (hyperformer_config).
-  shared = F.multitask_adapters == "shared"
-  adapter = dict(size=F.adapter_size if shared else 0, init_scale=F.adapter_init_scale,
-                 placement=F.adapter_placement,
-                 design=F.adapter_design if shared else adapter_layers.DEFAULT_DESIGN)
+  shared = adapters == "shared"
+  adapter = dict(size=values["adapter_size"] if shared else 0,
+                 init_scale=values["adapter_init_scale"], placement=placement,
+                 design=design if shared else adapter_layers.DEFAULT_DESIGN)
   return model_setup.ModelOptions(
-      adapter=adapter, train_mode=train_mode, init_checkpoint=F.init_checkpoint,
-      bert_hub_module_handle=F.bert_hub_module_handle,
-      adapter_checkpoint=F.adapter_checkpoint, mixed_precision=F.mixed_precision)
+      adapter=adapter, train_mode=train_mode, init_checkpoint=values["init_checkpoint"],
+      bert_hub_module_handle=values["bert_hub_module_handle"],
+      adapter_checkpoint=values["adapter_checkpoint"],
+      mixed_precision=values["mixed_precision"])
 
 
-def hyperformer_config(F):
-  if F.multitask_adapters != "hyperformer":
+def hyperformer_config(values: Mapping[str, object]) -> Optional[HyperFormerConfig]:
+  if values["multitask_adapters"] != "hyperformer":
     return None
-  return HyperFormerConfig(adapter_size=F.adapter_size,
-                           task_embedding_dim=F.task_embedding_dim,
-                           projector_hidden_dim=F.projector_hidden_dim,
-                           projected_dim=F.projected_dim,
-                           generator_init_stddev=F.generator_init_stddev,
-                           task_embedding_init_stddev=F.task_embedding_init_stddev)
+  return HyperFormerConfig(**{name: values[name] for name in HYPERFORMER_FLAGS})

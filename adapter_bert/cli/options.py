@@ -1,4 +1,6 @@
-"""Parsed flags -> the plain option objects the library takes (it never reads flags)."""
+"""Parsed flags -> the plain option objects the library takes (it never reads flags),
+and the one rule for a setting an adapter file records against a given flag
+(take_recorded). cli/parse.py puts them together into a run's RunConfig."""
 
 import dataclasses
 from typing import Dict, Optional, Tuple
@@ -48,7 +50,17 @@ def model_options(flag_values,
     values.update(recorded_adapter_settings(values["adapter_checkpoint"], values, given))
   elif "adapter_size" not in given:
     values["adapter_size"] = None
-  return model_setup.ModelOptions.from_flags(values)
+  return model_options_of(values)
+
+
+def model_options_of(values: Dict[str, object]) -> model_setup.ModelOptions:
+  """ModelOptions of flag values by name (the adapter flags and the other fields'
+  flags; others ignored); adapter_size None: not given."""
+  fields = {flag: field for field, flag in model_setup.ADAPTER_CONFIG_FLAGS.items()}
+  others = {f.name for f in dataclasses.fields(model_setup.ModelOptions)} - {"adapter"}
+  return model_setup.ModelOptions(
+      adapter={fields[k]: v for k, v in values.items() if k in fields},
+      **{k: v for k, v in values.items() if k in others})
 
 
 def fusion_model_options(flag_values, adapter_config: AdapterConfig,
@@ -58,7 +70,7 @@ def fusion_model_options(flag_values, adapter_config: AdapterConfig,
   own, as an adapter file's for `recorded_adapter_settings`."""
   values, given = _flag_values(flag_values)
   values.update(_take_config(source, adapter_config, values, given))
-  return model_setup.ModelOptions.from_flags(values)
+  return model_options_of(values)
 
 
 def recorded_adapter_settings(adapter_checkpoint: str, values: Dict[str, object],

@@ -54,46 +54,64 @@ def is_fusion_task(metadata: Optional[dict]) -> bool:
   return TASKS_KEY in (metadata or {})
 
 
-def read_fusion(bank_dir: str, names: Sequence[str],
-                regularization: float = fusion_model.DEFAULT_REGULARIZATION) -> Fusion:
-  """The bank's tasks `names`, to fuse in that order.
+def fused_adapter_config(bank_dir: str, names: Sequence[str]) -> AdapterConfig:
+  """The adapter config of the bank's tasks `names`, the fusion model's, checked to be
+  one that fuses; from the tasks' headers alone (no tensor read, nothing written).
 
   Raises:
-    errors.UserError: a name the bank lacks, a task that cannot be read or is
-      no bank task (adapter_bank.check_task), one without adapters, one that
-      is itself a fusion task, or tasks of different adapter configs.
+    errors.UserError: a name the bank lacks, a task file that cannot be read, one
+      without adapters, one that is itself a fusion task, or tasks of different
+      adapter configs.
   """
-  bank = adapter_bank.open_bank(bank_dir)
+  adapter_bank.open_bank(bank_dir)
   available = adapter_bank.task_names(bank_dir)
   unknown = [n for n in names if n not in available]
   if unknown:
     raise errors.UserError(f"--fusion_tasks: no task {', '.join(map(repr, unknown))} in "
                            f"adapter bank {bank_dir} (it has: {', '.join(available) or 'none'})")
-  tasks, configs = [], {}
+  configs = {}
   for name in names:
-    task = bank_tasks.read_task(bank_dir, bank, name)
-    if is_fusion_task(task.metadata):
+    path = bank_tasks.task_weights_file(bank_dir, name)
+    header = adapter_weights.read_adapter_header(path)
+    metadata = header.get("metadata") or {}
+    if is_fusion_task(metadata):
       raise errors.UserError(f"task {name!r} is itself a fusion task (of "
-                             f"{', '.join(task.metadata[TASKS_KEY])}); fuse tasks that "
-                             f"trained adapters of their own", task.path)
-    if not task.adapter_config.enabled:
+                             f"{', '.join(metadata[TASKS_KEY])}); fuse tasks that "
+                             f"trained adapters of their own", path)
+    config = AdapterConfig.from_dict(header["adapter_config"])
+    if not config.enabled:
       raise errors.UserError(f"task {name!r} has no adapters (--train_mode="
-                             f"{task.metadata.get('train_mode')}): nothing to fuse", task.path)
-    config = task.adapter_config
+                             f"{metadata.get('train_mode')}): nothing to fuse", path)
     if not adapter_layers.get_design(config.design).fusable or config.scaling != 1.0:
       raise errors.UserError(f"task {name!r} has {config.design} adapters of scaling "
                              f"{config.scaling:g}; AdapterFusion fuses "
                              f"{' or '.join(adapter_layers.names_with('fusable'))}-design "
-                             f"adapters of scaling 1", task.path)
+                             f"adapters of scaling 1", path)
     configs[name] = config
-    tasks.append(fusion_model.FusedTask(name, {
-        n: a for n, a in task.arrays.items() if modeling.variable_role(n) == "adapter"}))
   if len(set(configs.values())) > 1:
     raise errors.UserError(
         "--fusion_tasks: the fused tasks' adapters must be of one configuration (size, "
         "placement, ...); they are: " + "; ".join(f"{n} {c.to_dict()}"
                                                   for n, c in configs.items()))
-  return Fusion(bank_dir, tuple(tasks), configs[names[0]], regularization)
+  return configs[names[0]]
+
+
+def read_fusion(bank_dir: str, names: Sequence[str],
+                regularization: float = fusion_model.DEFAULT_REGULARIZATION) -> Fusion:
+  """The bank's tasks `names`, to fuse in that order (checked: fused_adapter_config,
+  then each as a bank task, adapter_bank.check_task).
+
+  Raises:
+    errors.UserError: as fused_adapter_config, or a task that is no bank task.
+  """
+  config = fused_adapter_config(bank_dir, names)
+  bank = adapter_bank.open_bank(bank_dir)
+  tasks = []
+  for name in names:
+    task = bank_tasks.read_task(bank_dir, bank, name)
+    tasks.append(fusion_model.FusedTask(name, {
+        n: a for n, a in task.arrays.items() if modeling.variable_role(n) == "adapter"}))
+  return Fusion(bank_dir, tuple(tasks), config, regularization)
 
 
 def recorded_fusion(bank_dir: str, task_checkpoint: str) -> Optional[Fusion]:

@@ -93,15 +93,6 @@ class ModelOptions:
     object.__setattr__(self, "adapter",
                        {k: v for k, v in dict(adapter).items() if v is not None})
 
-  @classmethod
-  def from_flags(cls, values: Mapping[str, object]) -> "ModelOptions":
-    """ModelOptions of the flags' values by name (the adapter flags and the
-    other fields' flags; others ignored); adapter_size None: not given."""
-    fields = {flag: field for field, flag in ADAPTER_CONFIG_FLAGS.items()}
-    others = {f.name for f in dataclasses.fields(cls)} - {"adapter"}
-    return cls(adapter={fields[k]: v for k, v in values.items() if k in fields},
-               **{k: v for k, v in values.items() if k in others})
-
   @property
   def adapter_size(self) -> int:
     """The adapters' size: as given, else what the train mode implies."""

@@ -1,15 +1,16 @@
 """The set-up every entry point shares: seed, base encoder, strategy, settings, model, weights.
 
-An entry point turns its flags into `RunOptions` (cli/options.py) and then
+An entry point's flags become `RunOptions` (cli/parse.py); runtime/task_run.run then
   base = startup.read_base(options)        seeds, checks the options, reads the base
-  ...                                    reads and checks its own inputs
+  ...                                    the task reads and checks its own inputs
   run = startup.set_up(options, base, make_model, num_train_examples, ...)
                                          training settings, run_config.json checked
                                          against output_dir, strategy, model, weights
-  startup.write_run_config(run)            the first file written
+  ...                                    the task's training records (pack_training)
+  startup.write_run_config(run)            once, with the final step counts
   startup.train(run, loss_fn, dataset, metadata)
-Nothing before write_run_config writes a file, so a mistake in a flag, a file
-or output_dir fails before any output.
+Nothing before set_up's end writes a file, so a mistake in a flag, a file or
+output_dir fails before any output.
 """
 
 import dataclasses
@@ -242,7 +243,8 @@ def train(run: Run, loss_fn: loop.LossFn, dataset: tf.data.Dataset,
 
 def pack_training(run: Run, record_file: str) -> int:
   """With --pack_sequences: the packed rows per training batch, and run.settings
-  (and run_config.json) counted in them; --train_batch_size keeps meaning examples.
+  (and run.config, before run_config.json is written) counted in them;
+  --train_batch_size keeps meaning examples.
 
   The examples per row are measured by packing the record's lengths once: a
   batch is the rows that hold --train_batch_size examples on average (rounded
@@ -274,5 +276,4 @@ def pack_training(run: Run, record_file: str) -> int:
                     packed_rows_per_batch=rows)
   # The counts set_up could not compare yet, before they are recorded.
   run_config.check(options.output_dir, run.config, resuming=True)
-  write_run_config(run)
   return rows

@@ -6,9 +6,7 @@ encoder, HyperFormer++ or shared adapters (multitask/), a head per task.
   task_dataset     one task's eval or predict batches
 """
 
-import dataclasses
 import os
-from typing import List, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -20,11 +18,11 @@ from adapter_bert.multitask import accounting
 from adapter_bert.multitask import model as multitask_model
 from adapter_bert.multitask import sampling
 from adapter_bert.multitask import tasks as multitask_tasks
-from adapter_bert.multitask.hypernetwork import HyperFormerConfig
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import prediction
 from adapter_bert.runtime import records
 from adapter_bert.runtime import startup
+from adapter_bert.tasks import configs
 from adapter_bert import tokenization
 
 # run_config.json keys that fix the model's variables beside the encoder's.
@@ -105,16 +103,20 @@ def task_dataset(options: startup.RunOptions, task, index, split, examples, toke
       pack_sequences=options.pack_sequences), index)
 
 
-@dataclasses.dataclass
 class MultiTaskTask:
-  """run_multitask.py's tasks (multitask/tasks.py, in --task_name order) and model."""
-  tasks: List[multitask_tasks.Task]
-  multitask_adapters: str
-  hyper_config: Optional[HyperFormerConfig]
-  sampling_temperature: float
-  eval_predictions: bool = False
+  """run_multitask.py's task, of its RunConfig (task: configs.MultiTaskConfig: the
+  tasks, multitask/tasks.py, in --task_name order, and the model)."""
 
-  def read_inputs(self, options: startup.RunOptions, base) -> startup.RunOptions:
+  def __init__(self, config: configs.RunConfig):
+    self.config, self.settings = config, config.task
+    self.tasks = list(self.settings.tasks)
+
+  @property
+  def options(self) -> startup.RunOptions:
+    return self.config.options
+
+  def read_inputs(self, base) -> None:
+    options, settings = self.options, self.settings
     self.examples = {t.name: classifier_task.read_examples(t.processor, t.data_dir,
                                                           options.do_train, options.do_eval,
                                                           options.do_predict)
@@ -122,42 +124,45 @@ class MultiTaskTask:
     self.heads = [t.head() for t in self.tasks]
     self.tokenizer = tokenization.FullTokenizer(vocab_file=base.vocab_file,
                                                 do_lower_case=options.do_lower_case)
-    hyper = self.hyper_config
-    self.model_facts = dict(multitask_adapters=self.multitask_adapters,
+    hyper = settings.hyper_config
+    self.model_facts = dict(multitask_adapters=settings.multitask_adapters,
                             hyperformer_config=hyper and hyper.to_dict(),
                             tasks=[h.to_dict() for h in self.heads])
-    return options
 
-  def set_up(self, options: startup.RunOptions, base) -> startup.Run:
-    tasks = self.tasks
+  def set_up(self, base) -> startup.Run:
+    options, settings, tasks = self.options, self.settings, self.tasks
     run = startup.set_up(
         options, base, lambda bert, adapters: multitask_model.MultiTaskClassifier(
-            bert, self.heads, self.multitask_adapters, adapters, self.hyper_config),
+            bert, self.heads, settings.multitask_adapters, adapters, settings.hyper_config),
         sum(len(self.examples[t.name]["train"]) for t in tasks) if options.do_train else None,
         adapter_metadata=self.model_facts, model_keys=MODEL_KEYS, **self.model_facts,
         task_names=[t.task_name for t in tasks], data_dirs=[t.data_dir for t in tasks],
-        sampling_temperature=self.sampling_temperature)
+        sampling_temperature=settings.sampling_temperature)
     accounting.log_accounting(accounting.parameter_accounting(run.model))
     return run
 
-  def train(self, run: startup.Run) -> None:
-    """Trains on batches of the tasks, drawn by sampling.task_probabilities."""
+  def train_inputs(self, run: startup.Run) -> tf.data.Dataset:
+    """Each task's training record, written (or reused), and batches of the tasks,
+    drawn by sampling.task_probabilities."""
     options, tasks, examples = run.options, self.tasks, self.examples
-    probabilities = sampling.task_probabilities(
-        [len(examples[t.name]["train"]) for t in tasks], self.sampling_temperature)
-    logging.info("***** Running training *****")
-    for task, p in zip(tasks, probabilities):
-      logging.info("  Task %s: %d examples, sampled with probability %.4f", task.name,
-                   len(examples[task.name]["train"]), p)
-    logging.info("  Batch size = %d", options.train_batch_size)
+    self.probabilities = sampling.task_probabilities(
+        [len(examples[t.name]["train"]) for t in tasks], self.settings.sampling_temperature)
     record_files = train_records(options, tasks, examples, self.tokenizer)
     # Packed: one number of rows a batch for every task, measured on all their
     # records (one static shape); a batch of a task of shorter texts holds more
     # examples, --train_batch_size of them on average over the tasks.
     rows = startup.pack_training(run, record_files) if options.pack_sequences else None
+    return train_dataset(options, tasks, examples, self.tokenizer, self.probabilities,
+                         rows_per_batch=rows, record_files=record_files)
+
+  def train(self, run: startup.Run, dataset: tf.data.Dataset) -> None:
+    """Trains on the batches of train_inputs."""
+    logging.info("***** Running training *****")
+    for task, p in zip(self.tasks, self.probabilities):
+      logging.info("  Task %s: %d examples, sampled with probability %.4f", task.name,
+                   len(self.examples[task.name]["train"]), p)
+    logging.info("  Batch size = %d", run.options.train_batch_size)
     logging.info("  Num steps = %d", run.settings.num_train_steps)
-    dataset = train_dataset(options, tasks, examples, self.tokenizer, probabilities,
-                            rows_per_batch=rows, record_files=record_files)
     startup.train(run, multitask_model.loss_fn(self.heads), dataset, self.model_facts)
 
   def evaluate(self, run: startup.Run) -> None:
@@ -176,7 +181,7 @@ class MultiTaskTask:
                                             results, run.checkpoint_path)
       classifier_task.write_eval_summaries(os.path.join(task_dir, "eval"), results,
                                            run.global_step)
-      if self.eval_predictions:
+      if self.settings.eval_predictions:
         classifier_task.write_eval_predictions(task_dir, outputs, task.is_regression)
       summary.update((f"{task.name}/{k}", v) for k, v in results.items()
                      if k != "global_step")

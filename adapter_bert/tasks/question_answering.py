@@ -10,7 +10,6 @@
   write_eval_results   the official metrics of predictions.json, eval_results.json
 """
 
-import dataclasses
 import posixpath
 import random
 from typing import Dict, List, Optional
@@ -27,6 +26,7 @@ from adapter_bert.squad import examples as squad_examples
 from adapter_bert.squad import features as squad_features
 from adapter_bert.squad import evaluate as squad_metrics
 from adapter_bert.squad import postprocess
+from adapter_bert.tasks import configs
 from adapter_bert.storage import file_io
 from adapter_bert import tokenization
 
@@ -36,65 +36,67 @@ _TRAIN_SHUFFLE_SEED = 12345
 _PADDING_UNIQUE_ID = -1
 
 
-@dataclasses.dataclass
 class SquadTask:
-  """The flags of run_squad.py that are not RunOptions, and what is read of them."""
-  train_file: Optional[str] = None
-  predict_file: Optional[str] = None
-  version_2_with_negative: bool = False
-  doc_stride: int = 128
-  max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  null_score_diff_threshold: float = 0.0
-  verbose_logging: bool = False
+  """run_squad.py's task, of its RunConfig (task: configs.SquadConfig)."""
 
-  def read_inputs(self, options: startup.RunOptions, base) -> startup.RunOptions:
+  def __init__(self, config: configs.RunConfig):
+    self.config, self.settings = config, config.task
+
+  @property
+  def options(self) -> startup.RunOptions:
+    return self.config.options
+
+  def read_inputs(self, base) -> None:
     """Every input file is read before anything is written, so that a bad file
     fails fast and leaves output_dir as it was."""
+    options, settings = self.options, self.settings
     self.tokenizer = tokenization.FullTokenizer(base.vocab_file, options.do_lower_case)
-    version_2 = self.version_2_with_negative
-    self.train_examples = (read_train_examples(self.train_file, version_2)
+    version_2 = settings.version_2_with_negative
+    self.train_examples = (read_train_examples(settings.train_file, version_2)
                            if options.do_train else None)
-    self.eval_examples = (squad_examples.read_squad_examples(self.predict_file, False,
+    self.eval_examples = (squad_examples.read_squad_examples(settings.predict_file, False,
                                                              version_2)
                           if options.do_predict else None)
-    self.score = options.do_predict and has_answers(self.predict_file, version_2)
-    return options
+    self.score = options.do_predict and has_answers(settings.predict_file, version_2)
 
-  def set_up(self, options: startup.RunOptions, base) -> startup.Run:
+  def set_up(self, base) -> startup.Run:
+    options, settings = self.options, self.settings
     return startup.set_up(
         options, base, modeling.BertSpanLabeler,
         len(self.train_examples) if options.do_train else None,
         adapter_metadata={"task": "squad"}, task_name="squad",
-        version_2_with_negative=self.version_2_with_negative, doc_stride=self.doc_stride,
-        max_query_length=self.max_query_length)
+        version_2_with_negative=settings.version_2_with_negative,
+        doc_stride=settings.doc_stride, max_query_length=settings.max_query_length)
 
   def _write_features(self, run: startup.Run, examples, split: str, is_training: bool):
     options = run.options
     return write_features(examples, self.tokenizer,
                           posixpath.join(options.output_dir, f"{split}.tf_record"),
-                          is_training, options.max_seq_length, self.doc_stride,
-                          self.max_query_length)
+                          is_training, options.max_seq_length, self.settings.doc_stride,
+                          self.settings.max_query_length)
 
-  def train(self, run: startup.Run) -> None:
-    """Trains on the training examples' features; writes adapter_model/."""
+  def train_inputs(self, run: startup.Run) -> tf.data.Dataset:
+    """The training examples' feature record, written, as training batches."""
     options, examples = run.options, self.train_examples
     writer = self._write_features(run, examples, "train", is_training=True)
-    logging.info("***** Running training *****")
-    logging.info("  Num orig examples = %d", len(examples))
-    logging.info("  Num split examples = %d", writer.num_features)
-    logging.info("  Batch size = %d", options.train_batch_size)
-    logging.info("  Num steps = %d", run.settings.num_train_steps)
+    self.num_train_features = writer.num_features
     batch_size = options.train_batch_size
     if options.pack_sequences:
       batch_size = packed_rows_per_batch(run, writer.filename, batch_size)
-    dataset = train_dataset(writer.filename, options.max_seq_length, batch_size,
-                            model_setup.shuffle_seed(options.seed),
-                            options.pad_to_multiple_of, options.group_by_length,
-                            options.pack_sequences)
+    return train_dataset(writer.filename, options.max_seq_length, batch_size,
+                         model_setup.shuffle_seed(options.seed),
+                         options.pad_to_multiple_of, options.group_by_length,
+                         options.pack_sequences)
+
+  def train(self, run: startup.Run, dataset: tf.data.Dataset) -> None:
+    """Trains on the training examples' features; writes adapter_model/."""
+    logging.info("***** Running training *****")
+    logging.info("  Num orig examples = %d", len(self.train_examples))
+    logging.info("  Num split examples = %d", self.num_train_features)
+    logging.info("  Batch size = %d", run.options.train_batch_size)
+    logging.info("  Num steps = %d", run.settings.num_train_steps)
     startup.train(run, span_loss, dataset, {
-        "task": "squad", "version_2_with_negative": self.version_2_with_negative})
+        "task": "squad", "version_2_with_negative": self.settings.version_2_with_negative})
 
   def evaluate(self, run: startup.Run) -> None:
     """run_squad.py has no --do_eval: `predict` scores a --predict_file with answers."""
@@ -119,20 +121,21 @@ class SquadTask:
     outputs = prediction.predict(run.strategy, run.model, dataset,
                                  jit_compile=options.use_xla,
                                  iterations_per_loop=options.iterations_per_loop)
-    output_dir, version_2 = options.output_dir, self.version_2_with_negative
+    settings = self.settings
+    output_dir, version_2 = options.output_dir, settings.version_2_with_negative
     predictions, _, null_odds = postprocess.write_predictions(
-        examples, features, raw_results(outputs, features), self.n_best_size,
-        self.max_answer_length, options.do_lower_case,
+        examples, features, raw_results(outputs, features), settings.n_best_size,
+        settings.max_answer_length, options.do_lower_case,
         posixpath.join(output_dir, "predictions.json"),
         posixpath.join(output_dir, "nbest_predictions.json"),
         posixpath.join(output_dir, "null_odds.json"),
         version_2_with_negative=version_2,
-        null_score_diff_threshold=self.null_score_diff_threshold,
-        verbose_logging=self.verbose_logging)
+        null_score_diff_threshold=settings.null_score_diff_threshold,
+        verbose_logging=settings.verbose_logging)
     if not self.score:
-      logging.info("%s has no gold answers: not scored.", self.predict_file)
+      logging.info("%s has no gold answers: not scored.", settings.predict_file)
       return
-    write_eval_results(posixpath.join(output_dir, "eval_results.json"), self.predict_file,
+    write_eval_results(posixpath.join(output_dir, "eval_results.json"), settings.predict_file,
                        predictions, null_odds, version_2, run.global_step,
                        run.checkpoint_path)
 
