@@ -8,7 +8,7 @@ demo.sh or convert_checkpoint.py) and both WordNet tasks (data/wordnet/), for
 six ways of training (METHODS). Every run uses the same epochs, sequence length,
 batch size and seed. The learning rate is per method (Method.learning_rate: the
 few weights of adapters, LayerNorms and head need a larger one than full
-fine-tuning), and a task may override it (Task.learning_rates), as the paper
+fine-tuning), and a task may override it (PaperTask.learning_rates), as the paper
 chose it per task: at the method defaults the sentence-pair task wordnet_example
 stalls at chance (adapters at 1e-3 stay at loss ln 2), so it trains every method
 but the head at a lower rate.
@@ -57,7 +57,7 @@ ROOT = runs.ROOT
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
+class PaperTask:
   name: str
   description: str
   column_flags: tuple
@@ -74,9 +74,9 @@ class Method:
 
 
 TASKS = {
-    "wordnet_lexname": Task("wordnet_lexname", "definition -> 10 categories (chance 0.10)",
+    "wordnet_lexname": PaperTask("wordnet_lexname", "definition -> 10 categories (chance 0.10)",
                             ("--text_a_column=sentence", "--label_column=label")),
-    "wordnet_example": Task("wordnet_example",
+    "wordnet_example": PaperTask("wordnet_example",
                             "gloss + example: does the example illustrate the "
                             "definition? (chance 0.50)",
                             ("--text_a_column=gloss", "--text_b_column=example",
@@ -102,12 +102,12 @@ METHODS = {m.name: m for m in (
            ("--adapter_size=0", "--train_mode=head"), 3e-3),
 )}
 
-def learning_rate(task: Task, method: Method) -> float:
+def learning_rate(task: PaperTask, method: Method) -> float:
   """The rate of one run: the task's override for the method, else the method's own."""
   return task.learning_rates.get(method.name, method.learning_rate)
 
 
-def run_command(python: str, task: Task, method: Method, settings: Dict[str, object],
+def run_command(python: str, task: PaperTask, method: Method, settings: Dict[str, object],
                 model_dir: str, data_root: str, output_dir: str) -> List[str]:
   """The run_classifier.py command line of one run."""
   return [

@@ -27,9 +27,9 @@ def train_step(model, optimizer, inputs, labels):
 
 
 def served_beside_houlsby(new_config):
-  """MultiTaskBert over a task of `new_config` and a Houlsby task, on one base:
+  """StackedTasksBert over a task of `new_config` and a Houlsby task, on one base:
   each example gets its own task model's logits."""
-  from adapter_bert.serving import multitask
+  from adapter_bert.serving import stacked_tasks
   keras.utils.set_random_seed(0)
   configs = {"new": new_config, "houlsby": AdapterConfig(size=2)}
   base, models, tasks = None, {}, []
@@ -49,7 +49,7 @@ def served_beside_houlsby(new_config):
     tasks.append(types.SimpleNamespace(name=name, path=name, adapter_config=config,
                                        arrays={n: v.numpy() for n, v in names.items()
                                                if n in trained}))
-  served = multitask.MultiTaskBert(CONFIG, base, tasks)
+  served = stacked_tasks.StackedTasksBert(CONFIG, base, tasks)
   inputs = tiny_bert.random_inputs(seed=4, batch=6, seq=7, padded_from=5,
                                    second_segment_from=3)
   task_index = np.arange(6) % 2

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.runtime import distribution
-from adapter_bert.model.ops import Dropout
+from adapter_bert.model.layers.ops import Dropout
 from adapter_bert.model import modeling
 from adapter_bert.model import optimization
 import tiny_bert

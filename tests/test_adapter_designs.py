@@ -254,14 +254,14 @@ def test_a_design_trains_logs_its_count_and_its_adapter_file_reproduces_predicti
 
 
 def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
-  """serving/multitask.MultiTaskBert (what the SavedModel runs) over tasks of
+  """serving/stacked_tasks.StackedTasksBert (what the SavedModel runs) over tasks of
   every design, different sizes and scalings, and a LayerNorm-only task: each
   example of one mixed batch gets its own task model's logits, in Python and
   from the exported SavedModel."""
   import tensorflow as tf
   from adapter_bert.bank import bank_tasks
   from adapter_bert.serving import export
-  from adapter_bert.serving import multitask
+  from adapter_bert.serving import stacked_tasks
   keras.utils.set_random_seed(0)
   configs = {"houlsby": AdapterConfig(size=4, scaling=1.5),
              "pfeiffer": AdapterConfig(size=6, design="pfeiffer", placement="both"),
@@ -287,7 +287,7 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
     arrays = {n: v.numpy() for n, v in names.items() if n in trained}
     tasks.append(types.SimpleNamespace(name=name, path=name, arrays=arrays,
                                        adapter_config=config))
-  served = multitask.MultiTaskBert(CONFIG, base, tasks)
+  served = stacked_tasks.StackedTasksBert(CONFIG, base, tasks)
   inputs = tiny_bert.random_inputs(seed=4, batch=12)
   task_index = np.arange(12) % len(tasks)
   logits = served(inputs, task_index).numpy()
@@ -301,7 +301,7 @@ def test_one_savedmodel_serves_every_design_in_a_mixed_batch(tmp_path):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("\n".join(tiny_bert.tiny_vocab(CONFIG.vocab_size)) + "\n")
   base_info = bank_tasks.Base(CONFIG, base, str(vocab), True, "test base")
-  bank = [bank_tasks.Task(t.name, t.path, t.adapter_config, t.arrays,
+  bank = [bank_tasks.BankTask(t.name, t.path, t.adapter_config, t.arrays,
                           tuple(f"l{k}" for k in range(t.arrays["output_weights"].shape[0])),
                           False, 9, "", {}) for t in tasks]
   module = export.build_module(base_info, bank, str(tmp_path / "asset.txt"),

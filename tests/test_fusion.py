@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from adapter_bert.model.adapter_layers import AdapterConfig, AdapterWeights
-from adapter_bert.model.fusion import AdapterFusion, FusedAdapters
+from adapter_bert.model.layers.fusion import AdapterFusion, FusedAdapters
 from adapter_bert.model import modeling
 import numpy_bert
 import tiny_bert
@@ -152,7 +152,7 @@ def test_training_loss_adds_the_regularization_once_per_batch():
 def test_per_example_fusion_is_each_examples_own_over_its_own_adapters():
   """FusionWeights (a multi-task SavedModel's): example b fuses the adapters its mask
   keeps, with its own query, key and value; NumPy per example, over those alone."""
-  from adapter_bert.model.fusion import FusionWeights  # pylint: disable=g-import-not-at-top
+  from adapter_bert.model.layers.fusion import FusionWeights  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(3)
   adapters = [_adapter_arrays(rng, m) for m in (8, 4, 16)]
   batch, seq = 3, 4

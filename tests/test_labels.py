@@ -61,13 +61,13 @@ def test_multitask_task_list_refuses_an_empty_train_label(tmp_path):
 
 def test_multitask_heads_and_bank_tasks_refuse_labels_twice():
   """What a multi-task model records (its task heads) and what a bank or a SavedModel's
-  task table is made of (bank_tasks.Task) hold each label once."""
+  task table is made of (bank_tasks.BankTask) hold each label once."""
   with pytest.raises(errors.UserError, match=r"^task 'nli': label 'yes' is given twice"):
     multitask_model.TaskHead("nli", ("yes", "no", "yes"))
   assert multitask_model.TaskHead("sts", (), True).num_outputs == 1
   with pytest.raises(errors.UserError, match=r"^t/adapter_weights\.safetensors: task 'sst': "
                      r"label 'pos' is given twice"):
-    bank_tasks.Task(name="sst", path="t/adapter_weights.safetensors",
+    bank_tasks.BankTask(name="sst", path="t/adapter_weights.safetensors",
                     adapter_config=AdapterConfig(size=2),
                     arrays={"output_weights": np.zeros((2, 4), np.float32)},
                     labels=("pos", "pos"), is_regression=False, max_seq_length=8,

@@ -68,20 +68,20 @@ def _refusal(used: str, why: str) -> str:
         "modeling", "Layer 'model' ('adapter_bert.model') is lower than layer 'entry_points' "
         "('modeling')")),
     # Training imports serving.
-    ("adapter_bert/classification/task.py", "from adapter_bert.serving import multitask",
-     _refusal("adapter_bert.serving.multitask",
+    ("adapter_bert/classification/task.py", "from adapter_bert.serving import stacked_tasks",
+     _refusal("adapter_bert.serving.stacked_tasks",
               "Module 'adapter_bert.classification' cannot depend on 'adapter_bert.serving'")),
-    ("adapter_bert/fusion/fused_tasks.py", "from adapter_bert.serving import multitask",
-     _refusal("adapter_bert.serving.multitask",
+    ("adapter_bert/fusion/fused_tasks.py", "from adapter_bert.serving import stacked_tasks",
+     _refusal("adapter_bert.serving.stacked_tasks",
               "Module 'adapter_bert.fusion' cannot depend on 'adapter_bert.serving'")),
-    ("adapter_bert/runtime/loop.py", "from adapter_bert.serving import multitask", _refusal(
-        "adapter_bert.serving.multitask", "Layer 'runtime' ('adapter_bert.runtime') is lower "
+    ("adapter_bert/runtime/loop.py", "from adapter_bert.serving import stacked_tasks", _refusal(
+        "adapter_bert.serving.stacked_tasks", "Layer 'runtime' ('adapter_bert.runtime') is lower "
         "than layer 'commands' ('adapter_bert.serving')")),
     # A command imports one above it in the commands' order.
     ("adapter_bert/bank/adapter_bank.py", "from adapter_bert.fusion import model",
      _refusal("adapter_bert.fusion.model",
               "Module 'adapter_bert.bank' cannot depend on 'adapter_bert.fusion'")),
-    ("adapter_bert/serving/multitask.py", "from adapter_bert.cli import flags",
+    ("adapter_bert/serving/stacked_tasks.py", "from adapter_bert.cli import flags",
      _refusal("adapter_bert.cli.flags",
               "Module 'adapter_bert.serving' cannot depend on 'adapter_bert.cli'")),
     # The library imports an entry point; the foundation imports the model.
@@ -101,7 +101,7 @@ def _refusal(used: str, why: str) -> str:
     # Downward imports, and those a module's depends_on lists, pass.
     ("run_squad.py", "from adapter_bert.bank import bank_tasks", None),
     ("manage_bank.py", "from adapter_bert.serving import export", None),
-    ("adapter_bert/serving/multitask.py", "from adapter_bert.fusion import fused_tasks", None),
+    ("adapter_bert/serving/stacked_tasks.py", "from adapter_bert.fusion import fused_tasks", None),
     ("adapter_bert/cli/flags.py", "from adapter_bert.checkpoints import adapter_weights", None),
 ])
 def test_an_added_import_is_refused_where_it_runs_up(tmp_path, path, line, refusal):

@@ -19,7 +19,7 @@ from adapter_bert.model.activations import get_activation
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import run_checkpoints
 from adapter_bert.model import modeling
-from adapter_bert.model import ops as modeling_ops
+from adapter_bert.model.layers import ops as modeling_ops
 from adapter_bert.runtime import distribution
 from adapter_bert.runtime import loop
 from adapter_bert.runtime import model_setup

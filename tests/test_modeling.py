@@ -110,7 +110,7 @@ def test_weights_passed_to_the_call_are_a_models_own_per_example(google_dir):
   """One plain encoder computes every model of the same base: a model's
   LayerNorms and adapters passed as task_weights give its output; stacked with
   a batch axis, each example gets what its own model gives it. (Stacking
-  models of different adapter configs: serving/multitask.py's tests.)"""
+  models of different adapter configs: serving/stacked_tasks.py's tests.)"""
   config_path, _, ckpt, _ = google_dir
   plain = _encoder(config_path, ckpt)
   inputs = _inputs(batch=3)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from adapter_bert.model import ops as modeling_ops
+from adapter_bert.model.layers import ops as modeling_ops
 from adapter_bert.model import modeling
 import numpy_bert
 import tiny_bert

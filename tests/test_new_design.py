@@ -254,7 +254,7 @@ def test_its_capabilities_change_what_is_refused(sum_reading, monkeypatch):
 
 
 def test_its_tasks_are_served_beside_houlsbys_in_one_batch(sum_reading):
-  """serving/multitask.MultiTaskBert (what an exported SavedModel runs) over a
+  """serving/stacked_tasks.StackedTasksBert (what an exported SavedModel runs) over a
   task of the new design and a Houlsby task: each example gets its own task
   model's logits (Design.stack pads and stacks the new design's weights)."""
   served_beside_houlsby(AdapterConfig(size=4, design="sum_reading"))

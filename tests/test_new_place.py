@@ -252,7 +252,7 @@ def test_the_new_place_trains_and_round_trips_tf1_and_adapter_only_files(new_pla
 
 
 def test_its_tasks_at_the_new_place_are_served_beside_houlsbys(new_place):
-  """MultiTaskBert stacks its weights at their place (padded to the place's
+  """StackedTasksBert stacks its weights at their place (padded to the place's
   width: the intermediate size at the intermediate activation) beside a
   Houlsby task's."""
   design, _ = new_place

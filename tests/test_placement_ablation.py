@@ -31,7 +31,7 @@ import run_classifier
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import trainable
 from adapter_bert.bank import bank_tasks
-from adapter_bert.serving import multitask
+from adapter_bert.serving import stacked_tasks
 from run_harness import GLUE, RUN_FLAGS, classifier_flags, read_eval_results, run_main
 import tiny_bert
 
@@ -229,7 +229,7 @@ def test_bank_serves_tasks_of_every_placement(base, runs):
   assert [t.adapter_config.placement for t in tasks] == ["attention", "both", "feed_forward"]
   served = bank_tasks.read_base_weights(bank_dir, bank)
   bank_tasks.check_fingerprints(served, tasks)
-  model = multitask.MultiTaskBert(served.bert_config, served.arrays, tasks)
+  model = stacked_tasks.StackedTasksBert(served.bert_config, served.arrays, tasks)
   rng = np.random.default_rng(0)
   inputs = {"input_ids": rng.integers(0, 99, (6, 12), np.int32),
             "input_mask": (np.arange(12)[None, :] < rng.integers(3, 13, (6, 1))).astype(np.int32),

@@ -33,7 +33,7 @@ from adapter_bert.classification import processors
 from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import export as serving_export
-from adapter_bert.serving import multitask
+from adapter_bert.serving import stacked_tasks
 from export_checks import Poller, export_error, files_in
 import export_savedmodel
 import file_trees
@@ -379,7 +379,7 @@ def test_multitask_model_compiles_with_xla(bank):
   config = adapter_bank.open_bank(bank)
   tasks = bank_tasks.read_tasks(bank, config)
   base = bank_tasks.read_base_weights(bank, config)
-  model = multitask.MultiTaskBert(base.bert_config, base.arrays, tasks)
+  model = stacked_tasks.StackedTasksBert(base.bert_config, base.arrays, tasks)
   rng = np.random.default_rng(0)
   inputs = {"input_ids": rng.integers(0, 120, (6, 24), np.int32),
             "input_mask": (np.arange(24)[None, :] < rng.integers(3, 25, (6, 1))).astype(np.int32),

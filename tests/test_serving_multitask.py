@@ -36,7 +36,7 @@ from adapter_bert.tasks import multitask as multitask_task
 from adapter_bert.runtime import model_setup
 from adapter_bert.runtime import run_config
 from adapter_bert.serving import export as serving_export
-from adapter_bert.serving import multitask
+from adapter_bert.serving import stacked_tasks
 from adapter_bert.serving import multitask_run
 from export_checks import export_error
 import tiny_bert
@@ -170,7 +170,7 @@ def test_saved_adapters_are_the_generated_ones(base, runs, served):
   model = _trained_model(runs["hyperformer"])
   saved = served["hyperformer"][0].model
   # The SavedModel's stacked variables, in the structure of the encoder's call.
-  stacked = multitask.MultiTaskBert(*_base_and_tasks(runs["hyperformer"])).task_weights(
+  stacked = stacked_tasks.StackedTasksBert(*_base_and_tasks(runs["hyperformer"])).task_weights(
       saved.stacked_weights)
   trained = model.bert.tf1_variable_map()
   for index in range(len(NAMES)):
@@ -227,8 +227,8 @@ def test_houlsby_and_hyperformer_tasks_mix_per_example(runs):
     np.testing.assert_array_equal(bases["hyperformer"].arrays[name], value)
   config = bases["shared"].bert_config
   both = [t for kind in RUNS for t in tasks[kind]]
-  mixed = multitask.MultiTaskBert(config, bases["shared"].arrays, both)
-  alone = {k: multitask.MultiTaskBert(config, bases[k].arrays, tasks[k]) for k in RUNS}
+  mixed = stacked_tasks.StackedTasksBert(config, bases["shared"].arrays, both)
+  alone = {k: stacked_tasks.StackedTasksBert(config, bases[k].arrays, tasks[k]) for k in RUNS}
   rng = np.random.default_rng(0)
   batch = 12
   inputs = {"input_ids": rng.integers(0, 99, (batch, 16), np.int32),
@@ -248,7 +248,7 @@ def test_houlsby_and_hyperformer_tasks_mix_per_example(runs):
                                   adapter_config=dataclasses.replace(t.adapter_config,
                                                                      layer_norm=False))
               for t in tasks["hyperformer"]]
-  without = multitask.MultiTaskBert(config, bases["hyperformer"].arrays, stripped)
+  without = stacked_tasks.StackedTasksBert(config, bases["hyperformer"].arrays, stripped)
   index = np.arange(batch, dtype=np.int32) % len(NAMES)
   assert np.abs(without(inputs, index).numpy() -
                 alone["hyperformer"](inputs, index).numpy()).max() > 1e-3

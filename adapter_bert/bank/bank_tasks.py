@@ -29,7 +29,7 @@ from adapter_bert.model import modeling
 from adapter_bert.runtime import model_setup
 
 @dataclasses.dataclass(frozen=True)
-class Task:
+class BankTask:
   """One task of a bank: what it trained and how its inputs are made."""
   name: str
   path: str  # Its weights file, for messages.
@@ -61,7 +61,7 @@ class Base:
 
 
 def read_tasks(bank_dir: str, bank: adapter_bank.BankBase,
-               names: Optional[Sequence[str]] = None) -> List[Task]:
+               names: Optional[Sequence[str]] = None) -> List[BankTask]:
   """The bank's tasks (all, or `names`), sorted by name, each read and checked.
 
   Args:
@@ -95,13 +95,13 @@ def task_weights_file(bank_dir: str, name: str) -> str:
   return path
 
 
-def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> Task:
+def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> BankTask:
   """Reads tasks/<name> of the bank and checks it is one (adapter_bank.check_task)."""
   path = task_weights_file(bank_dir, name)
   _, header, arrays = adapter_weights.read_adapter_file(path)
   adapter_bank.check_task(bank_dir, bank, header, arrays, path)
   metadata = header["metadata"]
-  return Task(name=name, path=path,
+  return BankTask(name=name, path=path,
               adapter_config=AdapterConfig.from_dict(header["adapter_config"]),
               arrays=dict(arrays), labels=tuple(metadata["labels"]),
               is_regression=bool(metadata["is_regression"]),
@@ -153,7 +153,7 @@ def read_base_weights(bank_dir: str, bank: adapter_bank.BankBase,
   return base
 
 
-def check_fingerprints(base: Base, tasks: Sequence[Task]) -> None:
+def check_fingerprints(base: Base, tasks: Sequence[BankTask]) -> None:
   """Each task's recorded base fingerprint against the loaded base.
 
   A task's fingerprint covers the encoder variables it did not train (as

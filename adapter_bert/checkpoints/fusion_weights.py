@@ -12,7 +12,7 @@ fusion code.
 from typing import Dict
 
 from adapter_bert.model.adapter_layers import AdapterConfig
-from adapter_bert.model.fusion import AdapterFusion
+from adapter_bert.model.layers.fusion import AdapterFusion
 from adapter_bert.model import modeling
 
 # The scope of a place's fusion layer under the place's adapter scope.

@@ -2,7 +2,7 @@
 
 At every place where the fused tasks have adapters (after the attention and/or
 the feed-forward sub-layer of each layer, their AdapterConfig.placement), an
-AdapterFusion layer (adapter_bert/model/fusion.py) computes a per-token
+AdapterFusion layer (adapter_bert/model/layers/fusion.py) computes a per-token
 attention over those adapters' outputs (the paper's Sec. 3.2). The base
 encoder and the fused adapters stay frozen; what trains is what a bank task
 trains, with the fusion layers in the place of its adapters: the fusion
@@ -30,7 +30,7 @@ from absl import logging
 from adapter_bert.model.adapter_layers import AdapterConfig, AdapterWeights
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
-from adapter_bert.model.fusion import AdapterFusion, FusedAdapters
+from adapter_bert.model.layers.fusion import AdapterFusion, FusedAdapters
 from adapter_bert.model import modeling
 
 # The paper's (and the PyTorch adapters library's) weight of ||I - V||^2.

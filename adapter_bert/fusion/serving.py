@@ -1,9 +1,9 @@
-"""Fusion tasks in a multi-task SavedModel (serving/multitask.py), beside other tasks.
+"""Fusion tasks in a SavedModel of many tasks (serving/stacked_tasks.py), beside other tasks.
 
 Every example of a batch runs through the one encoder with its own task's
 weights, gathered along a task axis. A fusion task adds no adapters of its own
 (its slot of the stacked adapters is zeros, which add exactly 0) and, at each
-place where it fuses, a FusionWeights (adapter_bert/model/fusion.py): its
+place where it fuses, a FusionWeights (adapter_bert/model/layers/fusion.py): its
 query, key and value, stacked along the task axis like every task's
 LayerNorms, and a mask over the place's fused adapters. Those adapters (every
 adapter any exported fusion task fuses there, read from the bank and checked
@@ -27,7 +27,7 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
 from adapter_bert.fusion import fused_tasks
-from adapter_bert.model.fusion import FusionWeights
+from adapter_bert.model.layers.fusion import FusionWeights
 from adapter_bert.model import modeling
 
 # LayerTaskWeights' adapter fields and the AdapterConfig sub-layer each follows.

@@ -21,7 +21,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
+class TaskData:
+  """One task of a multi-task run: its name, processor and data directory."""
   name: str
   task_name: str  # Canonical processor name (metrics follow it).
   data_dir: str
@@ -47,7 +48,7 @@ def _per_task(flag: str, values: Sequence[str], count: int) -> List[str]:
 
 def tasks_from_flags(task_names: Sequence[str], data_dirs: Sequence[str],
                      text_a_columns: Sequence[str], text_b_columns: Optional[Sequence[str]],
-                     label_columns: Sequence[str]) -> List[Task]:
+                     label_columns: Sequence[str]) -> List[TaskData]:
   """The run's tasks, each with its processor; errors.UserError names the bad flag."""
   if len(task_names) != len(data_dirs):
     raise errors.UserError(f"{errors.flags_named(task_name=','.join(task_names))} "
@@ -77,7 +78,7 @@ def tasks_from_flags(task_names: Sequence[str], data_dirs: Sequence[str],
     if not _NAME.match(output_name):
       raise errors.UserError(f"--data_dir={data_dir}: its base name {output_name!r} cannot "
                              "name a task (letters, digits, _ . -)")
-    tasks.append(Task(output_name, name, data_dir, processor))
+    tasks.append(TaskData(output_name, name, data_dir, processor))
   seen = set()
   for task in tasks:
     if task.name in seen:

@@ -3,8 +3,8 @@ SavedModel.
 
   multitask_run  reads a run_multitask.py output_dir as a bank's tasks
                  (bank/bank_tasks.py), HyperFormer++ adapters generated once per task
-  multitask      the multi-task model: one encoder, each example with its task's
-                 adapters, LayerNorms and head (gathered along a task axis)
+  stacked_tasks  the served model: one encoder, every task's adapters, LayerNorms
+                 and head stacked along a task axis, each example gathering its own
   text           in-graph tokenization from a SavedModel asset, packing per task
   export         the SavedModel and its signatures, and writing it
 

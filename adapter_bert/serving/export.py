@@ -13,7 +13,7 @@ instead) and must be the one adapter_model/ was trained on; HyperFormer++
 adapters are generated once, at export, and the hypernetwork is not exported.
 
 The SavedModel holds the encoder once, every task's adapters, LayerNorms and
-head (serving/multitask.py), the WordPiece vocabulary as assets/vocab.txt and the
+head (serving/stacked_tasks.py), the WordPiece vocabulary as assets/vocab.txt and the
 tokenizer as TensorFlow ops (tensorflow_text), so it needs neither this
 repository nor Python to run: TensorFlow Serving, or tf.saved_model.load after
 `import tensorflow_text`. Adding a bank's task, or removing any task, is a
@@ -88,7 +88,7 @@ from adapter_bert.bank import adapter_bank
 from adapter_bert.bank import bank_tasks
 from adapter_bert.fusion import serving as fusion_serving
 from adapter_bert.model import modeling
-from adapter_bert.serving import multitask
+from adapter_bert.serving import stacked_tasks
 from adapter_bert.serving import multitask_run
 from adapter_bert.serving import text
 from adapter_bert.storage import file_io
@@ -118,7 +118,7 @@ class TokenIdsModule(tf.Module):
   """What a --token_ids_only SavedModel holds: the multi-task model and the task
   tables, no tokenizer, so no tensorflow-text op anywhere in its graphs."""
 
-  def __init__(self, model: multitask.MultiTaskBert, tasks: Sequence[bank_tasks.Task],
+  def __init__(self, model: stacked_tasks.StackedTasksBert, tasks: Sequence[bank_tasks.BankTask],
                bert_config: modeling.BertConfig, name: str = "adapter_bank_token_ids"):
     super().__init__(name=name)
     self.model = model
@@ -219,7 +219,7 @@ def _assert_in_range(ids, limit, name, what):
 class ServingModule(TokenIdsModule):
   """What the raw-text SavedModel holds: TokenIdsModule and the tokenizer."""
 
-  def __init__(self, model: multitask.MultiTaskBert, tasks: Sequence[bank_tasks.Task],
+  def __init__(self, model: stacked_tasks.StackedTasksBert, tasks: Sequence[bank_tasks.BankTask],
                bert_config: modeling.BertConfig, tokenizer: text.AssetTokenizer,
                cls_id: int, sep_id: int):
     super().__init__(model, tasks, bert_config, name="adapter_bank_serving")
@@ -265,7 +265,7 @@ class ServingModule(TokenIdsModule):
     return dict(self._pack(text_a, text_b, task_index), task_index=task_index)
 
 
-def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
+def tasks_description(base: bank_tasks.Base, tasks: Sequence[bank_tasks.BankTask],
                       fusions=None) -> dict:
   """assets.extra/tasks.json: what the SavedModel serves (a fusion task: the
   tasks it fuses, beside the adapter size of theirs)."""
@@ -299,14 +299,14 @@ def read_tasks_description(export_dir: str) -> dict:
   return description
 
 
-def build_module(base: bank_tasks.Base, tasks: Sequence[bank_tasks.Task],
+def build_module(base: bank_tasks.Base, tasks: Sequence[bank_tasks.BankTask],
                  vocab_asset: str, token_ids_only: bool = False,
                  fusions=None) -> TokenIdsModule:
   """The module to save; `vocab_asset` a file from text.write_vocab_asset, kept until
   saved (the tokenizer's table reads it; with token_ids_only, nothing does);
   `fusions`: the fusion tasks' (fusion/serving.split_fusion_tasks)."""
   vocab_size = text.write_vocab_asset(base.vocab_file, vocab_asset)
-  model = multitask.MultiTaskBert(base.bert_config, base.arrays, tasks, fusions=fusions)
+  model = stacked_tasks.StackedTasksBert(base.bert_config, base.arrays, tasks, fusions=fusions)
   if token_ids_only:
     return TokenIdsModule(model, tasks, base.bert_config)
   tokenizer = text.AssetTokenizer(vocab_asset, vocab_size, base.do_lower_case)
@@ -319,7 +319,7 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
            bert_hub_module_handle: Optional[str] = None,
            task_names: Optional[Sequence[str]] = None,
            multitask_run_dir: Optional[str] = None,
-           token_ids_only: bool = False, overwrite: bool = False) -> List[bank_tasks.Task]:
+           token_ids_only: bool = False, overwrite: bool = False) -> List[bank_tasks.BankTask]:
   """Reads and checks the bank or the multi-task run (exactly one of bank_dir and
   multitask_run_dir), then writes the SavedModel to export_dir (module docstring);
   with token_ids_only, the one without a tokenizer.

@@ -4,7 +4,7 @@ run_multitask.py trains one model for several tasks on one frozen encoder:
 HyperFormer++ (a hypernetwork makes each task's adapters) or one set of
 Houlsby adapters that every task shares, and a head per task, all heads in one
 padded variable. The model is rebuilt here from run_config.json, its base and
-adapter_model/ loaded, and each task becomes a bank_tasks.Task of what its
+adapter_model/ loaded, and each task becomes a bank_tasks.BankTask of what its
 examples compute with:
   * its adapters: generated here, once per task, for HyperFormer++ (with the
     adapters' own LayerNorms; the SavedModel holds no hypernetwork), the
@@ -55,7 +55,7 @@ class _Run:
 def read_run(run_dir: str, task_names: Optional[Sequence[str]] = None,
              init_checkpoint: Optional[str] = None,
              bert_hub_module_handle: Optional[str] = None
-             ) -> Tuple[bank_tasks.Base, List[bank_tasks.Task]]:
+             ) -> Tuple[bank_tasks.Base, List[bank_tasks.BankTask]]:
   """The run's base and tasks (all, or `task_names`), in the run's task order.
 
   Args:
@@ -154,8 +154,8 @@ def _load_run_base(run: _Run, init_checkpoint: Optional[str],
 
 
 def _served_tasks(run: _Run, heads: Sequence[Tuple[int, multitask_model.TaskHead]],
-                  weights_path: str, header: dict) -> List[bank_tasks.Task]:
-  """Each of `heads` as a Task of what its examples compute with (module docstring),
+                  weights_path: str, header: dict) -> List[bank_tasks.BankTask]:
+  """Each of `heads` as a BankTask of what its examples compute with (module docstring),
   from the trained model."""
   model, metadata = run.model, header.get("metadata") or {}
   encoder = model.bert.tf1_variable_map()
@@ -174,7 +174,7 @@ def _served_tasks(run: _Run, heads: Sequence[Tuple[int, multitask_model.TaskHead
     n = head.num_outputs
     arrays = dict(layer_norms, **adapters, output_weights=output_weights[index, :n],
                   output_bias=output_bias[index, :n])
-    tasks.append(bank_tasks.Task(
+    tasks.append(bank_tasks.BankTask(
         name=head.name, path=weights_path, adapter_config=adapter_config,
         arrays={k: np.asarray(v, np.float32) for k, v in arrays.items()},
         labels=tuple(head.labels), is_regression=head.is_regression,

@@ -53,7 +53,7 @@ class SquadConfig:
 @dataclasses.dataclass(frozen=True)
 class MultiTaskConfig:
   """Several classification tasks on one frozen encoder (in --task_name order)."""
-  tasks: Tuple[multitask_tasks.Task, ...]
+  tasks: Tuple[multitask_tasks.TaskData, ...]
   multitask_adapters: str
   hyper_config: Optional[HyperFormerConfig]
   sampling_temperature: float

@@ -8,7 +8,7 @@ from adapter_bert import errors
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
+class StudyTask:
   """A WordNet task's columns, and whether its runs train on batches of examples
   of similar length (run_classifier.py --group_by_length)."""
   name: str
@@ -25,10 +25,10 @@ class Task:
 # run on a task, of every method and part, trains on the same kind of batches,
 # so each task's comparisons stay like with like.
 TASKS = {t.name: t for t in (
-    Task("wordnet_lexname", "sentence", group_by_length=True),
-    Task("wordnet_pos", "sentence", group_by_length=True),
-    Task("wordnet_example", "gloss", "example", group_by_length=True),
-    Task("wordnet_relation", "word_a", "word_b"))}
+    StudyTask("wordnet_lexname", "sentence", group_by_length=True),
+    StudyTask("wordnet_pos", "sentence", group_by_length=True),
+    StudyTask("wordnet_example", "gloss", "example", group_by_length=True),
+    StudyTask("wordnet_relation", "word_a", "word_b"))}
 
 SEEDS = (1, 2, 3)
 # Learning rates per method: the paper's grid (3e-5 .. 3e-3, three values)
@@ -252,7 +252,7 @@ def _rates(part: str, rates: Optional[Mapping[tuple, float]]) -> Dict[tuple, flo
   return {key: rates[key] for key in TABLE_METHOD_KEYS if key in rates}
 
 
-def fixed_settings(task: Task, model_dir: str, data_root: str) -> Dict[str, object]:
+def fixed_settings(task: StudyTask, model_dir: str, data_root: str) -> Dict[str, object]:
   """What every point of a task shares: the tsv task, MiniLM, the run shape."""
   fixed = {"task_name": "tsv", "data_dir": os.path.join(data_root, task.name),
            "text_a_column": task.text_a_column, "label_column": "label",
@@ -271,7 +271,7 @@ def fixed_settings(task: Task, model_dir: str, data_root: str) -> Dict[str, obje
   return fixed
 
 
-def part_grid(part: str, task: Task, model_dir: str, data_root: str,
+def part_grid(part: str, task: StudyTask, model_dir: str, data_root: str,
               seeds: Sequence[int] = SEEDS,
               rates: Optional[Mapping[tuple, float]] = None,
               beyond: Optional[Mapping[tuple, Sequence[float]]] = None) -> dict:

@@ -305,7 +305,7 @@ def _difference(predictions: claims.Predictions, output_dir: str, task: str, run
 
 
 def _batches_note(tasks: Sequence[str]) -> str:
-  """Which of the page's tasks trained on length-grouped batches (grids.Task)."""
+  """Which of the page's tasks trained on length-grouped batches (grids.StudyTask)."""
   grouped = [t for t in tasks if TASKS[t].group_by_length]
   if not grouped:
     return ""

@@ -2,7 +2,7 @@
 Its layer and weights are ../fusion.py's."""
 
 from adapter_bert.model.designs.registry import Design
-from adapter_bert.model.fusion import FusedAdapters, FusionWeights
+from adapter_bert.model.layers.fusion import FusedAdapters, FusionWeights
 
 
 class Fusion(Design):

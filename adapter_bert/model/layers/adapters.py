@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from adapter_bert.model.activations import get_activation
 from adapter_bert.model.configs import AdapterConfig
-from adapter_bert.model.ops import token_matmul
+from adapter_bert.model.layers.ops import token_matmul
 from adapter_bert.model.serialization import KERAS_PACKAGE
 
 

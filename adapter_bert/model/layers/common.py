@@ -4,7 +4,7 @@ applied with given gamma and beta instead of its own."""
 import keras
 import tensorflow as tf
 
-from adapter_bert.model.ops import LayerNorm
+from adapter_bert.model.layers.ops import LayerNorm
 
 
 def initializer(config):

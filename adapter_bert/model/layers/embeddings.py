@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from adapter_bert.model.configs import BertConfig
 from adapter_bert.model.layers.common import bert_layer_norm, initializer, normalize
-from adapter_bert.model.ops import Dropout
+from adapter_bert.model.layers.ops import Dropout
 from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE, Serializable
 
 

@@ -31,7 +31,7 @@ from adapter_bert.model.activations import get_activation
 from adapter_bert.model.configs import AdapterConfig, BertConfig
 from adapter_bert.model.designs.registry import PlaceInputs, design_of, get_design
 from adapter_bert.model.layers.common import bert_layer_norm, initializer, normalize
-from adapter_bert.model.ops import Dropout, TokenDense, attention
+from adapter_bert.model.layers.ops import Dropout, TokenDense, attention
 from adapter_bert.model.serialization import (KERAS_PACKAGE as _PACKAGE, Serializable,
                                               SublayersBuiltOnCall)
 

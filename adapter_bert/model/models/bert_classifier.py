@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from adapter_bert.model.configs import AdapterConfig, BertConfig
-from adapter_bert.model.head import ClassifierHead, HeadWeightsFirst
+from adapter_bert.model.layers.head import ClassifierHead, HeadWeightsFirst
 from adapter_bert.model.models.task_model import TaskModel
 from adapter_bert.model.networks.bert_encoder import EXAMPLE_IDS, NO_ADAPTERS
 from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE

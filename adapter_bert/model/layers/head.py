@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from adapter_bert.model.serialization import KERAS_PACKAGE as _PACKAGE
-from adapter_bert.model.ops import Dropout
+from adapter_bert.model.layers.ops import Dropout
 
 
 def classifier_logits(pooled, output_weights, output_bias):
@@ -24,7 +24,7 @@ def classifier_logits(pooled, output_weights, output_bias):
     output_weights, output_bias: [num_labels, hidden_size] and [num_labels],
       shared by the batch; or [batch_size, num_labels, hidden_size] and
       [batch_size, num_labels], each example's own (a multi-task SavedModel's
-      heads, gathered along their task axis: serving/multitask.py).
+      heads, gathered along their task axis: serving/stacked_tasks.py).
   Returns:
     Tensor [batch_size, num_labels] of pooled's dtype.
   """

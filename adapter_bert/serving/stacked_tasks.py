@@ -43,10 +43,10 @@ from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert import errors
 from adapter_bert.fusion import serving as fusion_serving
-from adapter_bert.model.head import classifier_logits
+from adapter_bert.model.layers.head import classifier_logits
 from adapter_bert.model import modeling
 
-class MultiTaskBert(tf.Module):
+class StackedTasksBert(tf.Module):
   """BertClassifier for many tasks at once (see the module docstring).
 
   Call arguments:
@@ -64,7 +64,7 @@ class MultiTaskBert(tf.Module):
     """Args:
       config: the encoder's BertConfig.
       base: every encoder variable (no adapters) by original name.
-      tasks: bank_tasks.Task-like objects (name, path, arrays, adapter_config),
+      tasks: bank_tasks.BankTask-like objects (name, path, arrays, adapter_config),
         in task-index order; arrays by original name: what the task trained.
       fusions: the fusion tasks' fusions by task name (fusion/serving.py),
         whose tasks in `tasks` have no adapters.
@@ -74,7 +74,7 @@ class MultiTaskBert(tf.Module):
     """
     super().__init__(name=name)
     if not tasks:
-      raise ValueError("MultiTaskBert needs at least one task")
+      raise ValueError("StackedTasksBert needs at least one task")
     self.task_names = tuple(t.name for t in tasks)
     self.num_outputs = tuple(int(t.arrays["output_weights"].shape[0]) for t in tasks)
     activations = sorted({t.adapter_config.activation for t in tasks

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from adapter_bert.model.layers.adapters import AdapterWeights, apply_adapter
-from adapter_bert.model.ops import token_matmul
+from adapter_bert.model.layers.ops import token_matmul
 from adapter_bert.model.serialization import KERAS_PACKAGE
 
 
