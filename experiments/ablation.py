@@ -278,10 +278,8 @@ def ablate(run: startup.Run, processor, task_name, metric, record, batch_size) -
   """The full model's and every span's eval metrics, as ablation.json holds them."""
   def evaluate(layers):
     with adapters_removed(run.model, layers):
-      outputs = classifier_task.predict_record(
-          run.strategy, run.model, record, run.options.max_seq_length, batch_size,
-          run.options.use_tpu, processor.is_regression, run.options.use_xla,
-          run.options.pad_to_multiple_of)
+      outputs = classifier_task.predict_record(run.strategy, run.model, run.options, record,
+                                               batch_size, processor.is_regression)
     return classifier_task.eval_results(task_name, outputs, batch_size, run.global_step,
                                         processor.is_regression)
 

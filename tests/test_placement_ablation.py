@@ -29,6 +29,7 @@ from experiments import ablation
 from adapter_bert.model import modeling
 import run_classifier
 from adapter_bert.runtime import model_setup
+from adapter_bert.runtime import startup
 from adapter_bert.runtime import trainable
 from adapter_bert.bank import bank_tasks
 from adapter_bert.serving import stacked_tasks
@@ -337,8 +338,8 @@ def test_ablating_every_layer_is_the_encoder_without_adapters(base, runs, ablate
   with ablation.adapters_removed(trained, range(L)):
     np.testing.assert_array_equal(trained(inputs).numpy(), plain(inputs).numpy())
   outputs = classifier_task.predict_record(
-      strategy, plain, os.path.join(directory, "eval.tf_record"), 32,
-      RUN_FLAGS["eval_batch_size"], False, False, False, pad_to_multiple_of=1)
+      strategy, plain, startup.RunOptions(output_dir=directory, max_seq_length=32),
+      os.path.join(directory, "eval.tf_record"), RUN_FLAGS["eval_batch_size"], False)
   expected = classifier_task.eval_results("MRPC", outputs, RUN_FLAGS["eval_batch_size"], step,
                                           False)
   for name, matrix in result["matrices"].items():

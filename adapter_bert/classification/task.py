@@ -110,26 +110,24 @@ def set_up(options: startup.RunOptions, base, processor: processors.DataProcesso
       **fusion_keys)
 
 
-def predict_record(strategy: tf.distribute.Strategy, model, record_file: str,
-                   max_seq_length: int, batch_size: int, drop_remainder: bool,
-                   is_regression: bool, jit_compile: bool,
-                   pad_to_multiple_of: Optional[int] = None,
-                   iterations_per_loop: int = 1,
-                   pack_sequences: bool = False) -> Dict[str, np.ndarray]:
-  """`prediction.predict` over a feature record of classifier_features, in record order
-  (batches padded as `pad_to_multiple_of` says: records.read_batches). Packed,
-  a batch is the rows that hold `batch_size` examples on average (measured on
-  the record), one entry per example comes back all the same."""
-  if pack_sequences:
+def predict_record(strategy: tf.distribute.Strategy, model, options: startup.RunOptions,
+                   record_file: str, batch_size: int,
+                   is_regression: bool) -> Dict[str, np.ndarray]:
+  """`prediction.predict` over a feature record of classifier_features, in record order,
+  its batches as `options` make them (padding: records.read_batches; full batches
+  on TPU). Packed, a batch is the rows that hold `batch_size` examples on
+  average (measured on the record), one entry per example comes back all the same."""
+  max_seq_length = options.max_seq_length
+  if options.pack_sequences:
     batch_size, _ = records.packed_batch_rows(record_file, max_seq_length, batch_size,
                                               strategy.num_replicas_in_sync)
   dataset = classifier_features.make_dataset(record_file, max_seq_length, batch_size,
-                                             is_training=False, drop_remainder=drop_remainder,
+                                             is_training=False, drop_remainder=options.use_tpu,
                                              is_regression=is_regression,
-                                             pad_to_multiple_of=pad_to_multiple_of,
-                                             pack_sequences=pack_sequences)
-  return prediction.predict(strategy, model, dataset, jit_compile=jit_compile,
-                            iterations_per_loop=iterations_per_loop)
+                                             pad_to_multiple_of=options.pad_to_multiple_of,
+                                             pack_sequences=options.pack_sequences)
+  return prediction.predict(strategy, model, dataset, jit_compile=options.use_xla,
+                            iterations_per_loop=options.iterations_per_loop)
 
 
 def loss_fn(is_regression: bool):

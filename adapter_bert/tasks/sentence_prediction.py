@@ -151,10 +151,8 @@ class ClassifierTask:
     record = os.path.join(options.output_dir, f"{split}.tf_record")
     classifier_features.ensure_feature_record(padded, self.processor.get_labels(),
                                               options.max_seq_length, self.tokenizer, record)
-    return classifier_task.predict_record(
-        run.strategy, run.model, record, options.max_seq_length, batch_size, options.use_tpu,
-        self.processor.is_regression, options.use_xla, options.pad_to_multiple_of,
-        options.iterations_per_loop, options.pack_sequences)
+    return classifier_task.predict_record(run.strategy, run.model, options, record,
+                                          batch_size, self.processor.is_regression)
 
   def _write_fusion_attentions(self, run: startup.Run, split, outputs, task_name) -> None:
     """With --fusion_attentions (the model then returns them): fusion/attentions.py,
