@@ -65,6 +65,7 @@ launch.start(sys.argv if __name__ == "__main__" else None)
 from absl import app
 from absl import flags
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import checkpoint_io
@@ -314,4 +315,4 @@ def main(argv, flag_values=None):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(main))
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

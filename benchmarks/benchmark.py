@@ -55,6 +55,7 @@ from absl import app, flags
 import bench_harness as harness  # Beside this script (its folder is on sys.path).
 import run_classifier_timing
 import run_conditions  # Threads, oneDNN ISA, matmul ceiling, steal and load.
+from adapter_bert.cli import flag_checks
 from adapter_bert.runtime import machine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -634,4 +635,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=flag_checks.parse_flags)

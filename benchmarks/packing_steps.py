@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
@@ -135,4 +136,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=flag_checks.parse_flags)

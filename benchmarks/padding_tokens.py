@@ -24,6 +24,7 @@ from typing import Tuple
 
 from absl import app, flags
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.classification import features as classifier_features
 from adapter_bert.classification import processors
 from adapter_bert.runtime import records
@@ -101,4 +102,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=flag_checks.parse_flags)

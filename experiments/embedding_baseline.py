@@ -22,6 +22,7 @@ from absl import flags
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
@@ -95,4 +96,4 @@ def define_flags(flag_values=flags.FLAGS):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(main))
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

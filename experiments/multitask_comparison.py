@@ -37,6 +37,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.bank import listing as bank_listing
 from adapter_bert.classification import metrics as classifier_metrics
 from adapter_bert.cli import path_flags
@@ -294,4 +295,5 @@ def _compare(F, popen: Optional[Callable],
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(stop_signals.exit_on_interrupt(main)))
+  app.run(errors.exit_on_user_error(stop_signals.exit_on_interrupt(main)),
+          flags_parser=flag_checks.parse_flags)

@@ -44,6 +44,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import runner as runner_lib
@@ -367,4 +368,5 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
 if __name__ == "__main__":
   define_flags()
   app.run(errors.exit_on_user_error(stop_signals.exit_on_interrupt(
-      main, then="the runs finished so far are in --results_json")))
+      main, then="the runs finished so far are in --results_json")),
+          flags_parser=flag_checks.parse_flags)

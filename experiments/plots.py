@@ -32,6 +32,7 @@ from matplotlib import ticker  # pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import runs
@@ -244,4 +245,4 @@ def main(argv, flag_values=None):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(main))
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import tables
@@ -222,4 +223,4 @@ def define_flags(flag_values=flags.FLAGS):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.exit_on_user_error(main))
+  app.run(errors.exit_on_user_error(main), flags_parser=flag_checks.parse_flags)

@@ -52,6 +52,7 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
+from adapter_bert.cli import flag_checks
 from adapter_bert.cli import path_flags
 from adapter_bert import errors
 from experiments.points import data as data_lib
@@ -280,4 +281,5 @@ def main(argv, flag_values=None, popen: Optional[Callable] = None):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(stop_signals.exit_on_interrupt(main))
+  app.run(stop_signals.exit_on_interrupt(main),
+          flags_parser=flag_checks.parse_flags_with_passthrough)

@@ -62,10 +62,52 @@ NON_NEGATIVE = (lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 PROPORTION = (lambda v: 0 <= v <= 1, "in [0, 1]")
 
 
-def parse_flags(argv, flag_values=flags.FLAGS):
+def parse_flags(argv, flag_values=flags.FLAGS, passthrough: bool = False):
   """app.run's flags parser: a bad flag ends the process as a UserError does
-  (one line on stderr, exit status 2) rather than absl's two lines and status 1."""
+  (one line on stderr, exit status 2) rather than absl's two lines and status 1.
+
+  So does an argument absl leaves over (`stray_argument`): a value written after
+  its flag with a space (`--do_train False` sets --do_train and leaves "False")
+  would otherwise vanish, and the run go on with another value. With
+  `passthrough`, what follows a "--" is the command's to take.
+  """
   try:
-    return flag_values(argv)
+    remaining = flag_values(argv)
   except flags.Error as e:
     errors.exit_with_message(" ".join(str(e).split("\n")))
+  message = stray_argument(argv, remaining, flag_values, passthrough)
+  if message:
+    errors.exit_with_message(message)
+  return remaining
+
+
+def parse_flags_with_passthrough(argv, flag_values=flags.FLAGS):
+  """parse_flags for a command that hands what follows "--" to another command."""
+  return parse_flags(argv, flag_values, passthrough=True)
+
+
+def stray_argument(argv, remaining, flag_values, passthrough: bool = False):
+  """The one-line refusal of the first argument left over after parsing (None: none).
+
+  argv: the command line parsed; remaining: what absl returned (argv[0] first).
+  """
+  given = list(argv[1:])
+  stop = given.index("--") if "--" in given else len(given)
+  # absl returns the arguments it did not take in order, then those after "--".
+  after = len(given) - stop - 1 if stop < len(given) else 0
+  strays = list(remaining[1:len(remaining) - after])
+  if not passthrough:
+    strays += list(remaining[len(remaining) - after:])
+  if not strays:
+    return None
+  stray = strays[0]
+  position = given.index(stray) if stray in given else -1
+  name = given[position - 1].lstrip("-") if position > 0 else ""
+  if name not in flag_values and name.startswith("no"):
+    name = name[2:]  # --noflag: the boolean flag's other spelling.
+  if (name in flag_values and flag_values[name].boolean
+      and stray.lower() in ("true", "false", "1", "0")):
+    return (f"argument {stray!r} after {given[position - 1]} is not taken as its value: "
+            f"give it as --{name}={stray}")
+  return (f"argument {stray!r} is not a flag: this command takes flags only, each as "
+          "--name=value")
