@@ -14,7 +14,9 @@ of the whole process (GCS_* environment variables), too short for real
 transfers if lowered, so the bound is on this first probe alone.
 """
 
+import os
 import posixpath
+import re
 import threading
 import uuid
 from typing import Dict, Optional
@@ -127,8 +129,45 @@ def _check_writable_dir(directory: str, what: str) -> None:
     raise errors.UserError(f"cannot write in {existing or '.'}: {problem}", what)
 
 
+# File systems a path names by scheme; "gs:/b" or "gs//b" is one of them misspelt,
+# which TensorFlow would take for a local directory of that name.
+_SCHEMES = ("gs", "s3", "hdfs", "ram", "file", "http", "https")
+_MISSPELT_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)(:/?|//)(?!/)(.*)$", re.DOTALL)
+# What a shell expands, and a path keeps when it did not: ~ (at the start), $NAME,
+# ${NAME}, $(command), `command`.
+_SHELL_EXPANSION = re.compile(r"^~|\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_][A-Za-z0-9_]*|`[^`]*`")
+
+
+def check_form(path: str, what: Optional[str] = None) -> None:
+  """Refuses a path that is not what it looks like: a file system's scheme misspelt
+  (gs:/bucket, gs//bucket), or a shell expansion that did not happen ($HOME,
+  ${GLUE_DIR}, ~, $(...)), each of which would become a local directory of
+  that strange name. Touches no file system.
+
+  Raises:
+    errors.UserError: `what: the problem; the likely path`.
+  """
+  what = what or path
+  match = _MISSPELT_SCHEME.match(path)
+  if match and match.group(1).lower() in _SCHEMES and "://" not in path:
+    scheme, _, rest = match.groups()
+    raise errors.UserError(
+        f"{path[:len(scheme) + len(match.group(2))]!r} is no file system's prefix: "
+        f"likely {scheme.lower()}://{rest.lstrip('/')}", what)
+  expansion = _SHELL_EXPANSION.search(path)
+  if expansion:
+    likely = os.path.expanduser(os.path.expandvars(path))
+    # This process's environment may not be the shell's: "likely", not "is".
+    hint = (f"likely {likely}" if not _SHELL_EXPANSION.search(likely)
+            else "give the path itself")
+    raise errors.UserError(
+        f"{expansion.group(0)!r} is for a shell to expand, but none did (a path in single "
+        f"quotes, or from a file or a notebook): {hint}", what)
+
+
 def check(path: str, kind: str, what: Optional[str] = None) -> None:
-  """Refuses `path` if it cannot be what `kind` says (module docstring).
+  """Refuses `path` if it cannot be what `kind` says (module docstring), or is not
+  what it looks like (check_form).
 
   Args:
     what: where the path came from, for the message (default: the path).
@@ -136,6 +175,7 @@ def check(path: str, kind: str, what: Optional[str] = None) -> None:
     errors.UserError: `what: the problem`.
   """
   what = what or path
+  check_form(path, what)
   check_reachable(path, what)
   exists = tf.io.gfile.exists(path)
   if kind == INPUT_FILE:
