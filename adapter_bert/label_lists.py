@@ -9,9 +9,33 @@ Here, below the tasks, the checkpoint readers and the run record, so that each o
 them can use it.
 """
 
+import unicodedata
 from typing import List, Optional, Sequence, Tuple
 
 from adapter_bert import errors
+
+
+def as_read(label: str) -> str:
+  """A label as a reader sees it: Unicode-normalized (NFKC), without the characters
+  nobody sees (format characters: zero-width spaces, joiners, BOMs), spaces
+  collapsed, case folded. Two labels that read alike are one class to a user."""
+  visible = "".join(c for c in unicodedata.normalize("NFKC", label)
+                    if unicodedata.category(c) != "Cf")
+  return " ".join(visible.split()).casefold()
+
+
+def near_duplicate(labels: Sequence[str]) -> Optional[Tuple[str, str]]:
+  """The first two labels that differ as written but read alike (as_read), or None."""
+  seen = {}
+  for label in labels:
+    other = seen.setdefault(as_read(label), label)
+    if other != label:
+      return other, label
+  return None
+
+
+NEAR_DUPLICATE = ("differ only in case, spacing or characters a reader cannot see: one "
+                  "class under two spellings; give it one")
 
 
 def labels_problem(labels: Sequence[object]) -> Optional[str]:
@@ -28,6 +52,9 @@ def labels_problem(labels: Sequence[object]) -> Optional[str]:
   twice = [label for i, label in enumerate(labels) if label in labels[:i]]
   if twice:
     return f"label {twice[0]!r} is given twice in {labels!r}: each label names one class"
+  near = near_duplicate(labels)
+  if near:
+    return f"labels {near[0]!r} and {near[1]!r} {NEAR_DUPLICATE}"
   return None
 
 

@@ -154,3 +154,29 @@ _SERVING_TEXT = st.one_of(hostile_text(True), st.text(
     max_size=30))
 SERVING_BYTES = st.one_of(_SERVING_TEXT.map(lambda t: t.encode("utf-8")),
                           st.builds(invalid_utf8, _SERVING_TEXT, st.data()))
+
+
+# Inputs that parse but could mean something else (test_fuzz_meanings.py).
+
+# Spellings of a number that float() reads as no finite number.
+NON_FINITE = st.sampled_from(["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "-Infinity",
+                              "1e999", "-1e400", " inf "])
+
+
+@st.composite
+def look_alike(draw, label: str) -> str:
+  """`label` as another spelling that reads alike: another case, spaces around or
+  inside, invisible characters (zero-width, joiners, a BOM, a soft hyphen), a
+  compatibility form (full-width letters); never `label` itself."""
+  variants = [
+      label.upper(), label.title(), " " + label, label + " ", label + "\u00a0",
+      "\u200b" + label, label + "\u200d", "\ufeff" + label, label[:1] + "\u00ad" + label[1:],
+      label[:1] + "\u2060" + label[1:],
+      "".join(chr(ord(c) + 0xfee0) if "!" <= c <= "~" else c for c in label),
+  ]
+  return draw(st.sampled_from([v for v in variants if v != label]))
+
+
+# A question id as SQuAD files give them: a string or a number.
+QUESTION_IDS = st.one_of(st.text(alphabet="abcdef0123456789", min_size=1, max_size=6),
+                         st.integers(0, 99))

@@ -25,8 +25,9 @@ Conventions shared by every processor, as in the original:
 import csv
 import dataclasses
 import inspect
+import math
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -146,6 +147,25 @@ def check_width(line: TsvLine, width: int, header: Optional[TsvLine] = None) -> 
     raise TsvFormatError(f"row has {len(line)} tab-separated column(s), {of} {width}", line)
 
 
+def find_columns(header: TsvLine, wanted: Sequence[Tuple[Optional[str], str]]
+                 ) -> List[Optional[int]]:
+  """The positions of the columns named in `wanted` ((name or None, what the task
+  reads there) each) in a header row: the one reading of a header by name.
+
+  Raises:
+    TsvFormatError: naming the file, the header's line and the missing column:
+      a file of another layout, which reading by position would take in silence.
+  """
+  names = [name.lstrip("\ufeff").strip() for name in header]  # A BOM sticks to the first.
+  indices = []
+  for name, role in wanted:
+    if name is not None and name not in names:
+      raise TsvFormatError(f"no column named {name!r} (the {role} this task reads); the "
+                           f"header has {names}: a file of another layout or task", header)
+    indices.append(None if name is None else names.index(name))
+  return indices
+
+
 def no_examples(path: str, why: str = "") -> TsvFormatError:
   """The error for a split that yields nothing to train, evaluate or predict on."""
   return TsvFormatError(f"no examples in this file{why}", path=path)
@@ -189,15 +209,25 @@ class DataProcessor:
     return label
 
 
+# What a task reads in the columns it names, for find_columns' message.
+_ROLES = ("first text", "second text", "label", "example id")
+
+
 class GlueTsvProcessor(DataProcessor):
   """A GLUE task described by its files and column indices (see subclasses).
 
   Class attributes:
     files: split -> file name inside data_dir.
-    header: split -> whether row 0 is a header to skip.
-    columns: (text_a, text_b or None, label) for train and dev.
-    test_columns: (text_a, text_b or None) for test.
-    guid_column: None -> guid uses the row index; else that column's value.
+    header: split -> whether row 0 is a header naming the columns.
+    columns: (text_a, text_b or None, label) for train and dev, by position.
+    test_columns: (text_a, text_b or None) for test, by position.
+    column_names, test_column_names: the same columns by their names in GLUE's
+      headers. Where a split has a header, its columns are found by these names
+      (on GLUE's files at the positions above, so the original's results), and
+      a header without one of them is refused naming the file and the column:
+      reading it by position would take one column for another in silence.
+    guid_column: None -> guid uses the row index; else that column's value
+      (guid_column_name in a header).
     dev_set_type: the set type in dev guids ("dev", MNLI "dev_matched").
   """
   labels: Sequence[str] = ("0", "1")
@@ -205,7 +235,10 @@ class GlueTsvProcessor(DataProcessor):
   header = {"train": True, "dev": True, "test": True}
   columns = (0, None, 1)
   test_columns = (1, None)
+  column_names = ("sentence", None, "label")
+  test_column_names = ("sentence", None)
   guid_column = None
+  guid_column_name = None
   dev_set_type = "dev"
 
   def get_labels(self):
@@ -238,22 +271,32 @@ class GlueTsvProcessor(DataProcessor):
     a, b, label = self.columns if split != "test" else self.test_columns + (None,)
     return 1 + max(c for c in (a, b, label, self.guid_column) if c is not None)
 
+  def _column_indices(self, split, header: Optional[TsvLine]):
+    """(text_a, text_b, label, guid) positions: found by name in `header` where the
+    file has one, else the positions the task reads."""
+    test = split == "test"
+    positions = (self.test_columns + (None,) if test else self.columns) + (self.guid_column,)
+    if header is None:
+      return positions
+    names = (self.test_column_names + (None,) if test else self.column_names) + (
+        self.guid_column_name,)
+    return tuple(find_columns(header, zip(names, _ROLES)))
+
   def _create_examples(self, data_dir, split, set_type):
     path = self._path(data_dir, split)
     lines = self._read_tsv(path)
     header = lines[0] if self.header[split] and lines else None
     width = len(header) if header is not None else self._width(split)
+    a, b, label_column, guid_column = self._column_indices(split, header)
     examples = []
     for (i, line) in enumerate(lines):
       if (i == 0 and header is not None) or not line or not self._usable(line, width, header):
         continue
       check_width(line, width, header)
-      guid_id = i if self.guid_column is None else fields(line, self.guid_column)[0]
+      guid_id = i if guid_column is None else fields(line, guid_column)[0]
       if split == "test":
-        a, b = self.test_columns
         label = self._dummy_label()
       else:
-        a, b, label_column = self.columns
         label = self._parse_label(fields(line, label_column)[0], line)
       text_a = fields(line, a)[0]
       text_b = None if b is None else fields(line, b)[0]
@@ -269,12 +312,15 @@ class ColaProcessor(GlueTsvProcessor):
   header = {"train": False, "dev": False, "test": True}
   columns = (3, None, 1)
   test_columns = (1, None)
+  column_names = None  # train.tsv and dev.tsv have no header.
 
 
 class MrpcProcessor(GlueTsvProcessor):
   """MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String; test's first column is index."""
   columns = (3, 4, 0)
   test_columns = (3, 4)
+  column_names = ("#1 String", "#2 String", "Quality")
+  test_column_names = ("#1 String", "#2 String")
 
 
 class MnliProcessor(GlueTsvProcessor):
@@ -283,7 +329,10 @@ class MnliProcessor(GlueTsvProcessor):
   files = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
   columns = (8, 9, -1)
   test_columns = (8, 9)
+  column_names = ("sentence1", "sentence2", "gold_label")
+  test_column_names = ("sentence1", "sentence2")
   guid_column = 0
+  guid_column_name = "index"
   dev_set_type = "dev_matched"
 
   def _parse_label(self, label, line):
@@ -310,15 +359,20 @@ class StsbProcessor(GlueTsvProcessor):
   is_regression = True
   columns = (7, 8, 9)
   test_columns = (7, 8)
+  column_names = ("sentence1", "sentence2", "score")
+  test_column_names = ("sentence1", "sentence2")
 
   def get_labels(self):
     return None
 
   def _parse_label(self, label, line):
     try:
-      return float(label)
+      score = float(label)
     except ValueError:
       raise TsvFormatError(f"score {label!r} is not a number", line) from None
+    if not math.isfinite(score):  # float() reads "nan" and "inf": no target to learn.
+      raise TsvFormatError(f"score {label!r} is not a finite number", line)
+    return score
 
   def _dummy_label(self):
     return 0.0
@@ -336,6 +390,8 @@ class QqpProcessor(GlueTsvProcessor):
   """
   columns = (3, 4, 5)
   test_columns = (1, 2)
+  column_names = ("question1", "question2", "is_duplicate")
+  test_column_names = ("question1", "question2")
 
   def __init__(self, skip_malformed_rows: bool = False):
     self.skip_malformed_rows = skip_malformed_rows
@@ -353,16 +409,22 @@ class QnliProcessor(GlueTsvProcessor):
   labels = ("entailment", "not_entailment")
   columns = (1, 2, 3)
   test_columns = (1, 2)
+  column_names = ("question", "sentence", "label")
+  test_column_names = ("question", "sentence")
 
 
 class RteProcessor(QnliProcessor):
   """RTE: index, sentence1, sentence2, label (entailment / not_entailment)."""
+  column_names = ("sentence1", "sentence2", "label")
+  test_column_names = ("sentence1", "sentence2")
 
 
 class WnliProcessor(GlueTsvProcessor):
   """WNLI: index, sentence1, sentence2, label (0 / 1)."""
   columns = (1, 2, 3)
   test_columns = (1, 2)
+  column_names = ("sentence1", "sentence2", "label")
+  test_column_names = ("sentence1", "sentence2")
 
 
 class AxProcessor(GlueTsvProcessor):
@@ -374,6 +436,7 @@ class AxProcessor(GlueTsvProcessor):
   """
   labels = MnliProcessor.labels
   test_columns = (1, 2)
+  test_column_names = ("sentence1", "sentence2")
 
   def get_train_examples(self, data_dir):
     raise errors.UserError("Task ax (GLUE diagnostic) has no train set: fine-tune with "
@@ -411,11 +474,12 @@ class XnliProcessor(DataProcessor):
     path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
     examples = []
     lines = self._read_tsv(path)
+    columns = find_columns(lines[0], zip(("premise", "hypo", "label"), _ROLES)) if lines else ()
     for (i, line) in enumerate(lines):
       if i == 0 or not line:
         continue
       check_width(line, len(lines[0]), lines[0])
-      text_a, text_b, label = fields(line, 0, 1, 2)
+      text_a, text_b, label = fields(line, *columns)
       if label == "contradictory":
         label = "contradiction"
       examples.append(InputExample(f"train-{i}", text_a, text_b,
@@ -433,13 +497,16 @@ class XnliProcessor(DataProcessor):
   def _xnli_1_0(self, path, set_type):
     examples = []
     lines = self._read_tsv(path)
+    language, label_column, a, b = find_columns(lines[0], (
+        ("language", "language"), ("gold_label", "label"), ("sentence1", "first text"),
+        ("sentence2", "second text"))) if lines else (0, 1, 6, 7)
     for (i, line) in enumerate(lines):
       if i == 0 or not line:
         continue
       check_width(line, len(lines[0]), lines[0])
-      if fields(line, 0)[0] != self.language:
+      if fields(line, language)[0] != self.language:
         continue
-      label, text_a, text_b = fields(line, 1, 6, 7)
+      label, text_a, text_b = fields(line, label_column, a, b)
       label = self.get_labels()[0] if set_type == "test" else self._check_label(label, line)
       examples.append(InputExample(f"{set_type}-{i}", text_a, text_b, label,
                                    source=line.where))
@@ -478,9 +545,15 @@ class TsvProcessor(DataProcessor):
         raise ValueError("Task tsv needs data_dir (labels come from train.tsv) or labels")
       path = os.path.join(self.data_dir, "train.tsv")
       rows = self._rows(path, need_label=True)
+      first = {}  # as_read(label) -> the first row with that label
       for row in rows:
-        if not row[-1].strip():  # A class without a name: no --labels could list it.
-          raise TsvFormatError(f"empty label in column {self.label_column!r}", row[1])
+        label, line = row[-1], row[1]
+        if not label.strip():  # A class without a name: no --labels could list it.
+          raise TsvFormatError(f"empty label in column {self.label_column!r}", line)
+        other = first.setdefault(label_lists.as_read(label), (label, line))
+        if other[0] != label:
+          raise TsvFormatError(f"label {label!r} and label {other[0]!r} (line "
+                               f"{other[1].line_number}) {label_lists.NEAR_DUPLICATE}", line)
       self._labels = label_lists.check_labels(sorted({row[-1] for row in rows}), "train.tsv's labels",
                                   path)
     return list(self._labels)
@@ -499,13 +572,10 @@ class TsvProcessor(DataProcessor):
     lines = self._read_tsv(path)
     if not lines:
       raise TsvFormatError("empty file, expected a header row", path=path)
-    header = [name.lstrip("\ufeff") for name in lines[0]]  # a BOM sticks to the first name
-    wanted = [self.text_a_column, self.text_b_column, self.label_column if need_label else None]
-    index = []
-    for name in wanted:
-      if name is not None and name not in header:
-        raise TsvFormatError(f"no column named {name!r}; header has {header}", lines[0])
-      index.append(None if name is None else header.index(name))
+    header = lines[0]
+    index = find_columns(header, zip(
+        (self.text_a_column, self.text_b_column, self.label_column if need_label else None),
+        _ROLES))
     rows = []
     for i, line in enumerate(lines):
       if i == 0 or (not line and len(header) > 1):

@@ -116,16 +116,19 @@ def read_squad_examples(input_file: str, is_training: bool,
 
   Raises:
     errors.UserError: naming the file: unreadable or malformed JSON, missing
-      or mistyped fields, a training question without exactly one answer, an
-      answer offset outside its context, or no question to use at all.
+      or mistyped fields, a question id given twice, a training question without
+      exactly one answer, an answer offset outside its context, or no question
+      to use at all.
   """
   examples = []
   num_questions = 0
+  ids = set()
   for entry in load_squad_json(input_file)["data"]:
     for paragraph in _field(entry, "paragraphs", input_file, "an article", list):
       context = _read_context(paragraph, input_file)
       for qa in _field(paragraph, "qas", input_file, "a paragraph", list):
         num_questions += 1
+        _check_new_id(qa, ids, input_file)
         example = _read_question(qa, context, input_file, is_training,
                                  version_2_with_negative)
         if example is not None:
@@ -136,6 +139,17 @@ def read_squad_examples(input_file: str, is_training: bool,
         "none of its %d questions has an answer found in its context (see the "
         "'Could not find answer' warnings)" % num_questions, input_file)
   return examples
+
+
+def _check_new_id(qa, ids: set, input_file: str) -> None:
+  """A question's id is its own: predictions.json keys its answer by the id (as a
+  string), so two questions of one id (1 and "1" too) would leave one answer."""
+  qas_id = _field(qa, "id", input_file, "a question", (str, int))
+  if str(qas_id) in ids:
+    raise errors.UserError(f"question id {qas_id!r} is given twice: predictions.json keys "
+                           "each answer by its question's id; give every question its own",
+                           input_file)
+  ids.add(str(qas_id))
 
 
 def _read_context(paragraph, input_file: str) -> _Context:
