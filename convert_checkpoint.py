@@ -7,8 +7,9 @@ The output directory is what google-research/bert released and what
   vocab.txt           WordPiece vocabulary, copied
   bert_model.ckpt.*   name-based checkpoint (`bert/embeddings/...`, float32)
 
-Sources: a Hugging Face BERT directory (config.json, vocab.txt, model.safetensors,
-maybe sharded), read with `safetensors` and NumPy, no PyTorch; or a TF2 Model
+Sources: a Hugging Face BERT directory (config.json, vocab.txt, model.safetensors
+or pytorch_model.bin, maybe sharded, in float32, bfloat16 or float16), read with
+`safetensors` and NumPy, no PyTorch; or a TF2 Model
 Garden `BertEncoder` (TF Hub's BERT encoders are exported from it) as a SavedModel
 (`--hub_dir`) or an object-based `tf.train` checkpoint (`--tf2_checkpoint`).
 
@@ -49,7 +50,7 @@ a missing or mis-shaped BERT tensor.
 
 The command puts three modules of checkpoints/ together:
   google_release  the target: Google's names and shapes, writing the directory
-  huggingface     Hugging Face safetensors -> Google names
+  huggingface     Hugging Face safetensors (or pytorch_model.bin) -> Google names
   tf2_encoder     Model Garden / TF Hub BertEncoder -> Google names
 """
 
@@ -214,7 +215,7 @@ def define_flags(flag_values=flags.FLAGS):
   """Defines the flags, only when run as a script: run_classifier.py defines --output_dir too."""
   fv = dict(flag_values=flag_values)
   flags.DEFINE_string("hf_dir", None, "HF BERT dir: config.json, vocab.txt, "
-                      "model.safetensors.", **fv)
+                      "model.safetensors or pytorch_model.bin.", **fv)
   flags.DEFINE_string("hub_dir", None, "SavedModel of a Model Garden BertEncoder (TF Hub).",
                       **fv)
   flags.DEFINE_string("tf2_checkpoint", None, "tf.train.Checkpoint prefix of a Model Garden "

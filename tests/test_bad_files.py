@@ -309,8 +309,7 @@ def test_hf_safetensors_missing_empty_or_truncated(tmp_path):
   assert _convert_fails(tmp_path, d).startswith(f"{weights}: not a safetensors file")
   os.remove(weights)
   assert _convert_fails(tmp_path, d) == (
-      f"{d}: no model.safetensors here (PyTorch .bin files are not read: convert them to "
-      f"safetensors first)")
+      f"{d}: no model.safetensors or pytorch_model.bin here (nor a sharded index of either)")
 
 
 def test_converter_output_dir_not_empty(tmp_path):

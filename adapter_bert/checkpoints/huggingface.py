@@ -1,6 +1,8 @@
 """Hugging Face BERT (config.json + model.safetensors) -> Google's names and layouts.
 
-Read with `safetensors` and NumPy through tf.io.gfile (gs:// works), no PyTorch.
+Read with `safetensors` and NumPy through tf.io.gfile (gs:// works), no PyTorch;
+without safetensors, a pytorch_model.bin (torch_files). Weights in 16 bits
+(bfloat16, float16) are widened to float32, exactly, and logged in one line.
 Every tensor is accounted for: one neither mapped nor on the skip list
 (buffers such as `position_ids`, pre-training heads) is an error, and so is a
 missing or mis-shaped BERT tensor (google_release.check_complete). Those, and
@@ -15,11 +17,13 @@ import re
 from typing import Dict, Mapping, Optional, Tuple
 
 from absl import logging
+import ml_dtypes
 import numpy as np
-from safetensors import numpy as st_numpy
+import safetensors
 import tensorflow as tf
 
 from adapter_bert.checkpoints import google_release
+from adapter_bert.checkpoints import torch_files
 from adapter_bert import errors
 from adapter_bert.storage import input_files
 
@@ -132,41 +136,91 @@ def hf_tensors_to_google(tensors: Mapping[str, np.ndarray], config: Mapping[str,
   return google_release.check_complete(out, config, source, missing_pooler)
 
 
+# safetensors' dtype names -> NumPy's: those of safetensors.numpy, and BF16,
+# which NumPy lacks (ml_dtypes.bfloat16, the type TensorFlow's NumPy uses).
+_SAFETENSORS_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
+    "I64": np.int64, "U64": np.uint64, "I32": np.int32, "U32": np.uint32,
+    "I16": np.int16, "U16": np.uint16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+    "C64": np.complex64,
+}
+# Floating types narrower than float32, widened to it exactly on reading.
+_16_BIT = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+# An HF directory's weights, by preference as transformers' from_pretrained:
+# (sharded index, single file), safetensors first.
+_WEIGHTS_FILES = (("model.safetensors.index.json", "model.safetensors"),
+                  ("pytorch_model.bin.index.json", "pytorch_model.bin"))
+
+
+def _read_safetensors(blob: bytes, path: str) -> Dict[str, np.ndarray]:
+  try:
+    views = safetensors.deserialize(blob)
+  except Exception as e:  # safetensors raises its own error types.
+    raise errors.UserError("not a safetensors file (empty, truncated or corrupt?): %r" % e,
+                           path) from e
+  tensors = {}
+  for key, view in views:
+    if view["dtype"] not in _SAFETENSORS_DTYPES:
+      raise errors.UserError("tensor %s has dtype %s, which this reader does not take (it "
+                             "takes %s)" % (key, view["dtype"], sorted(_SAFETENSORS_DTYPES)),
+                             path)
+    dtype = np.dtype(_SAFETENSORS_DTYPES[view["dtype"]]).newbyteorder("<")
+    tensors[key] = np.frombuffer(view["data"], dtype).reshape(view["shape"])
+  return tensors
+
+
+def _widen_16_bit(tensors: Dict[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
+  """`tensors` with bfloat16 and float16 ones as float32 (exact), logged in one line."""
+  narrow = sorted({a.dtype.name for a in tensors.values() if a.dtype in _16_BIT})
+  if not narrow:
+    return tensors
+  logging.info("read 16-bit weights (%s) from %s: converted to float32",
+               ", ".join(narrow), path)
+  return {k: a.astype(np.float32) if a.dtype in _16_BIT else a for k, a in tensors.items()}
+
+
 def read_hf_checkpoint(hf_dir: str) -> Tuple[Dict[str, object], Dict[str, np.ndarray]]:
-  """Reads an HF directory: (config.json dict, {key: array}) of all safetensors.
+  """Reads an HF directory: (config.json dict, {key: array}) of all its weights.
+
+  The weights are model.safetensors (maybe sharded: model.safetensors.index.json),
+  else pytorch_model.bin (maybe sharded, the same way); bfloat16 and float16
+  tensors are returned as float32, the file's 16-bit values exactly.
 
   Raises:
     errors.UserError: naming the file that is missing, not UTF-8 / JSON
-      (config.json, the shard index) or not a whole safetensors file.
+      (config.json, the shard index) or not a whole weights file.
   """
   if not tf.io.gfile.isdir(hf_dir):
     raise errors.UserError("no such directory (--hf_dir takes a Hugging Face model "
                            "directory: config.json, vocab.txt, model.safetensors)", hf_dir)
   hf_config = input_files.read_json(posixpath.join(hf_dir, "config.json"))
-  index_path = posixpath.join(hf_dir, "model.safetensors.index.json")
-  if tf.io.gfile.exists(index_path):
-    index = input_files.read_json(index_path)
-    if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
-      raise errors.UserError("not a safetensors index: no \"weight_map\" object", index_path)
-    files = sorted(set(index["weight_map"].values()))
-  elif tf.io.gfile.exists(posixpath.join(hf_dir, "model.safetensors")):
-    files = ["model.safetensors"]
+  for index_name, single in _WEIGHTS_FILES:
+    index_path = posixpath.join(hf_dir, index_name)
+    if tf.io.gfile.exists(index_path):
+      index = input_files.read_json(index_path)
+      if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
+        raise errors.UserError("not a %s index: no \"weight_map\" object" % (
+            "safetensors" if single.endswith(".safetensors") else "PyTorch"), index_path)
+      files = sorted(set(index["weight_map"].values()))
+      break
+    if tf.io.gfile.exists(posixpath.join(hf_dir, single)):
+      files = [single]
+      break
   else:
-    raise errors.UserError("no model.safetensors here (PyTorch .bin files are not read: "
-                           "convert them to safetensors first)", hf_dir)
+    raise errors.UserError("no model.safetensors or pytorch_model.bin here (nor a sharded "
+                           "index of either)", hf_dir)
   tensors = {}
   for name in files:
     path = posixpath.join(hf_dir, name)
     if not tf.io.gfile.exists(path):  # Only a shard the index names can be.
       raise errors.UserError("file not found (listed in %s)" % index_path, path)
-    # Read through gfile so that gs:// works; safetensors parses the bytes.
+    # Read through gfile so that gs:// works; safetensors or torch_files parses the bytes.
     with tf.io.gfile.GFile(path, "rb") as f:
       blob = f.read()
-    try:
-      tensors.update(st_numpy.load(blob))
-    except Exception as e:  # safetensors raises its own error types.
-      raise errors.UserError("not a safetensors file (empty, truncated or corrupt?): %r" % e,
-                             path) from e
+    if single.endswith(".safetensors"):
+      tensors.update(_widen_16_bit(_read_safetensors(blob, path), path))
+    else:
+      tensors.update(_widen_16_bit(torch_files.read_torch_file(blob, path), path))
   return hf_config, tensors
 
 

@@ -1,7 +1,9 @@
 """torch.save files (the zip format of PyTorch >= 1.6) read without PyTorch: a
 state dict of tensors as NumPy arrays. AdapterHub's pytorch_adapter.bin and
-PEFT's adapter_model.bin are such files. Written by hand because no library
-reads them without installing torch, which this project does not need.
+PEFT's adapter_model.bin are such files, and so is a Hugging Face BERT's
+pytorch_model.bin. Written by hand because no library reads them without
+installing torch, which this project does not need. bfloat16 storage (which
+NumPy lacks) is read as ml_dtypes.bfloat16, the type TensorFlow's NumPy uses.
 """
 
 import collections
@@ -10,12 +12,14 @@ import pickle
 import zipfile
 from typing import Dict
 
+import ml_dtypes
 import numpy as np
 
 from adapter_bert import errors
 
 _TORCH_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64,
-                 "HalfStorage": np.float16, "LongStorage": np.int64,
+                 "HalfStorage": np.float16, "BFloat16Storage": ml_dtypes.bfloat16,
+                 "LongStorage": np.int64,
                  "IntStorage": np.int32, "ShortStorage": np.int16, "CharStorage": np.int8,
                  "ByteStorage": np.uint8, "BoolStorage": np.bool_}
 
