@@ -11,7 +11,9 @@ which precision was read. The torch.save files are written without PyTorch
 
 import io
 import json
+import logging
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,8 +25,11 @@ from safetensors.numpy import load_file, save_file
 import tensorflow as tf
 
 from adapter_bert import errors
+from adapter_bert.checkpoints import adapterhub
 from adapter_bert.checkpoints import huggingface
+from adapter_bert.checkpoints import peft_lora
 from adapter_bert.checkpoints import torch_files
+from adapter_bert.model import modeling
 from bad_inputs import QUIET_ENV, REPO
 import convert_checkpoint
 from hf_checkpoints import hf_state, write_hf_dir
@@ -240,3 +245,58 @@ def test_the_real_minilm_in_bfloat16_converts_to_its_float32_checkpoint_rounded(
     assert value.dtype == np.float32, name
     np.testing.assert_array_equal(
         value, reference[name].astype(ml_dtypes.bfloat16).astype(np.float32), err_msg=name)
+
+
+# Adapters saved in a model's 16-bit precision (PEFT and AdapterHub save in the
+# model's dtype): read as their float32 twins rounded, as the base is.
+
+INTEROP = os.path.join(os.path.dirname(__file__), "fixtures", "interop")
+
+
+def _rounded(arrays, dtype):
+  return {k: v.astype(dtype).astype(np.float32) for k, v in arrays.items()}
+
+
+def _narrowed_copy(source, weights_files, dtype, tmp_path):
+  """A copy of the adapter directory `source` with `weights_files` rounded to `dtype`."""
+  copy = str(tmp_path / f"{os.path.basename(source)}_{dtype.name}")
+  shutil.copytree(source, copy)
+  for weights_file in weights_files:
+    path = os.path.join(copy, weights_file)
+    with open(path, "rb") as f:
+      blob = f.read()
+    state = (huggingface.read_safetensors(blob, path) if weights_file.endswith(".safetensors")
+             else torch_files.read_torch_file(blob, path))
+    _write_weights(path, _narrowed(state, dtype))
+  return copy
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("source,weights_file", [("seq_cls_qv", "adapter_model.safetensors"),
+                                                 ("torch_file", "adapter_model.bin")])
+def test_16_bit_peft_adapters_read_as_their_float32_twins_rounded(tmp_path, caplog, dtype,
+                                                                  source, weights_file):
+  original = peft_lora.read_peft_lora(os.path.join(INTEROP, "peft", source))
+  with caplog.at_level(logging.INFO):
+    narrow = peft_lora.read_peft_lora(_narrowed_copy(os.path.join(INTEROP, "peft", source),
+                                                     [weights_file], dtype, tmp_path))
+  assert narrow.arrays.keys() == original.arrays.keys()
+  for name, value in _rounded(original.arrays, dtype).items():
+    assert narrow.arrays[name].dtype == np.float32
+    np.testing.assert_array_equal(narrow.arrays[name], value, err_msg=name)
+  assert f"read 16-bit weights ({dtype.name}) from " in caplog.text
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=["bf16", "fp16"])
+def test_16_bit_adapterhub_adapters_read_as_their_float32_twins_rounded(tmp_path, interop_base,
+                                                                        dtype):
+  config = modeling.BertConfig.from_json_file(interop_base["bert_config_file"])
+  source = os.path.join(INTEROP, "adapterhub", "seq_bn")
+  original = adapterhub.read_adapterhub(source, config)
+  copy = _narrowed_copy(source, ["pytorch_adapter.bin", "pytorch_model_head.bin"], dtype,
+                        tmp_path)
+  narrow = adapterhub.read_adapterhub(copy, config)
+  assert narrow.arrays.keys() == original.arrays.keys()
+  for name, value in _rounded(original.arrays, dtype).items():
+    np.testing.assert_array_equal(narrow.arrays[name], value, err_msg=name)
+  assert any(not np.array_equal(narrow.arrays[n], original.arrays[n]) for n in original.arrays)

@@ -43,6 +43,7 @@ import tensorflow as tf
 from adapter_bert import label_lists
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
+from adapter_bert.checkpoints import huggingface
 from adapter_bert.checkpoints import torch_files
 from adapter_bert import errors
 from adapter_bert.storage import file_io
@@ -123,13 +124,10 @@ def _read_weights(directory: str, names: Tuple[str, ...],
       continue
     with tf.io.gfile.GFile(path, "rb") as f:
       blob = f.read()
-    if not name.endswith(".safetensors"):
-      return torch_files.read_torch_file(blob, path)
-    try:
-      return st_numpy.load(blob)
-    except Exception as e:  # safetensors raises its own error types.
-      raise errors.UserError(f"not a safetensors file (empty, truncated or corrupt?): {e!r}",
-                             path) from e
+    # Saved in the model's precision (often bfloat16 or float16): widened to float32.
+    return huggingface.widen_16_bit(
+        huggingface.read_safetensors(blob, path) if name.endswith(".safetensors")
+        else torch_files.read_torch_file(blob, path), path)
   if required:
     raise errors.UserError(f"no adapter weights here (AdapterHub's save_adapter writes "
                            f"{' or '.join(names)})", directory)

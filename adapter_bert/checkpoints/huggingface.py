@@ -152,7 +152,9 @@ _WEIGHTS_FILES = (("model.safetensors.index.json", "model.safetensors"),
                   ("pytorch_model.bin.index.json", "pytorch_model.bin"))
 
 
-def _read_safetensors(blob: bytes, path: str) -> Dict[str, np.ndarray]:
+def read_safetensors(blob: bytes, path: str) -> Dict[str, np.ndarray]:
+  """A safetensors file's tensors in every dtype NumPy (with ml_dtypes) has, BF16 too
+  (safetensors.numpy refuses it); errors.UserError naming `path` otherwise."""
   try:
     views = safetensors.deserialize(blob)
   except Exception as e:  # safetensors raises its own error types.
@@ -169,7 +171,7 @@ def _read_safetensors(blob: bytes, path: str) -> Dict[str, np.ndarray]:
   return tensors
 
 
-def _widen_16_bit(tensors: Dict[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
+def widen_16_bit(tensors: Dict[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
   """`tensors` with bfloat16 and float16 ones as float32 (exact), logged in one line."""
   narrow = sorted({a.dtype.name for a in tensors.values() if a.dtype in _16_BIT})
   if not narrow:
@@ -218,9 +220,9 @@ def read_hf_checkpoint(hf_dir: str) -> Tuple[Dict[str, object], Dict[str, np.nda
     with tf.io.gfile.GFile(path, "rb") as f:
       blob = f.read()
     if single.endswith(".safetensors"):
-      tensors.update(_widen_16_bit(_read_safetensors(blob, path), path))
+      tensors.update(widen_16_bit(read_safetensors(blob, path), path))
     else:
-      tensors.update(_widen_16_bit(torch_files.read_torch_file(blob, path), path))
+      tensors.update(widen_16_bit(torch_files.read_torch_file(blob, path), path))
   return hf_config, tensors
 
 

@@ -186,14 +186,10 @@ def read_peft_lora(peft_dir: str) -> PeftLora:
     raise errors.UserError(f"no {WEIGHTS_FILE} (or {BIN_FILE}) here", peft_dir)
   with tf.io.gfile.GFile(path, "rb") as f:
     blob = f.read()
-  if path.endswith(BIN_FILE):
-    tensors = torch_files.read_torch_file(blob, path)
-  else:
-    try:
-      tensors = safetensors.numpy.load(blob)
-    except Exception as e:  # safetensors raises its own error types.
-      raise errors.UserError(f"not a safetensors file (empty, truncated or corrupt?): {e!r}",
-                             path) from e
+  # Saved in the model's precision (often bfloat16 or float16): widened to float32.
+  tensors = huggingface.widen_16_bit(
+      torch_files.read_torch_file(blob, path) if path.endswith(BIN_FILE)
+      else huggingface.read_safetensors(blob, path), path)
   arrays = {}
   for key in sorted(tensors):
     if not key.startswith(PREFIX):
