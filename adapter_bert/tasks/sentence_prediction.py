@@ -37,8 +37,8 @@ class ClassifierTask:
   """
 
   def __init__(self, config: configs.RunConfig):
-    self.config, settings = config, config.task
-    self.settings = settings
+    self.config = config
+    self.settings = settings = config.task
     self.processor = classifier_task.make_processor(settings.task_name, settings.data_dir,
                                                     settings.tsv_options)
     classifier_task.check_data_dir(settings.data_dir)
