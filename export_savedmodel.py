@@ -3,12 +3,15 @@ from raw text.
 
   python export_savedmodel.py (--adapter_bank=BANK | --multitask_run=OUTPUT_DIR) \
       --export_dir=EXPORT_DIR [--init_checkpoint=... | --bert_hub_module_handle=...] \
+      [--vocab_file=...] [--bert_config_file=...] \
       [--tasks=a,b] [--token_ids_only] [--overwrite]
 
 --adapter_bank: the tasks of an adapter bank (manage_bank.py), each trained by
 run_classifier.py. The base weights come from bank.json (or the flag given
 instead) and must have the bank's fingerprint; every task's adapter file must
-name that base.
+name that base. A bank that moved finds a base that moved with it; a base
+elsewhere is given by --init_checkpoint (or --bert_hub_module_handle),
+--vocab_file and --bert_config_file (its config checked against the bank's).
 --multitask_run: the tasks of one run_multitask.py output_dir, HyperFormer++ or
 shared adapters, in the run's task order. The base comes from its
 run_config.json (or the flag given instead) and must be the one adapter_model/
@@ -64,6 +67,11 @@ def define_flags(flag_values=flags.FLAGS):
       "run_config.json's (e.g. the same one at another path).",
       hub_help="TF Hub / Model Garden BERT encoder to use instead of bank.json's or "
       "run_config.json's base.")
+  flags.DEFINE_string("vocab_file", None, "With --adapter_bank: the base's vocabulary, "
+                      "instead of bank.json's (a base that moved).", **fv)
+  flags.DEFINE_string("bert_config_file", None, "With --adapter_bank: the base's "
+                      "bert_config.json, checked against the bank's config (a base that "
+                      "moved).", **fv)
   flags.DEFINE_list("tasks", None, "Export only these tasks of the bank or run (default: "
                     "all).", **fv)
   flags.DEFINE_bool("token_ids_only", False, "Export only the token_ids signature (also as "
@@ -75,6 +83,12 @@ def define_flags(flag_values=flags.FLAGS):
   flag_checks.check_flags_together(
       flag_values, ("adapter_bank", "multitask_run"),
       lambda a, b: None if bool(a) != bool(b) else "give exactly one of them")
+  for name in ("vocab_file", "bert_config_file"):
+    flag_checks.check_flags_together(
+        flag_values, ("multitask_run", name),
+        lambda run, value: "--vocab_file and --bert_config_file give an adapter bank's "
+        "base; a multi-task run's is its run_config.json's (or --init_checkpoint's)"
+        if run and value else None)
 
 
 def main(argv, flag_values=flags.FLAGS):
@@ -85,9 +99,11 @@ def main(argv, flag_values=flags.FLAGS):
   path_flags.check_path_flags(f, dict(
       adapter_bank=path_checks.INPUT_DIR, multitask_run=path_checks.INPUT_DIR,
       export_dir=path_checks.OUTPUT_DIR, init_checkpoint=path_checks.CHECKPOINT,
-      bert_hub_module_handle=path_flags.HUB_HANDLE))
+      bert_hub_module_handle=path_flags.HUB_HANDLE, vocab_file=path_checks.INPUT_FILE,
+      bert_config_file=path_checks.INPUT_FILE))
   export.export(f.adapter_bank, f.export_dir, f.init_checkpoint, f.bert_hub_module_handle,
-                f.tasks, f.multitask_run, f.token_ids_only, f.overwrite)
+                f.tasks, f.multitask_run, f.token_ids_only, f.overwrite,
+                vocab_file=f.vocab_file, bert_config_file=f.bert_config_file)
   print(f.export_dir)
 
 

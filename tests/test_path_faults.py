@@ -121,7 +121,8 @@ COMMANDS = {
             init_checkpoint=CKPT, adapter_checkpoint=IN_ANY, bert_hub_module_handle=IN_DIR)),
     "export_savedmodel.py": (export_savedmodel, "absl", lambda g, out: _flags(
         adapter_bank=g["bank"], export_dir=out), dict(adapter_bank=IN_DIR, export_dir=OUT_DIR, init_checkpoint=CKPT,
-                            bert_hub_module_handle=IN_DIR)),
+                            bert_hub_module_handle=IN_DIR, vocab_file=IN_FILE,
+                            bert_config_file=IN_FILE)),
     "export_savedmodel.py --multitask_run": (export_savedmodel, "absl", lambda g, out: _flags(
         multitask_run=g["run"], export_dir=out), dict(multitask_run=IN_DIR)),
     "convert_checkpoint.py": (convert_checkpoint, "global", lambda g, out: _flags(

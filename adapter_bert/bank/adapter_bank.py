@@ -14,6 +14,20 @@ bank.json's base: `fingerprint` (SHA-256 of the frozen weights, as in the
 adapter files' headers), `bert_config`, `init_checkpoint`,
 `bert_hub_module_handle`, `vocab_file`, `do_lower_case`.
 
+A bank moves (a bucket to a laptop, one directory to another): a base path is
+recorded relative to the bank's directory where the two share a root (one
+tree below the file system's root, or one bucket), so a bank copied together
+with its base finds it in its new place; a URL (https:// hub handles), another
+bucket or scheme, or a tree that shares only "/" with the bank keeps its
+absolute form. bank.json's `created_in` says where the bank was written: where
+a relative path does not resolve against the bank's directory (the bank moved,
+its base did not), it is looked for there (base_path). open_bank gives the
+paths resolved against the bank's directory; a bank of before (absolute paths)
+reads as it did. Wherever the base is not found, every command that reads it
+takes its new place (--init_checkpoint or --bert_hub_module_handle,
+--vocab_file, --bert_config_file), checked against the recorded fingerprint and
+bert_config (bank_tasks.read_base_weights).
+
 A task is a run_classifier.py task: its file holds the adapters, LayerNorms
 and classifier head of a model of the bank's BERT config, and its metadata
 says what serving needs (labels or regression, max_seq_length, casing);
@@ -76,6 +90,12 @@ HEAD = ("output_weights", "output_bias")
 
 _BASE_KEYS = ("fingerprint", "bert_config", "init_checkpoint", "bert_hub_module_handle",
               "vocab_file", "do_lower_case")
+# The base's paths, each with the flag that gives its new place.
+PATH_FLAGS = {"init_checkpoint": "--init_checkpoint",
+              "bert_hub_module_handle": "--bert_hub_module_handle",
+              "vocab_file": "--vocab_file"}
+# bank.json's key of where the bank was written (its relative paths' first home).
+CREATED_IN = "created_in"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +107,13 @@ class BankBase:
   bert_hub_module_handle: Optional[str]
   vocab_file: str
   do_lower_case: bool
+  # Read from a bank: its paths where they were when the bank was written (for
+  # a bank that moved without its base); None for a base not read from a bank.
+  original_paths: Optional[Dict[str, Optional[str]]] = dataclasses.field(
+      default=None, compare=False, repr=False)
 
   def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
+    return {k: getattr(self, k) for k in _BASE_KEYS}
 
   @classmethod
   def of_run(cls, fingerprint: str, bert_config: dict, init_checkpoint: Optional[str],
@@ -105,6 +129,51 @@ def _absolute(path: Optional[str]) -> Optional[str]:
   if not path or "://" in path:
     return path
   return os.path.abspath(path)
+
+
+def _split_url(path: str):
+  """scheme, bucket (or host) and the path in it ("/..." or "") of a URL."""
+  scheme, _, rest = path.partition("://")
+  bucket, slash, inside = rest.partition("/")
+  return scheme, bucket, slash + inside
+
+
+def relative_to_bank(path: Optional[str], bank_dir: str) -> Optional[str]:
+  """How bank.json records `path` (absolute, or a URL): relative to the bank where the
+  two share a root (module docstring), with "/" between its parts; else as it is."""
+  if not path:
+    return path
+  if "://" in path or "://" in bank_dir:
+    if "://" not in path or "://" not in bank_dir:
+      return path
+    scheme, bucket, inside = _split_url(path)
+    bank_scheme, bank_bucket, bank_inside = _split_url(bank_dir)
+    if scheme in ("http", "https") or (scheme, bucket) != (bank_scheme, bank_bucket):
+      return path
+    return posixpath.relpath(inside or "/", bank_inside or "/")
+  path, bank = os.path.abspath(path), os.path.abspath(bank_dir)
+  try:
+    common = os.path.commonpath([path, bank])
+  except ValueError:  # Another drive.
+    return path
+  if os.path.dirname(common) == common:  # Nothing in common but the file system's root.
+    return path
+  return os.path.relpath(path, bank).replace(os.sep, "/")
+
+
+def resolve_in_bank(recorded: Optional[str], bank_dir: str) -> Optional[str]:
+  """A path as bank.json records it, for reading: a relative one joined to bank_dir."""
+  if not recorded or "://" in recorded or os.path.isabs(recorded):
+    return recorded
+  if "://" in bank_dir:
+    scheme, bucket, inside = _split_url(bank_dir)
+    return (f"{scheme}://{bucket}"
+            + posixpath.normpath(posixpath.join(inside or "/", recorded)))
+  return os.path.normpath(os.path.join(os.path.abspath(bank_dir), recorded))
+
+
+def _bank_place(bank_dir: str) -> str:
+  return bank_dir if "://" in bank_dir else os.path.abspath(bank_dir)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +245,60 @@ def open_bank(bank_dir: str) -> BankBase:
   missing = [k for k in _BASE_KEYS if not isinstance(base, dict) or k not in base]
   if missing:
     raise errors.UserError(f"its base lacks {', '.join(missing)}", path)
-  return BankBase(**{k: base[k] for k in _BASE_KEYS})
+  created_in = data.get(CREATED_IN)
+  if not (created_in is None or isinstance(created_in, str)):
+    raise errors.UserError(f"its {CREATED_IN} {created_in!r} is not a path", path)
+  for key in PATH_FLAGS:
+    if not (base[key] is None or isinstance(base[key], str)):
+      raise errors.UserError(f"its base {key} {base[key]!r} is not a path", path)
+  # Where the bank was written: a relative path's first home. A bank of before
+  # (no created_in) read a relative path from the working directory.
+  original = {k: resolve_in_bank(base[k], created_in) if created_in else base[k]
+              for k in PATH_FLAGS}
+  return BankBase(**{k: resolve_in_bank(base[k], bank_dir) if k in PATH_FLAGS else base[k]
+                     for k in _BASE_KEYS}, original_paths=original)
+
+
+def _base_path_exists(key: str, path: str) -> bool:
+  if key == "bert_hub_module_handle" and path.startswith(("http://", "https://")):
+    return True  # Downloaded (or read from the cache) when loaded.
+  if key == "init_checkpoint":
+    return tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")
+  return tf.io.gfile.exists(path)
+
+
+def base_path(bank_dir: str, bank: BankBase, key: str, required: bool = True) -> Optional[str]:
+  """The bank's base path `key` (PATH_FLAGS) where it exists: resolved against the bank's
+  directory, else where it was when the bank was written (a bank moved without its
+  base). None where bank.json records none, or (not `required`) it is found nowhere.
+
+  Raises:
+    errors.UserError: naming bank.json, the missing path and the flag that gives
+      the base's new place, where `required` and the path is found nowhere.
+  """
+  path = getattr(bank, key)
+  if not path or _base_path_exists(key, path):
+    return path
+  original = (bank.original_paths or {}).get(key)
+  if original and original != path and _base_path_exists(key, original):
+    logging.info("Adapter bank %s: its base's %s is not at %s, reading it from %s, where "
+                 "it was when the bank was written", bank_dir, key, path, original)
+    return original
+  if not required:
+    return None
+  also = (f" (nor at {original}, where it was when the bank was written)"
+          if original and original != path else "")
+  raise errors.UserError(
+      f"the base's {key} is not found at {path}{also}: if the base has moved, give its "
+      f"new place with {PATH_FLAGS[key]} (checked against the bank's fingerprint)",
+      posixpath.join(bank_dir, BANK_FILE))
+
+
+def check_bert_config_file(bank_dir: str, bank: BankBase, bert_config_file: str) -> None:
+  """Refuses a --bert_config_file that is not the bank's base's config."""
+  given = modeling.BertConfig.from_json_file(bert_config_file)
+  check_base(bank_dir, bank, None, given.to_dict(), None,
+             errors.flags_named(bert_config_file=bert_config_file))
 
 
 def bank_config(bank_dir: str, bank: BankBase) -> modeling.BertConfig:
@@ -218,11 +340,15 @@ def create_bank(bank_dir: str, base: BankBase) -> BankBase:
   index, tasks = posixpath.join(bank_dir, BANK_FILE), posixpath.join(bank_dir, TASKS_DIR)
   made = [p for p in (bank_dir, tasks) if not tf.io.gfile.exists(p)]
   what = "the adapter bank's index"
+  # Paths relative to the bank where they can be (module docstring): it can move.
+  record = base.to_dict()
+  record.update({k: relative_to_bank(_absolute(getattr(base, k)), bank_dir)
+                 for k in PATH_FLAGS})
   try:
     tf.io.gfile.makedirs(tasks)
     file_io.atomic_write(index, json.dumps(
-        {"format": FORMAT, "base": base.to_dict()}, indent=2, sort_keys=True) + "\n",
-        what=what)
+        {"format": FORMAT, "base": record, CREATED_IN: _bank_place(bank_dir)}, indent=2,
+        sort_keys=True) + "\n", what=what)
   except (tf.errors.OpError, OSError, file_io.WriteFailed) as e:
     # What this call made goes too: a half-made bank would be refused as "not empty".
     for path in reversed(made):
@@ -250,7 +376,8 @@ def base_from_run(adapter_model: str) -> BankBase:
         f"run_classifier.py --adapter_bank)")
   with tf.io.gfile.GFile(config_path, "r") as f:
     config = json.loads(f.read())
-  return BankBase(
+  # The run's paths as it was given them: from the working directory.
+  return BankBase.of_run(
       fingerprint=header["base_fingerprint"], bert_config=header.get("bert_config"),
       init_checkpoint=config.get("init_checkpoint"),
       bert_hub_module_handle=config.get("bert_hub_module_handle"),

@@ -111,22 +111,42 @@ def read_task(bank_dir: str, bank: adapter_bank.BankBase, name: str) -> BankTask
 
 def read_base_weights(bank_dir: str, bank: adapter_bank.BankBase,
                       init_checkpoint: Optional[str] = None,
-                      bert_hub_module_handle: Optional[str] = None) -> Base:
+                      bert_hub_module_handle: Optional[str] = None,
+                      vocab_file: Optional[str] = None,
+                      bert_config_file: Optional[str] = None) -> Base:
   """The bank's base weights: from bank.json's source, or the one given instead.
 
+  Args:
+    init_checkpoint, bert_hub_module_handle, vocab_file, bert_config_file: the
+      base's place given by these flags (a bank or base that moved), each used
+      instead of bank.json's; the weights must have the bank's fingerprint, the
+      config be the bank's bert_config. Those not given are bank.json's
+      (adapter_bank.base_path: relative to the bank, or where they were).
   Raises:
-    errors.UserError: no source (a bank of a randomly initialised encoder), an
-      unreadable source or one that does not fit the bank's config, or
-      weights whose fingerprint is not the bank's.
+    errors.UserError: no source (a bank of a randomly initialised encoder), a
+      recorded path found nowhere (naming the flag that gives its new place),
+      an unreadable source or one that does not fit the bank's config,
+      weights whose fingerprint is not the bank's (naming the flag where one
+      gave them), a --bert_config_file that is not the bank's config.
   """
   config = adapter_bank.bank_config(bank_dir, bank)
-  if not (init_checkpoint or bert_hub_module_handle):
-    init_checkpoint, bert_hub_module_handle = (bank.init_checkpoint,
-                                               bank.bert_hub_module_handle)
+  if bert_config_file:
+    adapter_bank.check_bert_config_file(bank_dir, bank, bert_config_file)
+  given = (errors.flags_named(init_checkpoint=init_checkpoint) if init_checkpoint else
+           errors.flags_named(bert_hub_module_handle=bert_hub_module_handle)
+           if bert_hub_module_handle else None)
+  if not given:
+    if bank.bert_hub_module_handle:
+      bert_hub_module_handle = adapter_bank.base_path(bank_dir, bank, "bert_hub_module_handle")
+    else:
+      init_checkpoint = adapter_bank.base_path(bank_dir, bank, "init_checkpoint")
   encoder = modeling.BertEncoder(config)
   encoder.ensure_built()
-  vocab_file, hub = bank.vocab_file, None
+  hub = None
   if bert_hub_module_handle:
+    # The bank's vocabulary where it still is; else the encoder's own.
+    vocab_file = vocab_file or adapter_bank.base_path(bank_dir, bank, "vocab_file",
+                                                      required=False)
     hub = base_model.read_hub_encoder(bert_hub_module_handle, vocab_file=vocab_file)
     source, vocab_file = f"TF Hub encoder {bert_hub_module_handle}", hub.vocab_file
   elif init_checkpoint:
@@ -136,9 +156,11 @@ def read_base_weights(bank_dir: str, bank: adapter_bank.BankBase,
         "bank.json names no base weights (init_checkpoint and bert_hub_module_handle are "
         "null: its tasks were trained on a randomly initialised encoder); pass "
         "--init_checkpoint", posixpath.join(bank_dir, adapter_bank.BANK_FILE))
+  if not vocab_file:
+    vocab_file = adapter_bank.base_path(bank_dir, bank, "vocab_file")
   model_setup.load_base(encoder, init_checkpoint, bert_hub_module_handle, hub_encoder=hub)
   if not vocab_file:
-    raise errors.UserError("bank.json names no vocab_file",
+    raise errors.UserError("bank.json names no vocab_file: pass --vocab_file",
                            posixpath.join(bank_dir, adapter_bank.BANK_FILE))
   base_model.check_vocab(vocab_file, config)
   arrays = {n: v.numpy() for n, v in encoder.tf1_variable_map().items()}
@@ -146,10 +168,13 @@ def read_base_weights(bank_dir: str, bank: adapter_bank.BankBase,
   if bank.fingerprint:
     fingerprint = adapter_bank.frozen_fingerprint(base.arrays)
     if fingerprint != bank.fingerprint:
-      raise errors.UserError(
-          f"the base weights of {source} are not the bank's base: their fingerprint is "
-          f"{fingerprint[:16]}..., the bank's {bank.fingerprint[:16]}...",
-          posixpath.join(bank_dir, adapter_bank.BANK_FILE))
+      message = (f"the base weights of {source} are not the bank's base: their fingerprint "
+                 f"is {fingerprint[:16]}..., the bank's {bank.fingerprint[:16]}...")
+      if given:
+        raise errors.UserError(f"{given}: {message} (adapter bank {bank_dir})")
+      raise errors.UserError(f"{message}; give the bank's base with --init_checkpoint or "
+                             f"--bert_hub_module_handle",
+                             posixpath.join(bank_dir, adapter_bank.BANK_FILE))
   return base
 
 

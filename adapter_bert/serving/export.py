@@ -319,10 +319,14 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
            bert_hub_module_handle: Optional[str] = None,
            task_names: Optional[Sequence[str]] = None,
            multitask_run_dir: Optional[str] = None,
-           token_ids_only: bool = False, overwrite: bool = False) -> List[bank_tasks.BankTask]:
+           token_ids_only: bool = False, overwrite: bool = False,
+           vocab_file: Optional[str] = None,
+           bert_config_file: Optional[str] = None) -> List[bank_tasks.BankTask]:
   """Reads and checks the bank or the multi-task run (exactly one of bank_dir and
   multitask_run_dir), then writes the SavedModel to export_dir (module docstring);
-  with token_ids_only, the one without a tokenizer.
+  with token_ids_only, the one without a tokenizer. vocab_file and
+  bert_config_file (a bank's only): the base's place where it moved
+  (bank_tasks.read_base_weights), as init_checkpoint or bert_hub_module_handle.
 
   Returns:
     The exported tasks, in task-index order.
@@ -335,13 +339,15 @@ def export(bank_dir: Optional[str], export_dir: str, init_checkpoint: Optional[s
   path_checks.check_output_dir(export_dir, overwrite)
   if (bank_dir is None) == (multitask_run_dir is None):
     raise ValueError("export needs exactly one of bank_dir and multitask_run_dir")
+  if multitask_run_dir is not None and (vocab_file or bert_config_file):
+    raise ValueError("vocab_file and bert_config_file are a bank's base's")
   if bank_dir is not None:
     bank = adapter_bank.open_bank(bank_dir)
     tasks = bank_tasks.read_tasks(bank_dir, bank, task_names)
     # AdapterFusion tasks: their fused tasks' adapters, checked unchanged, join them.
     tasks, fusions = fusion_serving.split_fusion_tasks(bank_dir, tasks)
     base = bank_tasks.read_base_weights(bank_dir, bank, init_checkpoint,
-                                        bert_hub_module_handle)
+                                        bert_hub_module_handle, vocab_file, bert_config_file)
     bank_tasks.check_fingerprints(base, tasks)
   else:  # Its adapter file's fingerprint is checked against the base as it loads.
     fusions = {}
