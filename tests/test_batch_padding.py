@@ -156,14 +156,16 @@ def test_predict_traces_once_a_run_and_runs_iterations_per_loop_batches_a_call(
   want = np.concatenate([b["input_ids"] for b in fixed]) * 2
   # Batches of 8 of their own lengths (7 batches, each of its width), several
   # calls, as a run's evaluation and prediction.
-  for iterations_per_loop, host_calls in ((2, [2, 2, 2, 1]), (7, [7]), (1, [1] * 7),
-                                          (3, [3, 3, 1])):
+  for iterations_per_loop, host_calls in ((2, [1, 1, 2, 2, 1]), (7, [1, 1, 5]), (1, [1] * 7),
+                                          (3, [1, 1, 3, 2])):
     calls.clear()
     d = records.read_batches(path, _features(), 8, False, False, pad_to_multiple_of=1)
     out = prediction.predict(strategy, model, d.map(lambda f: (f, f["uid"])),
                              iterations_per_loop=iterations_per_loop)
-    # The host counts the 7 batches first, then runs calls of iterations_per_loop
-    # batches and one of the rest: no call asks for a batch that is not there.
+    # The host counts the 7 batches first, then runs one batch (the trace), one
+    # (timed), then calls of iterations_per_loop batches (each well within
+    # progress.PREDICT_CALL_SECONDS) and one of the rest: no call asks for a batch
+    # that is not there.
     assert calls == host_calls
     np.testing.assert_array_equal(out["uid"], np.arange(NUM_RECORDS))  # Record order.
     # Each batch zero-padded to the widest: the longest example.

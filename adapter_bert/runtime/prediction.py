@@ -2,11 +2,13 @@
 computed once, on one replica, in compiled host calls, results in record order.
 
 Training's counterpart (runtime/loop.py): the same compiled `tf.range` loop of
-up to `iterations_per_loop` steps per host call, the same stop signals
-(nothing of a prediction is written when one arrives) and the same one line
-when the device goes away.
+up to `iterations_per_loop` steps per host call (sized by time off a TPU, as
+training's: runtime/progress.py), the same stop signals (nothing of a
+prediction is written when one arrives) and the same one line when the device
+goes away.
 """
 
+import time
 from typing import Dict
 
 import keras
@@ -15,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from adapter_bert.runtime import packing
+from adapter_bert.runtime import progress
 from adapter_bert.runtime import records
 from adapter_bert.runtime import stop_signals
 
@@ -44,7 +47,11 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   and every host gets all results (gathered in the step). The host counts the
   batches first, then runs them in host calls of up to `iterations_per_loop`
   batches, each a `tf.range` loop as training's (`predict_function`): traced
-  once per run for the batches' shapes, whatever the number of calls.
+  once per run for the batches' shapes, whatever the number of calls. Off a
+  TPU, calls are sized by time as training's (progress.CallSizes): one batch,
+  one more to time it, then about progress.PREDICT_CALL_SECONDS of batches (on
+  several machines, which must agree, up to progress.LOG_EVERY_STEPS), so that
+  a stop signal, seen between calls, acts within seconds.
 
   Returns:
     NumPy arrays concatenated over batches: the model's outputs ("logits" for
@@ -56,7 +63,8 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
     Packed batches (runtime/packing.py) give one entry per example, their
     per-example outputs unpacked (packing.unpack), in record order.
   Raises:
-    stop_signals.Stopped: on a Ctrl-C or SIGTERM, after the host call in progress, or
+    stop_signals.Stopped: on a Ctrl-C or SIGTERM, after the host call in progress
+      (about PREDICT_CALL_SECONDS off a TPU, `iterations_per_loop` batches on one), or
       when the device became unavailable (a preempted TPU): the caller has
       written nothing yet, and a re-run does the whole prediction again.
   """
@@ -68,13 +76,18 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
   options = tf.data.Options()
   options.autotune.enabled = False
   dataset = dataset.with_options(options)
-  per_call = max(int(iterations_per_loop), 1)
+  sizes = progress.CallSizes(
+      iterations_per_loop, one_call_per_loop=isinstance(strategy, tf.distribute.TPUStrategy),
+      pace_by_time=not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy),
+      call_seconds=progress.PREDICT_CALL_SECONDS)
   batches = []
   with stop_signals.StopSignals() as stop_request:  # Counting reads the inputs too.
     num_batches = count_batches(dataset)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     while len(batches) < num_batches and not stop_request.received:
-      n = min(per_call, num_batches - len(batches))
+      left = num_batches - len(batches)
+      n = min(sizes.steps_for_next_call(at_most=left), left)
+      call_start = time.monotonic()
       try:
         outputs = function(iterator, tf.constant(n))
       except tf.errors.UnavailableError as e:
@@ -82,7 +95,8 @@ def predict(strategy: tf.distribute.Strategy, model: keras.Model,
             e, f"batch {len(batches) + 1} of {num_batches} of an evaluation or prediction",
             "to redo it: nothing of it was written")
         raise stop_signals.Stopped() from None
-      batches.extend(_split_batches(n, outputs))
+      batches.extend(_split_batches(n, outputs))  # Its results are read: the call is over.
+      sizes.record(n, time.monotonic() - call_start)
   if stop_request.received:
     signum = stop_request.received
     logging.info("%s: stopped predicting after %d batches; nothing of it is "

@@ -7,6 +7,10 @@ and a host call costs next to nothing there, so calls are cut to at most
 `LOG_EVERY_STEPS` steps and, once a step's time is known, to about
 `CALL_SECONDS` of work; a line is printed every `LOG_EVERY_STEPS` steps or
 `LOG_EVERY_SECONDS` seconds, whichever comes first.
+
+Evaluation and prediction (runtime/prediction.py) size their calls the same
+way (`CallSizes`), to about `PREDICT_CALL_SECONDS`, without progress lines: a
+Ctrl-C or SIGTERM, seen between calls, acts within about that long.
 """
 
 import time
@@ -15,6 +19,56 @@ from typing import Callable, Optional
 LOG_EVERY_STEPS = 100
 LOG_EVERY_SECONDS = 30.0
 CALL_SECONDS = 5.0
+# Evaluation and prediction: nothing to log or save between calls, only the stop
+# delay to keep short. A call costs about a millisecond of the host's time (on a
+# 2-core CPU), so 2-s calls run as fast as calls of 1000 batches.
+PREDICT_CALL_SECONDS = 2.0
+
+
+class CallSizes:
+  """How many steps each compiled host call runs (training's and prediction's).
+
+  `iterations_per_loop` on a TPU (`one_call_per_loop`). Elsewhere one step for
+  the first two calls (the first also traces and compiles; the second times a
+  step), then as many as the last call's time per step fits into about
+  `call_seconds`, at most `iterations_per_loop`.
+  """
+
+  def __init__(self, iterations_per_loop: int, one_call_per_loop: bool,
+               pace_by_time: bool = True, call_seconds: Optional[float] = None):
+    """
+    Args:
+      pace_by_time: size calls by time (above). Off where every worker must run
+        the same steps per call (several machines): a worker's own timing would
+        differ from the others'. Calls then hold up to LOG_EVERY_STEPS steps.
+      call_seconds: the work of one call; None: CALL_SECONDS (training's).
+    """
+    self._iterations_per_loop = max(int(iterations_per_loop), 1)
+    self._one_call_per_loop = one_call_per_loop
+    self._pace_by_time = pace_by_time
+    self._call_seconds = call_seconds
+    self._seconds_per_step: Optional[float] = None
+    self.calls = 0
+
+  def steps_for_next_call(self, at_most: int) -> int:
+    """The next call's steps; off a TPU, at most `at_most`."""
+    if self._one_call_per_loop:
+      return self._iterations_per_loop
+    n = min(self._iterations_per_loop, at_most)
+    if self.calls < 2:
+      return 1  # The first call also compiles; the second times one step.
+    if self._pace_by_time:
+      seconds = CALL_SECONDS if self._call_seconds is None else self._call_seconds
+      n = min(n, int(seconds / self._seconds_per_step))
+    else:
+      n = min(n, LOG_EVERY_STEPS)
+    return max(1, n)
+
+  def record(self, num_steps: int, call_seconds: float) -> None:
+    """Takes the steps and duration of the call just made."""
+    self.calls += 1
+    if self.calls > 1:  # The first includes tracing and compiling: not a step time.
+      self._seconds_per_step = max(call_seconds, 1e-9) / num_steps
 
 
 class Progress:
@@ -34,33 +88,21 @@ class Progress:
     """
     self._num_train_steps = num_train_steps
     self._batch_size = batch_size
-    self._iterations_per_loop = iterations_per_loop
     self._one_call_per_loop = one_call_per_loop
-    self._pace_by_time = pace_by_time
+    self._sizes = CallSizes(iterations_per_loop, one_call_per_loop, pace_by_time)
     self._clock = clock
-    self._seconds_per_step: Optional[float] = None
-    self._calls = 0
     self._last_step, self._last_time = start_step, clock()
     self._loss_sum, self._loss_steps = 0.0, 0
 
   def steps_for_next_call(self, step: int) -> int:
-    if self._one_call_per_loop:
-      return self._iterations_per_loop
     # End calls on multiples of LOG_EVERY_STEPS since the last line.
-    n = min(self._iterations_per_loop,
-            LOG_EVERY_STEPS - (step - self._last_step) % LOG_EVERY_STEPS)
-    if self._calls < 2:
-      return 1  # The first call also compiles; the second times one step.
-    if self._pace_by_time:
-      n = min(n, int(CALL_SECONDS / self._seconds_per_step))
-    return max(1, n)
+    return self._sizes.steps_for_next_call(
+        LOG_EVERY_STEPS - (step - self._last_step) % LOG_EVERY_STEPS)
 
   def record(self, step: int, num_steps: int, mean_loss: float,
              call_seconds: float) -> Optional[str]:
     """Takes one host call's result; returns a progress line when one is due."""
-    self._calls += 1
-    if self._calls > 1:  # The first includes tracing and compiling: not a step time.
-      self._seconds_per_step = call_seconds / num_steps
+    self._sizes.record(num_steps, call_seconds)
     self._loss_sum += mean_loss * num_steps
     self._loss_steps += num_steps
     now = self._clock()
