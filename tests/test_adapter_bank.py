@@ -224,7 +224,7 @@ def test_a_file_of_another_base_is_refused(base, bank, tmp_path, capsys):
   layer_norm = _adapter_file(base, str(tmp_path / "ln" / "adapter_model"),
                              base["init_checkpoint"], mode="layer_norm")
   adapter_bank.add_task(d, "ln", layer_norm)
-  assert adapter_bank.read_task_info(d, "ln").adapter_size == 0
+  assert bank_listing.read_task_info(d, "ln").adapter_size == 0
   with pytest.raises(errors.UserError, match="task name '.x'"):
     adapter_bank.add_task(d, ".x", layer_norm)
   assert adapter_bank.task_names(d) == ["ln", "mrpc", "sts-b"]

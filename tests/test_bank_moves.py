@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from adapter_bert import errors
 from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import base_paths
 from adapter_bert.bank import bank_tasks
 from adapter_bert.classification import processors
 from export_checks import export_error
@@ -109,13 +110,13 @@ def test_the_bank_records_its_base_relative_to_itself(trained):
   assert saved["base"]["bert_hub_module_handle"] is None
   assert saved["created_in"] == os.path.join(trained["before"], "banks", "glue")
   # Where no relative form exists the path stays as it is.
-  assert adapter_bank.relative_to_bank("gs://b/base/vocab.txt", "gs://b/banks/glue") == \
+  assert base_paths.relative_to_bank("gs://b/base/vocab.txt", "gs://b/banks/glue") == \
       "../../base/vocab.txt"
   for path, bank in (("gs://other/vocab.txt", "gs://b/bank"), ("/base/v.txt", "gs://b/bank"),
                      ("https://tfhub.dev/x/1", "gs://b/bank"), ("gs://b/v.txt", "/banks/a"),
                      ("/usr/base/v.txt", "/tmp/bank")):
-    assert adapter_bank.relative_to_bank(path, bank) == path
-  assert adapter_bank.resolve_in_bank("../../base/v.txt", "gs://b/banks/glue") == \
+    assert base_paths.relative_to_bank(path, bank) == path
+  assert base_paths.resolve_in_bank("../../base/v.txt", "gs://b/banks/glue") == \
       "gs://b/base/v.txt"
 
 

@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from adapter_bert.classification import processors
 from adapter_bert.classification import features as classifier_features
-from adapter_bert.classification.processors import InputExample, PaddingInputExample, TsvFormatError
+from adapter_bert.classification.processors import InputExample, PaddingInputExample
+from adapter_bert.classification.tsv_files import TsvFormatError
 from adapter_bert import errors
 from adapter_bert import tokenization
 

@@ -17,6 +17,7 @@ from absl import flags
 
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert.bank import adapter_bank
+from adapter_bert.bank import listing
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import checkpoint_io
 from adapter_bert.checkpoints import fusion_weights
@@ -112,7 +113,7 @@ def test_fusion_trains_fusion_layers_layer_norms_and_head_and_counts_them(base, 
   gamma = "bert/encoder/layer_0/attention/output/LayerNorm/gamma"
   assert not np.array_equal(arrays[gamma], base["weights"][gamma])
   # The bank's accounting counts what the task trained.
-  assert adapter_bank.read_task_info(bank_dir, "sst-2").parameters() == trained
+  assert listing.read_task_info(bank_dir, "sst-2").parameters() == trained
 
 
 def test_predict_and_eval_from_the_bank_entry_match_the_training_run(base, fusion, tmp_path):

@@ -60,6 +60,7 @@ from absl import logging
 
 from adapter_bert.model.adapter_layers import AdapterConfig
 from adapter_bert import label_lists
+from adapter_bert.bank import base_paths
 from adapter_bert.checkpoints import adapter_weights
 from adapter_bert.checkpoints import fusion_weights
 from adapter_bert import errors
@@ -131,74 +132,6 @@ def _absolute(path: Optional[str]) -> Optional[str]:
   return os.path.abspath(path)
 
 
-def _split_url(path: str):
-  """scheme, bucket (or host) and the path in it ("/..." or "") of a URL."""
-  scheme, _, rest = path.partition("://")
-  bucket, slash, inside = rest.partition("/")
-  return scheme, bucket, slash + inside
-
-
-def relative_to_bank(path: Optional[str], bank_dir: str) -> Optional[str]:
-  """How bank.json records `path` (absolute, or a URL): relative to the bank where the
-  two share a root (module docstring), with "/" between its parts; else as it is."""
-  if not path:
-    return path
-  if "://" in path or "://" in bank_dir:
-    if "://" not in path or "://" not in bank_dir:
-      return path
-    scheme, bucket, inside = _split_url(path)
-    bank_scheme, bank_bucket, bank_inside = _split_url(bank_dir)
-    if scheme in ("http", "https") or (scheme, bucket) != (bank_scheme, bank_bucket):
-      return path
-    return posixpath.relpath(inside or "/", bank_inside or "/")
-  path, bank = os.path.abspath(path), os.path.abspath(bank_dir)
-  try:
-    common = os.path.commonpath([path, bank])
-  except ValueError:  # Another drive.
-    return path
-  if os.path.dirname(common) == common:  # Nothing in common but the file system's root.
-    return path
-  return os.path.relpath(path, bank).replace(os.sep, "/")
-
-
-def resolve_in_bank(recorded: Optional[str], bank_dir: str) -> Optional[str]:
-  """A path as bank.json records it, for reading: a relative one joined to bank_dir."""
-  if not recorded or "://" in recorded or os.path.isabs(recorded):
-    return recorded
-  if "://" in bank_dir:
-    scheme, bucket, inside = _split_url(bank_dir)
-    return (f"{scheme}://{bucket}"
-            + posixpath.normpath(posixpath.join(inside or "/", recorded)))
-  return os.path.normpath(os.path.join(os.path.abspath(bank_dir), recorded))
-
-
-def _bank_place(bank_dir: str) -> str:
-  return bank_dir if "://" in bank_dir else os.path.abspath(bank_dir)
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskInfo:
-  """One task of a bank, read from its header (no weights are loaded)."""
-  name: str
-  path: str  # tasks/<name>
-  header: dict
-  shapes: Dict[str, tuple]  # trained variable -> shape, from the safetensors header
-  num_bytes: int  # of both files
-
-  @property
-  def metadata(self) -> dict:
-    return self.header.get("metadata") or {}
-
-  @property
-  def adapter_size(self) -> int:
-    return int((self.header.get("adapter_config") or {}).get("size", 0))
-
-  def parameters(self, role: Optional[str] = None) -> int:
-    """Trained parameters: all, or those of one variable role (adapter, layer_norm, head)."""
-    return sum(_product(shape) for name, shape in self.shapes.items()
-               if role is None or variable_role(name) == role)
-
-
 def is_valid_task_name(name: str) -> bool:
   return bool(TASK_NAME.fullmatch(name or ""))
 
@@ -253,9 +186,9 @@ def open_bank(bank_dir: str) -> BankBase:
       raise errors.UserError(f"its base {key} {base[key]!r} is not a path", path)
   # Where the bank was written: a relative path's first home. A bank of before
   # (no created_in) read a relative path from the working directory.
-  original = {k: resolve_in_bank(base[k], created_in) if created_in else base[k]
+  original = {k: base_paths.resolve_in_bank(base[k], created_in) if created_in else base[k]
               for k in PATH_FLAGS}
-  return BankBase(**{k: resolve_in_bank(base[k], bank_dir) if k in PATH_FLAGS else base[k]
+  return BankBase(**{k: base_paths.resolve_in_bank(base[k], bank_dir) if k in PATH_FLAGS else base[k]
                      for k in _BASE_KEYS}, original_paths=original)
 
 
@@ -342,12 +275,12 @@ def create_bank(bank_dir: str, base: BankBase) -> BankBase:
   what = "the adapter bank's index"
   # Paths relative to the bank where they can be (module docstring): it can move.
   record = base.to_dict()
-  record.update({k: relative_to_bank(_absolute(getattr(base, k)), bank_dir)
+  record.update({k: base_paths.relative_to_bank(_absolute(getattr(base, k)), bank_dir)
                  for k in PATH_FLAGS})
   try:
     tf.io.gfile.makedirs(tasks)
     file_io.atomic_write(index, json.dumps(
-        {"format": FORMAT, "base": record, CREATED_IN: _bank_place(bank_dir)}, indent=2,
+        {"format": FORMAT, "base": record, CREATED_IN: base_paths.bank_place(bank_dir)}, indent=2,
         sort_keys=True) + "\n", what=what)
   except (tf.errors.OpError, OSError, file_io.WriteFailed) as e:
     # What this call made goes too: a half-made bank would be refused as "not empty".
@@ -638,32 +571,3 @@ def task_names(bank_dir: str) -> List[str]:
     if is_valid_task_name(entry) and tf.io.gfile.isdir(posixpath.join(root, entry)):
       names.add(entry)
   return sorted(names)
-
-
-def read_task_info(bank_dir: str, task: str) -> TaskInfo:
-  """A task's header, variable shapes and size on disk (weights are not read)."""
-  path = task_dir(bank_dir, task)
-  file_io.recover_directory(path)
-  weights = posixpath.join(path, adapter_weights.WEIGHTS_FILE)
-  if not tf.io.gfile.exists(weights):
-    raise errors.UserError(
-        f"task {task!r} of adapter bank {bank_dir} has no {adapter_weights.WEIGHTS_FILE} "
-        f"(remove it with python manage_bank.py --adapter_bank={bank_dir} "
-        f"remove {task})", path)
-  header, shapes = adapter_weights.read_adapter_shapes(weights)
-  num_bytes = sum(tf.io.gfile.stat(posixpath.join(path, n)).length
-                  for n in tf.io.gfile.listdir(path)
-                  if not tf.io.gfile.isdir(posixpath.join(path, n)))
-  return TaskInfo(task, path, header, shapes, num_bytes)
-
-
-def list_tasks(bank_dir: str) -> List[TaskInfo]:
-  open_bank(bank_dir)
-  return [read_task_info(bank_dir, name) for name in task_names(bank_dir)]
-
-
-def _product(shape) -> int:
-  result = 1
-  for d in shape:
-    result *= int(d)
-  return result

@@ -1,11 +1,73 @@
-"""What manage_bank.py `list` prints of an adapter bank: one row per task, then the
-parameter accounting of the paper (base parameters P, what the tasks add, the
-total as a multiple of P: accounting_lines)."""
+"""What manage_bank.py `list` prints of an adapter bank: one row per task (TaskInfo,
+read from the task's header: no weights are loaded), then the parameter
+accounting of the paper (base parameters P, what the tasks add, the total as a
+multiple of P: accounting_lines)."""
 
 import dataclasses
-from typing import List, Optional, Sequence
+import posixpath
+from typing import Dict, List, Optional, Sequence
+
+import tensorflow as tf
 
 from adapter_bert.bank import adapter_bank
+from adapter_bert.checkpoints import adapter_weights
+from adapter_bert import errors
+from adapter_bert.model.modeling import variable_role
+from adapter_bert.storage import file_io
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+  """One task of a bank, read from its header (no weights are loaded)."""
+  name: str
+  path: str  # tasks/<name>
+  header: dict
+  shapes: Dict[str, tuple]  # trained variable -> shape, from the safetensors header
+  num_bytes: int  # of both files
+
+  @property
+  def metadata(self) -> dict:
+    return self.header.get("metadata") or {}
+
+  @property
+  def adapter_size(self) -> int:
+    return int((self.header.get("adapter_config") or {}).get("size", 0))
+
+  def parameters(self, role: Optional[str] = None) -> int:
+    """Trained parameters: all, or those of one variable role (adapter, layer_norm, head)."""
+    return sum(_product(shape) for name, shape in self.shapes.items()
+               if role is None or variable_role(name) == role)
+
+
+
+def read_task_info(bank_dir: str, task: str) -> TaskInfo:
+  """A task's header, variable shapes and size on disk (weights are not read)."""
+  path = adapter_bank.task_dir(bank_dir, task)
+  file_io.recover_directory(path)
+  weights = posixpath.join(path, adapter_weights.WEIGHTS_FILE)
+  if not tf.io.gfile.exists(weights):
+    raise errors.UserError(
+        f"task {task!r} of adapter bank {bank_dir} has no {adapter_weights.WEIGHTS_FILE} "
+        f"(remove it with python manage_bank.py --adapter_bank={bank_dir} "
+        f"remove {task})", path)
+  header, shapes = adapter_weights.read_adapter_shapes(weights)
+  num_bytes = sum(tf.io.gfile.stat(posixpath.join(path, n)).length
+                  for n in tf.io.gfile.listdir(path)
+                  if not tf.io.gfile.isdir(posixpath.join(path, n)))
+  return TaskInfo(task, path, header, shapes, num_bytes)
+
+
+def list_tasks(bank_dir: str) -> List[TaskInfo]:
+  adapter_bank.open_bank(bank_dir)
+  return [read_task_info(bank_dir, name) for name in adapter_bank.task_names(bank_dir)]
+
+
+def _product(shape) -> int:
+  result = 1
+  for d in shape:
+    result *= int(d)
+  return result
+
 
 _COLUMNS = ("task", "labels", "max_seq_length", "adapter_size", "trained_params", "bytes",
             "global_step")
@@ -45,7 +107,7 @@ def format_table(rows: List[List[str]]) -> List[str]:
 def list_bank(bank_dir: str) -> List[str]:
   """The lines `list` prints: the table, a blank line, the accounting."""
   base = adapter_bank.open_bank(bank_dir)
-  tasks = adapter_bank.list_tasks(bank_dir)
+  tasks = list_tasks(bank_dir)
   acc = accounting(bank_dir, tasks)
   return (format_table(table_rows(tasks)) + [""]
           + accounting_lines(acc, base.fingerprint))
@@ -74,7 +136,7 @@ def base_parameter_count(bert_config: dict) -> int:
 class Accounting:
   """Parameters of a bank as the paper counts them (Houlsby et al. 2019, Table 1)."""
   base_parameters: int  # P
-  tasks: Sequence[adapter_bank.TaskInfo]
+  tasks: Sequence[TaskInfo]
 
   @property
   def trained_parameters(self) -> int:
@@ -94,10 +156,10 @@ class Accounting:
     return sum(t.num_bytes for t in self.tasks)
 
 
-def accounting(bank_dir: str, tasks: Optional[Sequence[adapter_bank.TaskInfo]] = None) -> Accounting:
+def accounting(bank_dir: str, tasks: Optional[Sequence[TaskInfo]] = None) -> Accounting:
   bank = adapter_bank.open_bank(bank_dir)
   return Accounting(base_parameter_count(bank.bert_config),
-                    adapter_bank.list_tasks(bank_dir) if tasks is None else list(tasks))
+                    list_tasks(bank_dir) if tasks is None else list(tasks))
 
 
 def accounting_lines(acc: Accounting, fingerprint: str = "") -> List[str]:
