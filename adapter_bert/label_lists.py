@@ -24,13 +24,15 @@ def as_read(label: str) -> str:
   return " ".join(visible.split()).casefold()
 
 
-def near_duplicate(labels: Sequence[str]) -> Optional[Tuple[str, str]]:
-  """The first two labels that differ as written but read alike (as_read), or None."""
-  seen = {}
-  for label in labels:
-    other = seen.setdefault(as_read(label), label)
-    if other != label:
-      return other, label
+def near_duplicate(labels: Sequence[str]) -> Optional[Tuple[int, int]]:
+  """The positions of the first two labels that differ as written but read alike
+  (as_read), the earlier first; None if there are none. The same label written
+  alike again is no near-duplicate (a file's rows repeat their labels)."""
+  first = {}  # as_read(label) -> the position of its first spelling
+  for i, label in enumerate(labels):
+    j = first.setdefault(as_read(label), i)
+    if labels[j] != label:
+      return j, i
   return None
 
 
@@ -54,7 +56,7 @@ def labels_problem(labels: Sequence[object]) -> Optional[str]:
     return f"label {twice[0]!r} is given twice in {labels!r}: each label names one class"
   near = near_duplicate(labels)
   if near:
-    return f"labels {near[0]!r} and {near[1]!r} {NEAR_DUPLICATE}"
+    return f"labels {labels[near[0]]!r} and {labels[near[1]]!r} {NEAR_DUPLICATE}"
   return None
 
 

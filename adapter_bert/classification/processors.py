@@ -449,15 +449,16 @@ class TsvProcessor(DataProcessor):
         raise ValueError("Task tsv needs data_dir (labels come from train.tsv) or labels")
       path = os.path.join(self.data_dir, "train.tsv")
       rows = self._rows(path, need_label=True)
-      first = {}  # as_read(label) -> the first row with that label
       for row in rows:
-        label, line = row[-1], row[1]
-        if not label.strip():  # A class without a name: no --labels could list it.
-          raise TsvFormatError(f"empty label in column {self.label_column!r}", line)
-        other = first.setdefault(label_lists.as_read(label), (label, line))
-        if other[0] != label:
-          raise TsvFormatError(f"label {label!r} and label {other[0]!r} (line "
-                               f"{other[1].line_number}) {label_lists.NEAR_DUPLICATE}", line)
+        if not row[-1].strip():  # A class without a name: no --labels could list it.
+          raise TsvFormatError(f"empty label in column {self.label_column!r}", row[1])
+      # One class under two spellings: named by both rows, not only the labels.
+      near = label_lists.near_duplicate([row[-1] for row in rows])
+      if near:
+        earlier, later = rows[near[0]], rows[near[1]]  # (index, line, ..., label)
+        raise TsvFormatError(f"label {later[-1]!r} and label {earlier[-1]!r} (line "
+                             f"{earlier[1].line_number}) {label_lists.NEAR_DUPLICATE}",
+                             later[1])
       self._labels = label_lists.check_labels(sorted({row[-1] for row in rows}), "train.tsv's labels",
                                   path)
     return list(self._labels)
