@@ -111,9 +111,10 @@ def test_a_task_takes_its_config_whole(base, sources, tmp_path):
   config = _parsed(run_classifier, parse.classifier, _cases(
       base, sources, str(tmp_path))["--bank_task"][2])
   assert isinstance(config, configs.RunConfig)
-  for task in (registry.task_for(config),):
-    assert list(inspect.signature(type(task).__init__).parameters) == ["self", "config"]
-    assert task.options is config.options
+  assert registry.task_for(config).options is config.options
+  assert len(registry.TASKS) == 3
+  for task_class in registry.TASKS.values():
+    assert list(inspect.signature(task_class.__init__).parameters) == ["self", "config"]
 
   def values(node):
     if dataclasses.is_dataclass(node):

@@ -6,7 +6,7 @@ from adapter_bert.tasks import multitask
 from adapter_bert.tasks import question_answering
 from adapter_bert.tasks import sentence_prediction
 
-_TASKS = {
+TASKS = {
     configs.ClassifierConfig: sentence_prediction.ClassifierTask,
     configs.SquadConfig: question_answering.SquadTask,
     configs.MultiTaskConfig: multitask.MultiTaskTask,
@@ -14,4 +14,4 @@ _TASKS = {
 
 
 def task_for(config: configs.RunConfig) -> task_run.Task:
-  return _TASKS[type(config.task)](config)
+  return TASKS[type(config.task)](config)
