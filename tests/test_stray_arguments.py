@@ -46,6 +46,10 @@ CLASSIFIER = ["run_classifier.py", "--task_name=mrpc", f"--data_dir={MRPC}", "--
     (CLASSIFIER + ["--do_train", "train.tsv"],
      "argument 'train.tsv' is not a flag: this command takes flags only, each as "
      "--name=value"),
+    # The first 'False' is --labels' value; the second is the one left over.
+    (CLASSIFIER + ["--labels", "False", "--do_eval", "False"],
+     "argument 'False' after --do_eval is not taken as its value: give it as "
+     "--do_eval=False"),
     (CLASSIFIER + ["--do_train", "--", "more"],
      "argument 'more' is not a flag: this command takes flags only, each as --name=value"),
 ])

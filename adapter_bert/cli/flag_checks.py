@@ -101,13 +101,16 @@ def stray_argument(argv, remaining, flag_values, passthrough: bool = False):
   if not strays:
     return None
   stray = strays[0]
-  position = given.index(stray) if stray in given else -1
-  name = given[position - 1].lstrip("-") if position > 0 else ""
-  if name not in flag_values and name.startswith("no"):
-    name = name[2:]  # --noflag: the boolean flag's other spelling.
-  if (name in flag_values and flag_values[name].boolean
-      and stray.lower() in ("true", "false", "1", "0")):
-    return (f"argument {stray!r} after {given[position - 1]} is not taken as its value: "
-            f"give it as --{name}={stray}")
+  if stray.lower() in ("true", "false", "1", "0"):
+    # A value written after its boolean flag with a space (which absl takes as the
+    # flag alone): the occurrence after a boolean flag, not one a flag took as its value.
+    for before, word in zip(given, given[1:]):
+      name = before.lstrip("-")
+      if name not in flag_values and name.startswith("no"):
+        name = name[2:]  # --noflag: the boolean flag's other spelling.
+      if (word == stray and before.startswith("-") and "=" not in before
+          and name in flag_values and flag_values[name].boolean):
+        return (f"argument {stray!r} after {before} is not taken as its value: give it "
+                f"as --{name}={stray}")
   return (f"argument {stray!r} is not a flag: this command takes flags only, each as "
           "--name=value")
