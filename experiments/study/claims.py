@@ -87,9 +87,11 @@ def bootstrap_difference(pairs: Sequence[Mapping[str, np.ndarray]], samples: int
     idx = rng.integers(0, n, size=(samples, n))
     task = np.zeros(samples)
     for sign, key in ((1.0, "method"), (-1.0, "reference")):
-      correct = pair[key].astype(np.float64)
-      # [seeds, samples]: each seed's accuracy on each redrawn set of examples.
-      per_seed = np.stack([c[idx].mean(axis=1) for c in correct])
+      correct = pair[key].astype(np.uint8)
+      # [seeds, samples]: each seed's accuracy on each redrawn set of examples. The
+      # count of right answers in bytes, exact, then / n: the float64 mean's value,
+      # with an eighth of its memory traffic.
+      per_seed = np.stack([c[idx].sum(axis=1, dtype=np.int64) for c in correct]) / n
       seeds = rng.integers(0, correct.shape[0], size=(samples, correct.shape[0]))
       task += sign * np.take_along_axis(per_seed.T, seeds, axis=1).mean(axis=1)
     draws += task / len(pairs)
