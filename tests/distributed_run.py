@@ -10,8 +10,9 @@ XLA_FLAGS must be in place before TensorFlow starts):
   distributed_run.py machine DATA_DIR WORK_DIR   on two logical CPUs: the default
       strategy ("single"), the same with jit_compile ("xla"), MirroredStrategy
       over both CPUs ("mirrored"), the latter with per-replica clipping
-      ("per_replica_clip"), the first step's gradient norms ("grad_norms") and
-      dropout masks under both strategies ("dropout_masks")
+      ("per_replica_clip"), the first step's gradient norms ("grad_norms"),
+      dropout masks under both strategies ("dropout_masks") and three optimizer
+      steps on optimizer_problem's batch under each ("optimizer_steps")
   distributed_run.py worker DATA_DIR OUTPUT_DIR  one MultiWorkerMirroredStrategy
       worker of the cluster in TF_CONFIG ("worker")
 DATA_DIR holds write_checkpoint's and write_examples' files. Each mode prints
@@ -24,7 +25,13 @@ import json
 import os
 import sys
 
-import keras
+# As the commands do, before anything imports TensorFlow: without the packages Keras
+# imports only for features not used here (adapter_bert/cli/launch.py), ~1.7 CPU-s
+# less for each fresh interpreter. Imported by a test, TensorFlow is there already.
+from adapter_bert.cli import launch  # pylint: disable=g-bad-import-order
+launch.import_frameworks()
+
+import keras  # pylint: disable=g-import-not-at-top,wrong-import-order
 import numpy as np
 import tensorflow as tf
 
@@ -33,6 +40,7 @@ from adapter_bert.runtime import distribution
 from adapter_bert.model.layers.ops import Dropout
 from adapter_bert.model import modeling
 from adapter_bert.model import optimization
+import optimizer_problem
 import tiny_bert
 from adapter_bert.runtime import trainable
 from adapter_bert.runtime import loop
@@ -226,6 +234,31 @@ class _PerReplicaClip(_AdamWeightDecay):
     return super(_AdamWeightDecay, self)._all_reduce_sum_gradients(grads_and_vars)
 
 
+def optimizer_steps(strategy, opt_cls):
+  """Three steps of `opt_cls` on optimizer_problem's batch, split between the
+  replicas: the variables, then the Adam slots m and v (as lists)."""
+  x, y = optimizer_problem.batch()
+  with strategy.scope():
+    variables = optimizer_problem.make_variables()
+    opt = opt_cls(learning_rate=optimization.WarmupLinearDecay(0.1, 10, 1))
+    opt.build(variables)
+  n = strategy.num_replicas_in_sync
+
+  def shard(a):
+    return strategy.experimental_distribute_values_from_function(
+        lambda ctx: a[ctx.replica_id_in_sync_group::n])
+  xs, ys = shard(x), shard(y)
+
+  @tf.function
+  def step():
+    strategy.run(optimizer_problem.train_step_fn, args=(opt, variables, xs, ys, 8.0))
+  for _ in range(3):
+    step()
+  out = [v.numpy() for v in variables]
+  out += [s.numpy() for s in opt._adam_m + opt._adam_v]  # pylint: disable=protected-access
+  return [a.tolist() for a in out]
+
+
 def _main(mode, data_dir, work_dir):
   keras.utils.set_random_seed(0)
   files = sorted(glob.glob(os.path.join(data_dir, "train-*.tf_record")))
@@ -245,6 +278,10 @@ def _main(mode, data_dir, work_dir):
     # Twice under MirroredStrategy: a rerun draws the same masks.
     results["dropout_masks"] = {name: dropout_masks(strategy) for name, strategy in (
         ("mirrored", mirrored), ("mirrored_rerun", mirrored), ("single", single))}
+    results["optimizer_steps"] = {
+        "single": optimizer_steps(tf.distribute.get_strategy(), _AdamWeightDecay),
+        "mirrored": optimizer_steps(mirrored, _AdamWeightDecay),
+        "per_replica_clip": optimizer_steps(mirrored, _PerReplicaClip)}
     optimization.AdamWeightDecay = _PerReplicaClip  # What create_optimizer builds.
     results["per_replica_clip"] = train_and_predict(
         mirrored, data_dir, files, os.path.join(work_dir, "per_replica_clip"),

@@ -25,9 +25,15 @@ MRPC = os.path.join(REPO, "data", "glue", "MRPC")  # 8 training examples: 2 step
 NUM_STEPS, SAVE_EVERY = 20, 4
 
 # Runs run_classifier.py (arguments as given) with the hook named by
-# INTERRUPT_HOOK; markers go to stdout, the log to stderr.
+# INTERRUPT_HOOK; markers go to stdout, the log to stderr. The frameworks load as
+# run_classifier.py's first statement loads them (launch.start), before the hooks'
+# imports: a plain `import tensorflow` first would load Keras with every optional
+# package it finds (launch.py), ~1.7 CPU-s more for each run.
 WRAPPER = r'''
 import os, runpy, sys, time
+sys.argv = [os.path.join({repo!r}, "run_classifier.py")] + sys.argv[1:]
+from adapter_bert.cli import launch
+launch.start(sys.argv)
 import tensorflow as tf
 from adapter_bert.classification import features
 from adapter_bert.runtime import progress
@@ -46,16 +52,6 @@ if hook == "slow_steps_from":  # Host calls from step `arg` on take 0.5 s more.
       time.sleep(0.5)
     return line
   progress.Progress.record = slow_record
-
-elif hook == "hold_at_step":  # Host call of step `arg` holds; waits for the kill.
-  record = progress.Progress.record
-  def held_record(self, step, *args, **kwargs):
-    line = record(self, step, *args, **kwargs)
-    if step == int(arg):
-      marker(f"STEP {{step}}")
-      time.sleep(300)
-    return line
-  progress.Progress.record = held_record
 
 elif hook == "tear_checkpoint":  # The save of step `arg` stops halfway; waits for the kill.
   save = tf.train.CheckpointManager.save
@@ -102,7 +98,6 @@ elif hook == "slow_predict":  # Each eval/predict batch takes 0.3 s.
     return dataset.map(delay)
   features.make_dataset = slow_make_dataset
 
-sys.argv = [os.path.join({repo!r}, "run_classifier.py")] + sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
 

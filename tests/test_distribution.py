@@ -5,7 +5,8 @@ checkpoint, no dropout, fixed data in two TFRecord files, global batch 8, 6
 steps) runs under each strategy and must reach the same losses, weights and
 predictions as on one device; prediction computes each example once, on one
 replica of one worker, and every worker gets all results. Each replica draws
-its own dropout masks. The runs need fresh interpreters (logical
+its own dropout masks. The optimizer's own steps (tests/optimizer_problem.py)
+under MirroredStrategy match one device's too. The runs need fresh interpreters (logical
 devices, TF_CONFIG and XLA_FLAGS are read when TensorFlow starts): the module
 starts the subprocesses its selected tests need all at once, each with a time
 limit, and the tests wait for their results.
@@ -95,7 +96,8 @@ def jobs(request, data_dir, tmp_path_factory):
   if selected & {"test_mirrored_strategy_matches_one_device",
                  "test_xla_compiles_train_and_predict_steps",
                  "test_multi_worker_matches_one_device",
-                 "test_dropout_masks_differ_between_replicas_and_repeat"}:
+                 "test_dropout_masks_differ_between_replicas_and_repeat",
+                 "test_mirrored_optimizer_steps_match_one_device_with_clipping"}:
     dump = os.path.join(work, "xla_dump")
     started["machine"] = _Job([_SCRIPT, "machine", data_dir, work], work, "machine",
                               XLA_FLAGS=f"--xla_dump_to={dump}")
@@ -174,6 +176,22 @@ def test_mirrored_strategy_matches_one_device(jobs, data_dir):
   per_replica_clip = result["per_replica_clip"]
   assert max(np.abs(np.subtract(per_replica_clip["weights"][n], v)).max()
              for n, v in single["weights"].items()) > 1e-3
+
+
+def test_mirrored_optimizer_steps_match_one_device_with_clipping(jobs):
+  """The optimizer alone (tests/optimizer_problem.py, three steps of a batch whose
+  gradient norm is far above the clip norm, each replica half of it): the variables
+  and Adam slots of one device under MirroredStrategy. Run by the "machine" process,
+  whose two logical CPUs it needs (test_optimization.py holds the rest of the
+  optimizer's tests)."""
+  result = jobs["machine"].result()["optimizer_steps"]
+  for single, mirrored in zip(result["single"], result["mirrored"]):
+    np.testing.assert_allclose(mirrored, single, rtol=1e-6, atol=1e-6)
+  # Clipping each replica's half-batch gradient gives another result, so the
+  # comparison above does see where the clip happens.
+  diffs = [np.abs(np.subtract(a, b)).max()
+           for a, b in zip(result["single"], result["per_replica_clip"])]
+  assert max(diffs) > 1e-3
 
 
 def test_multi_worker_matches_one_device(jobs, data_dir):

@@ -1,11 +1,10 @@
-"""Tests for optimization.py against hand-computed / NumPy references."""
+"""Tests for optimization.py against hand-computed / NumPy references.
+
+The same steps under MirroredStrategy (a fresh interpreter with two logical CPUs):
+test_distribution.py::test_mirrored_optimizer_steps_match_one_device_with_clipping."""
 
 import copy
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -13,17 +12,7 @@ import pytest
 import tensorflow as tf
 
 from adapter_bert.model import optimization
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _scoped_variable(path, value):
-  """keras.Variable whose `.path` is `path` ("a/b/c"), like our model's."""
-  *scopes, name = path.split("/")
-  if not scopes:
-    return keras.Variable(np.asarray(value, np.float32), name=name)
-  with keras.name_scope(scopes[0]):
-    return _scoped_variable("/".join(scopes[1:] + [name]), value)
+from optimizer_problem import batch, make_variables, scoped_variable, train_step_fn
 
 
 def _bert_adam_np(p, g, m, v, lr, rate, b1=0.9, b2=0.999, eps=1e-6):
@@ -41,7 +30,7 @@ def _slots(opt, var):
 def test_original_bert_optimizer_test():
   # google-research/bert optimization_test.py: class defaults there are
   # weight_decay_rate=0.0 and no clipping (apply_gradients is called directly).
-  w = _scoped_variable("w", [0.1, -0.2, -0.1])
+  w = scoped_variable("w", [0.1, -0.2, -0.1])
   x = tf.constant([0.4, 0.2, -0.5])
   opt = optimization.AdamWeightDecay(
       learning_rate=0.2, weight_decay_rate=0.0, global_clipnorm=None)
@@ -69,7 +58,7 @@ def test_two_steps_match_numpy_with_per_variable_decay():
       "output_weights": 0.01,
   }
   values = {k: rng.normal(size=(3, 2)).astype(np.float32) for k in cases}
-  variables = {k: _scoped_variable(k, values[k]) for k in cases}
+  variables = {k: scoped_variable(k, values[k]) for k in cases}
   opt = optimization.AdamWeightDecay(
       learning_rate=0.1, weight_decay_rate=0.01,
       adapter_weight_decay_rate=0.05, global_clipnorm=None)
@@ -91,7 +80,7 @@ def test_two_steps_match_numpy_with_per_variable_decay():
 
   # Keras' AdamW bias-corrects: a different trajectory (the test can fail).
   kernel = "bert/encoder/layer_0/output/dense/kernel"
-  w = _scoped_variable("kernel", values[kernel])
+  w = scoped_variable("kernel", values[kernel])
   adamw = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01,
                                  epsilon=1e-6)
   for grads in history:
@@ -118,7 +107,7 @@ def test_bias_correction_is_adamw_and_the_original_has_none():
   value = rng.normal(size=(4, 3)).astype(np.float32)
   grads = [rng.normal(scale=1e-2, size=(4, 3)).astype(np.float32) for _ in range(3)]
   ref = (value.astype(np.float64), 0.0, 0.0)
-  w = _scoped_variable("bert/encoder/layer_0/output/dense/kernel", value)
+  w = scoped_variable("bert/encoder/layer_0/output/dense/kernel", value)
   opt = optimization.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.01,
                                      global_clipnorm=None, bias_correction=True)
   for t, g in enumerate(grads, start=1):
@@ -132,7 +121,7 @@ def test_bias_correction_is_adamw_and_the_original_has_none():
               keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01, epsilon=1e-12)]
   results = []
   for optimizer in tiny_eps:
-    v = _scoped_variable("bert/encoder/layer_0/output/dense/kernel", value)
+    v = scoped_variable("bert/encoder/layer_0/output/dense/kernel", value)
     for g in grads:
       optimizer.apply_gradients([(g, v)])
     results.append(v.numpy())
@@ -140,7 +129,7 @@ def test_bias_correction_is_adamw_and_the_original_has_none():
 
   first = {}
   for name, corrected in optimization.OPTIMIZERS.items():
-    v = _scoped_variable("w", np.zeros(3, np.float32))
+    v = scoped_variable("w", np.zeros(3, np.float32))
     optimization.AdamWeightDecay(learning_rate=1.0, weight_decay_rate=0.0,
                                  global_clipnorm=None, epsilon=0.0,
                                  bias_correction=corrected).apply_gradients(
@@ -155,8 +144,8 @@ def test_bias_correction_is_adamw_and_the_original_has_none():
 
 
 def test_global_norm_clipping():
-  a = _scoped_variable("a/kernel", np.zeros((2, 2)))
-  b = _scoped_variable("b/kernel", np.zeros((3,)))
+  a = scoped_variable("a/kernel", np.zeros((2, 2)))
+  b = scoped_variable("b/kernel", np.zeros((3,)))
   ga = np.array([[3.0, 0.0], [0.0, 4.0]], np.float32)
   gb = np.array([0.0, 12.0, 0.0], np.float32)  # global norm 13
   opt = optimization.AdamWeightDecay(learning_rate=0.1)  # clip 1.0 default
@@ -196,7 +185,7 @@ def test_schedule_without_warmup_starts_at_init_lr():
 def test_schedule_is_read_before_iterations_increment():
   # As the original (lr from global_step, then global_step += 1): the first
   # update uses lr(0) = 0, leaving weights unchanged; the second uses lr(1).
-  w = _scoped_variable("w", [1.0, -2.0])
+  w = scoped_variable("w", [1.0, -2.0])
   g = np.array([0.3, 0.4], np.float32)
   opt = optimization.create_optimizer(0.1, num_train_steps=100,
                                       num_warmup_steps=10)
@@ -210,9 +199,9 @@ def test_schedule_is_read_before_iterations_increment():
 
 
 def test_slots_only_for_built_variables():
-  trained = [_scoped_variable("adapters/weights1", np.ones((2, 2))),
-             _scoped_variable("LayerNorm/gamma", np.ones((2,)))]
-  _scoped_variable("dense/kernel", np.ones((2, 2)))  # frozen: never passed
+  trained = [scoped_variable("adapters/weights1", np.ones((2, 2))),
+             scoped_variable("LayerNorm/gamma", np.ones((2,)))]
+  scoped_variable("dense/kernel", np.ones((2, 2)))  # frozen: never passed
   opt = optimization.create_optimizer(1e-3, 10, 1)
   opt.build(trained)
   names = sorted(v.name for v in opt.variables)
@@ -268,16 +257,16 @@ def test_restored_optimizer_takes_the_same_steps():
   restored = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
   rng = np.random.default_rng(3)
   grads = [[(scale * rng.normal(size=v.shape)).astype(np.float32)
-            for v in _make_variables()] for scale in (0.3, 10.0, 1.0, 20.0)]
+            for v in make_variables()] for scale in (0.3, 10.0, 1.0, 20.0)]
   results = []
   for optimizer in (opt, restored):
-    variables = _make_variables()
+    variables = make_variables()
     for step_grads in grads:
       optimizer.apply_gradients(zip(step_grads, variables))
     results.append([v.numpy() for v in variables])
   for got, want in zip(results[1], results[0]):
     np.testing.assert_array_equal(got, want)
-  assert np.abs(results[0][0] - _make_variables()[0].numpy()).max() > 1e-2  # It moved.
+  assert np.abs(results[0][0] - make_variables()[0].numpy()).max() > 1e-2  # It moved.
 
 
 def test_rejects_keras_clipping_and_decay():
@@ -285,39 +274,15 @@ def test_rejects_keras_clipping_and_decay():
     optimization.AdamWeightDecay(0.1, clipnorm=1.0)
 
 
-def _train_step_fn(opt, variables, x, y, global_batch):
-  """Squared error summed over outputs, averaged over the global batch."""
-  kernel, bias, adapter = variables
-  with tf.GradientTape() as tape:
-    pred = tf.matmul(x, kernel * adapter) + bias
-    per_example = tf.reduce_sum(tf.square(pred - y), axis=-1)
-    loss = tf.reduce_sum(per_example) / global_batch
-  opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
-
-
-def _make_variables():
-  rng = np.random.default_rng(1)
-  return [_scoped_variable("dense/kernel", rng.normal(size=(4, 3))),
-          _scoped_variable("dense/bias", rng.normal(size=(3,))),
-          _scoped_variable("output/adapters/weights1", rng.normal(size=(4, 3)))]
-
-
-def _batch():
-  rng = np.random.default_rng(2)
-  x = rng.normal(size=(8, 4)).astype(np.float32)
-  y = (10.0 * rng.normal(size=(8, 3))).astype(np.float32)  # norm >> 1: clips
-  return x, y
-
-
 def test_jit_compiled_step_matches_eager():
-  x, y = _batch()
+  x, y = batch()
   results = []
   for jit in (None, True):
-    variables = _make_variables()
+    variables = make_variables()
     opt = optimization.create_optimizer(0.1, num_train_steps=10,
                                         num_warmup_steps=1)
     opt.build(variables)
-    step = lambda: _train_step_fn(opt, variables, x, y, 8.0)
+    step = lambda: train_step_fn(opt, variables, x, y, 8.0)
     if jit:
       step = tf.function(step, jit_compile=True)
     for _ in range(3):
@@ -325,73 +290,6 @@ def test_jit_compiled_step_matches_eager():
     results.append([v.numpy() for v in variables])
   for eager, jitted in zip(*results):
     np.testing.assert_allclose(jitted, eager, rtol=1e-5, atol=1e-6)
-
-
-# Runs in a fresh interpreter: logical devices must be set before TF starts.
-_DISTRIBUTED_SCRIPT = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from adapter_bert.model import optimization
-    from tests import test_optimization as t
-
-    class PerReplicaClip(optimization.AdamWeightDecay):
-      # Keras' own global_clipnorm placement: clip, then sum over replicas.
-      def _clip_gradients(self, grads):
-        return tf.clip_by_global_norm(grads, self.global_clipnorm)[0]
-      def _all_reduce_sum_gradients(self, grads_and_vars):
-        return super(optimization.AdamWeightDecay,
-                     self)._all_reduce_sum_gradients(grads_and_vars)
-
-    x, y = t._batch()
-
-    def run(strategy, opt_cls):
-      with strategy.scope():
-        variables = t._make_variables()
-        opt = opt_cls(learning_rate=optimization.WarmupLinearDecay(0.1, 10, 1))
-        opt.build(variables)
-      n = strategy.num_replicas_in_sync
-      def shard(a):
-        return strategy.experimental_distribute_values_from_function(
-            lambda ctx: a[ctx.replica_id_in_sync_group::n])
-      xs, ys = shard(x), shard(y)
-      @tf.function
-      def step():
-        strategy.run(t._train_step_fn, args=(opt, variables, xs, ys, 8.0))
-      for _ in range(3):
-        step()
-      out = [v.numpy() for v in variables]
-      out += [s.numpy() for s in opt._adam_m + opt._adam_v]
-      return [a.tolist() for a in out]
-
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    assert mirrored.num_replicas_in_sync == 2
-    json.dump({
-        "single": run(tf.distribute.get_strategy(),
-                      optimization.AdamWeightDecay),
-        "mirrored": run(mirrored, optimization.AdamWeightDecay),
-        "per_replica_clip": run(mirrored, PerReplicaClip),
-    }, sys.stdout)
-""")
-
-
-def test_mirrored_strategy_matches_single_device_with_clipping():
-  env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3",
-             CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, "-c", _DISTRIBUTED_SCRIPT], cwd=_ROOT,
-                        env=env, capture_output=True, text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  result = json.loads(proc.stdout.strip().splitlines()[-1])
-  for single, mirrored in zip(result["single"], result["mirrored"]):
-    np.testing.assert_allclose(mirrored, single, rtol=1e-6, atol=1e-6)
-  # Clipping each replica's half-batch gradient gives another result, so the
-  # comparison above does see where the clip happens.
-  diffs = [np.abs(np.subtract(a, b)).max()
-           for a, b in zip(result["single"], result["per_replica_clip"])]
-  assert max(diffs) > 1e-3
 
 
 def test_decay_rates_on_the_real_model_follow_the_original_names():
