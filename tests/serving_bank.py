@@ -1,10 +1,12 @@
 """The adapter bank that the serving tests export: its tasks' run_classifier.py flags
 (TASKS), the vocabulary of its base, which holds the tokens of HARD_TEXTS, the bank
 layout made by hand, and the fixtures that build and export it (vocab_base, runs,
-bank, exported, served)."""
+bank, exported, served), built once per test session."""
 
+import fcntl
 import json
 import os
+import pickle
 import shutil
 
 import pytest
@@ -72,27 +74,20 @@ def make_bank(directory, vocab_base, runs, names=None):
 # The fixtures of the serving tests' export, imported by test_serving.py and
 # test_serving_signatures.py (`from serving_bank import vocab_base, runs, bank,
 # exported, served`): three tasks trained on vocab_base, assembled into a bank by hand
-# (make_bank) and exported once per test file.
+# (make_bank) and exported, all built once per test session (built) and read by both.
 
-@pytest.fixture(scope="module")
-def vocab_base(tmp_path_factory):
-  """The tiny BERT (tiny_bert.TINY_CONFIG) with a vocabulary of 120 that holds
-  HARD_TEXTS' tokens."""
-  d = str(tmp_path_factory.mktemp("base"))
+def _build(directory):
+  """vocab_base, runs, bank and exported, built under `directory`."""
+  d = os.path.join(directory, "base")
   config = dict(tiny_bert.TINY_CONFIG, vocab_size=120)
   config_path, vocab_path, ckpt, _ = tiny_bert.write_google_dir(d, config=config)
   with open(vocab_path, "w", encoding="utf-8") as f:
     f.write("\n".join(vocab(config["vocab_size"])) + "\n")
-  return dict(bert_config_file=config_path, vocab_file=vocab_path, init_checkpoint=ckpt,
-              dir=d)
-
-
-@pytest.fixture(scope="module")
-def runs(vocab_base, tmp_path_factory):
-  """name -> output_dir of a one-step training run with --do_predict."""
-  outputs = {}
+  vocab_base = dict(bert_config_file=config_path, vocab_file=vocab_path, init_checkpoint=ckpt,
+                    dir=d)
+  runs = {}
   for name, task_flags in TASKS.items():
-    out = str(tmp_path_factory.mktemp(name) / "out")
+    out = os.path.join(directory, "runs", name)
     task_flags = dict(task_flags)
     run_main(bert_config_file=vocab_base["bert_config_file"],
              vocab_file=vocab_base["vocab_file"], init_checkpoint=vocab_base["init_checkpoint"],
@@ -100,23 +95,70 @@ def runs(vocab_base, tmp_path_factory):
              do_train=True, do_predict=True, train_batch_size=8, predict_batch_size=8,
              num_train_epochs=1, learning_rate=0.02, seed=1,
              save_checkpoints_steps=1000, **task_flags)
-    outputs[name] = out
-  return outputs
-
-
-@pytest.fixture(scope="module")
-def bank(vocab_base, runs, tmp_path_factory):
-  return make_bank(str(tmp_path_factory.mktemp("bank") / "bank"), vocab_base,
-                                runs)
-
-
-@pytest.fixture(scope="module")
-def exported(bank, tmp_path_factory):
-  export_dir = str(tmp_path_factory.mktemp("export") / "1")
+    runs[name] = out
+  bank = make_bank(os.path.join(directory, "bank"), vocab_base, runs)
+  export_dir = os.path.join(directory, "export", "1")
   tasks = serving_export.export(bank, export_dir)
-  return export_dir, tasks
+  return dict(vocab_base=vocab_base, runs=runs, bank=bank, exported=(export_dir, tasks))
+
+
+_BUILT = {}
+
+
+def built(tmp_path_factory):
+  """_build's dict, built once per test session: in the directory "serving_bank"
+  under the session's temporary root, which the xdist workers share (one builds,
+  under a file lock, while another that needs it waits; the rest read what it
+  recorded in built.pickle). Read it, never write into it."""
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent  # pytest-N/, the parent of every worker's popen-gwK/.
+  directory = os.path.join(str(root), "serving_bank")
+  if directory not in _BUILT:
+    with open(directory + ".lock", "w") as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      record = os.path.join(directory, "built.pickle")
+      if not os.path.exists(record):
+        shutil.rmtree(directory, ignore_errors=True)  # What a failed build left.
+        result = _build(directory)
+        with open(record + ".tmp", "wb") as f:
+          pickle.dump(result, f)
+        os.replace(record + ".tmp", record)
+      with open(record, "rb") as f:
+        _BUILT[directory] = pickle.load(f)
+  return _BUILT[directory]
+
+
+@pytest.fixture(scope="module")
+def vocab_base(tmp_path_factory):
+  """The tiny BERT (tiny_bert.TINY_CONFIG) with a vocabulary of 120 that holds
+  HARD_TEXTS' tokens."""
+  return built(tmp_path_factory)["vocab_base"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """name -> output_dir of a one-step training run with --do_predict."""
+  return built(tmp_path_factory)["runs"]
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+  return built(tmp_path_factory)["bank"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """(export_dir, the tasks serving.export returned)."""
+  return built(tmp_path_factory)["exported"]
+
+
+_LOADED = {}
 
 
 @pytest.fixture(scope="module")
 def served(exported):
-  return tf.saved_model.load(exported[0])
+  """The export, loaded once per process."""
+  if exported[0] not in _LOADED:
+    _LOADED[exported[0]] = tf.saved_model.load(exported[0])
+  return _LOADED[exported[0]]

@@ -4,10 +4,12 @@ Three tasks are trained for one step each with run_classifier.py on a tiny BERT
 (MRPC pairs, SST-2 single sentences, STS-B regression trained in
 --train_mode=layer_norm), with different adapter sizes and max_seq_lengths, and
 predicted with --do_predict; a bank is assembled by hand in the bank layout and
-exported once. The SavedModel must reproduce test_results.tsv from the raw
-test.tsv texts, per task and in a shuffled mixed batch, also when loaded in a
-process that cannot import this repository. The fixtures (vocab_base, runs, bank,
-exported, served) are serving_bank's; the signatures' own contract (their inputs and
+exported once (per test session: test_serving_signatures.py reads the same). The
+SavedModel must reproduce test_results.tsv from the raw test.tsv texts, per task
+and in a shuffled mixed batch, also when loaded in a process that cannot import
+this repository (one such process, serving_elsewhere, runs every step of the
+tests that need one). The fixtures (vocab_base, runs, bank, exported, served) are
+serving_bank's; the signatures' own contract (their inputs and
 outputs, requests they refuse, empty, hostile and over-long texts):
 test_serving_signatures.py.
 """
@@ -18,8 +20,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import uuid
 
 import numpy as np
@@ -37,6 +37,7 @@ from adapter_bert.serving import stacked_tasks
 from export_checks import Poller, export_error, files_in
 import export_savedmodel
 import file_trees
+import serving_elsewhere
 from serving_bank import GLUE, HARD_TEXTS, REPO, TASKS, make_bank
 # The fixtures of the bank it exports.
 from serving_bank import vocab_base, runs, bank, exported, served  # pylint: disable=unused-import
@@ -136,102 +137,6 @@ def test_tokenize_matches_run_classifier_features(served, vocab_base):
   assert len(seen) > 30 and full.vocab["[UNK]"] in seen
 
 
-# A serving process: a Python that cannot import this repository (its modules
-# are blocked and its root is off sys.path; the editable install would find
-# them anywhere) and, with "tensorflow_text": false, cannot import
-# tensorflow_text either (stock TensorFlow). Each call loads an export, runs a
-# signature, and returns its outputs, or the error: through tf.saved_model.load,
-# or with "session" in a TF1 session by the SignatureDef's tensor names, as
-# TensorFlow Serving and saved_model_cli run it.
-_CLIENT = r"""
-import json, os, sys
-config = json.loads(sys.stdin.read())
-blocked = set(config["blocked"]) | (set() if config["tensorflow_text"] else {"tensorflow_text"})
-
-class Blocker:
-  def find_spec(self, name, path=None, target=None):
-    if name.split(".")[0] in blocked:
-      raise ImportError("blocked: " + name)
-    return None
-
-sys.meta_path.insert(0, Blocker())
-repo = config["repo"]
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != repo]
-try:
-  from adapter_bert.model import modeling
-  raise SystemExit("modeling was importable")
-except ImportError:
-  pass
-import tensorflow as tf
-if config["tensorflow_text"]:
-  import tensorflow_text  # Registers the tokenizer's ops.
-
-def in_session(export_dir, signature, request):
-  graph = tf.Graph()
-  with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
-    meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
-    signature = meta_graph.signature_def[signature]
-    keys = sorted(signature.outputs)
-    values = session.run([signature.outputs[k].name for k in keys],
-                         {signature.inputs[k].name: v for k, v in request.items()})
-    return {k: v.tolist() for k, v in zip(keys, values)}
-
-results = []
-for call in config["calls"]:
-  try:
-    if call.get("session"):
-      results.append(in_session(call["export_dir"], call["signature"], call["request"]))
-      continue
-    model = tf.saved_model.load(call["export_dir"])
-    outputs = model.signatures[call["signature"]](
-        **{k: tf.constant(v) for k, v in call["request"].items()})
-    results.append({k: v.numpy().tolist() for k, v in outputs.items()})
-  except Exception as e:  # The test asserts which.
-    results.append({"error": type(e).__name__ + ": " + str(e)})
-venv = sys.prefix + os.sep  # The venv may lie in the repository (.venv).
-from_repo = [m for m, module in sys.modules.items()
-             if (getattr(module, "__file__", None) or "").startswith(repo + os.sep)
-             and not module.__file__.startswith(venv)]
-print(json.dumps({"from_repo": from_repo, "results": results,
-                  "tensorflow_text": "tensorflow_text" in sys.modules}, default=bytes.decode))
-"""
-
-
-def _serve_elsewhere(tmp_path, calls, tensorflow_text):
-  """Runs _CLIENT on `calls` ([{export_dir, signature, request}]); its output."""
-  blocked = sorted({name[:-3] if name.endswith(".py") else name
-                    for name in os.listdir(REPO)
-                    if name.endswith(".py") or os.path.exists(
-                        os.path.join(REPO, name, "__init__.py"))})
-  assert {"modeling", "tokenization", "adapter_bert"} <= set(blocked)
-  script = tmp_path / "client.py"
-  script.write_text(_CLIENT)
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-  config = dict(blocked=blocked, repo=REPO, calls=calls, tensorflow_text=tensorflow_text)
-  result = subprocess.run([sys.executable, str(script)], input=json.dumps(config),
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
-  assert result.returncode == 0, result.stderr[-3000:]
-  got = json.loads(result.stdout.strip().splitlines()[-1])
-  assert got["from_repo"] == [] and got["tensorflow_text"] == tensorflow_text
-  return got["results"]
-
-
-def test_loads_without_this_repository(exported, served, tmp_path):
-  request = {"text_a": ["The storm knocked out power .", "a clever script", "A bird sits."],
-             "text_b": ["Power was lost .", "", "A bird is perched."],
-             "task": ["mrpc", "sst2", "stsb"]}
-  call = dict(export_dir=exported[0], signature="serving_default", request=request)
-  # Also in a TF1 session, as TensorFlow Serving runs it (with tensorflow-text's ops).
-  results = _serve_elsewhere(tmp_path, [call, dict(call, session=True)], tensorflow_text=True)
-  want = _call(served, request["text_a"], request["text_b"], request["task"])
-  for got in results:
-    assert "error" not in got, got
-    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
-    np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
-    assert got["predicted_label"] == [s.decode() for s in want["predicted_label"]]
-
-
 @pytest.fixture(scope="module")
 def exported_ids(bank, tmp_path_factory):
   """The same bank exported with --token_ids_only, through the command's main."""
@@ -243,60 +148,93 @@ def exported_ids(bank, tmp_path_factory):
   return export_dir
 
 
-_TEXT_OPS = ("NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets")
+# The requests the serving process answers: raw text for the text export, and ids
+# (token_ids_request) for the token-ids export.
+_TEXT_REQUEST = {"text_a": ["The storm knocked out power .", "a clever script", "A bird sits."],
+                 "text_b": ["Power was lost .", "", "A bird is perched."],
+                 "task": ["mrpc", "sst2", "stsb"]}
+# saved_model_cli run's request of token_ids.
+_CLI_IDS = [[101, 7, 8, 102, 0], [101, 9, 102, 10, 102]]
+_CLI_EXPRS = (f"input_ids={_CLI_IDS};input_mask=[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]];"
+              f"segment_ids=[[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]];task=['sst2', 'mrpc']")
 
 
-def _saved_model_cli(tmp_path, *commands):
-  """TensorFlow's own tool, run as a user would: from elsewhere, without this repository.
-
-  Each command (a list of arguments) in its own process, all at once (each
-  spends most of its time importing TensorFlow); their CompletedProcess, in order.
-  """
-  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-  started = []
-  for i, args in enumerate(commands):
-    # Output to files: a pipe left unread while another process is waited for could fill.
-    out, err = open(tmp_path / f"cli{i}.stdout", "w+"), open(tmp_path / f"cli{i}.stderr", "w+")
-    started.append((subprocess.Popen([cli, *args], stdout=out, stderr=err, text=True,
-                                     cwd=tmp_path, env=env), out, err))
-  results = []
-  for proc, out, err in started:
-    try:
-      proc.wait(timeout=180)
-    finally:
-      if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    with out, err:
-      out.seek(0)
-      err.seek(0)
-      results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out.read(),
-                                                 err.read()))
-  return results
-
-
-def test_token_ids_only_export_loads_in_stock_tensorflow(exported, exported_ids, served,
-                                                         vocab_base, tmp_path):
+def _token_ids_request(served):
   packed = served.signatures["tokenize"](
       text_a=tf.constant(["the movie was good", "a bad film", "A bird sits."]),
       text_b=tf.constant(["", "a man", "A bird is perched."]),
       task=tf.constant(["sst2", "mrpc", "stsb"]))
   request = {k: packed[k].numpy().tolist() for k in ("input_ids", "input_mask", "segment_ids")}
   request["task"] = ["sst2", "mrpc", "stsb"]
+  return request
+
+
+@pytest.fixture(scope="module")
+def elsewhere(exported, exported_ids, served, tmp_path_factory):
+  """What a server and a user see of the two exports from elsewhere, without this
+  repository: one serving process (serving_elsewhere) runs, on stock TensorFlow,
+  the token-ids export's signatures (also in a TF1 session) and the text export's
+  token_ids, TensorFlow's saved_model_cli show and run (as TF Serving users
+  check an export, run as a user would: from another directory), then with
+  tensorflow-text's ops the text export (also in a TF1 session). Step name ->
+  its result; "outdir": where saved_model_cli run wrote."""
+  directory = tmp_path_factory.mktemp("elsewhere")
+  outdir = directory / "outputs"
+  request = _token_ids_request(served)
+  steps = {}
+  for name in ("serving_default", "token_ids"):
+    for session in (False, True):
+      steps[f"ids {name} {session}"] = dict(export_dir=exported_ids, signature=name,
+                                            request=request, session=session)
+  steps["text token_ids"] = dict(export_dir=exported[0], signature="token_ids", request=request)
+  for name, args in (
+      ("show text", ["show", "--all", "--dir", exported[0]]),
+      ("show ids", ["show", "--all", "--dir", exported_ids]),
+      ("run ids", ["run", "--dir", exported_ids, "--tag_set", "serve", "--signature_def",
+                   "token_ids", "--input_exprs", _CLI_EXPRS, "--outdir", str(outdir)]),
+      ("run text", ["run", "--dir", exported[0], "--tag_set", "serve", "--signature_def",
+                    "serving_default", "--input_exprs",
+                    "text_a=['a film'];text_b=[''];task=['sst2']"])):
+    steps[name] = {"saved_model_cli": args}
+  steps["import"] = {"import": "tensorflow_text"}
+  call = dict(export_dir=exported[0], signature="serving_default", request=_TEXT_REQUEST)
+  steps["text"], steps["text session"] = call, dict(call, session=True)
+  results = serving_elsewhere.run(directory, list(steps.values()))
+  return dict(zip(steps, results), request=request, outdir=outdir)
+
+
+def test_loads_without_this_repository(elsewhere, served):
+  """The text export, through tf.saved_model.load and in a TF1 session, as
+  TensorFlow Serving runs it (with tensorflow-text's ops)."""
+  request = _TEXT_REQUEST
+  want = _call(served, request["text_a"], request["text_b"], request["task"])
+  for got in (dict(elsewhere["text"]), dict(elsewhere["text session"])):
+    assert "error" not in got, got
+    assert got.pop("tensorflow_text") is True
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
+    np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
+    assert got["predicted_label"] == [s.decode() for s in want["predicted_label"]]
+
+
+_TEXT_OPS = ("NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets")
+
+
+def test_token_ids_only_export_loads_in_stock_tensorflow(exported_ids, served, vocab_base,
+                                                         elsewhere):
+  request = elsewhere["request"]
   want = served.signatures["token_ids"](**{k: tf.constant(v) for k, v in request.items()})
-  calls = [dict(export_dir=exported_ids, signature=name, request=request, session=session)
-           for name in ("serving_default", "token_ids") for session in (False, True)]
-  calls.append(dict(export_dir=exported[0], signature="token_ids", request=request))
-  *by_ids, text_export = _serve_elsewhere(tmp_path, calls, tensorflow_text=False)
+  by_ids = [dict(elsewhere[f"ids {name} {session}"]) for name in ("serving_default", "token_ids")
+            for session in (False, True)]
+  text_export = elsewhere["text token_ids"]
   for got in by_ids:
+    assert got.pop("tensorflow_text") is False
     assert set(got) == set(want), got
     for key in ("probabilities", "logits", "score"):
       np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-6)
     assert got["predicted_label"] == [s.decode() for s in want["predicted_label"].numpy()]
     assert got["task_index"] == [1, 0, 2]
   # Without this option even token_ids cannot load there: the test would see the difference.
+  assert text_export["tensorflow_text"] is False
   assert "Op type not registered 'NormalizeUTF8'" in text_export["error"]
 
   # The vocabulary, line i the token of id i, for client tokenizers.
@@ -309,23 +247,13 @@ def test_token_ids_only_export_loads_in_stock_tensorflow(exported, exported_ids,
   assert not os.path.exists(os.path.join(exported_ids, "assets", "vocab.txt"))
 
 
-def test_saved_model_cli_show_and_run(exported, exported_ids, served, tmp_path):
+def test_saved_model_cli_show_and_run(served, elsewhere):
   """TensorFlow's saved_model_cli, as TF Serving users check an export."""
-  ids = [[101, 7, 8, 102, 0], [101, 9, 102, 10, 102]]
-  exprs = (f"input_ids={ids};input_mask=[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]];"
-           f"segment_ids=[[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]];task=['sst2', 'mrpc']")
-  outdir = tmp_path / "outputs"
-  show_text, show_ids, run_ids, run_text = _saved_model_cli(
-      tmp_path, ["show", "--all", "--dir", exported[0]],
-      ["show", "--all", "--dir", exported_ids],
-      ["run", "--dir", exported_ids, "--tag_set", "serve", "--signature_def", "token_ids",
-       "--input_exprs", exprs, "--outdir", str(outdir)],
-      ["run", "--dir", exported[0], "--tag_set", "serve", "--signature_def",
-       "serving_default", "--input_exprs", "text_a=['a film'];text_b=[''];task=['sst2']"])
   shown = {}
-  for kind, result in (("text", show_text), ("ids", show_ids)):
-    assert result.returncode == 0, result.stderr[-3000:]
-    shown[kind] = result.stdout
+  for kind in ("text", "ids"):
+    result = elsewhere[f"show {kind}"]
+    assert result["returncode"] == 0, result["stderr"][-3000:]
+    shown[kind] = result["stdout"]
   ops = {kind: set(re.search(r"contains the following ops: \{(.*)\}", out).group(1)
                    .replace("'", "").split(", ")) for kind, out in shown.items()}
   assert set(_TEXT_OPS) <= ops["text"] and not set(_TEXT_OPS) & ops["ids"]
@@ -336,15 +264,17 @@ def test_saved_model_cli_show_and_run(exported, exported_ids, served, tmp_path):
     assert "inputs['input_ids'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1, -1)" \
         in block and "outputs['probabilities']" in block
 
-  assert run_ids.returncode == 0, run_ids.stderr[-3000:]
+  run_ids, run_text = elsewhere["run ids"], elsewhere["run text"]
+  assert run_ids["returncode"] == 0, run_ids["stderr"][-3000:]
   want = served.signatures["token_ids"](
-      input_ids=tf.constant(ids), input_mask=tf.constant([[1, 1, 1, 1, 0], [1] * 5]),
+      input_ids=tf.constant(_CLI_IDS), input_mask=tf.constant([[1, 1, 1, 1, 0], [1] * 5]),
       segment_ids=tf.constant([[0] * 5, [0, 0, 0, 1, 1]]), task=tf.constant(["sst2", "mrpc"]))
   for key in ("probabilities", "logits"):
-    np.testing.assert_allclose(np.load(outdir / f"{key}.npy"), want[key].numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.load(elsewhere["outdir"] / f"{key}.npy"), want[key].numpy(),
+                               atol=1e-6)
   # The raw-text export needs tensorflow-text's ops in the process (README: Serving).
-  assert run_text.returncode != 0
-  assert "Op type not registered 'NormalizeUTF8'" in run_text.stderr
+  assert run_text["returncode"] != 0
+  assert "Op type not registered 'NormalizeUTF8'" in run_text["stderr"]
 
 
 def test_load_benchmark_checks_every_response(exported):
@@ -358,17 +288,21 @@ def test_load_benchmark_checks_every_response(exported):
   rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
   pool = {"text_a": [r[0] for r in rows], "text_b": [r[1] for r in rows],
           "task": [r[2] for r in rows]}
-  kwargs = dict(batch_sizes=[1, 4], duration_s=0.6, warmup_s=0.2, clients=3)
+  kwargs = dict(duration_s=0.6, warmup_s=0.2, clients=3)
   # The two serving processes at once: most of each is a fixed duration of load.
+  # The corrupted one at the larger batch size alone: there every row of a
+  # request must count as wrong.
   with concurrent.futures.ThreadPoolExecutor(1) as thread:
-    running = thread.submit(serving_load.serve_under_load, exported[0], pool, **kwargs)
+    running = thread.submit(serving_load.serve_under_load, exported[0], pool,
+                            batch_sizes=[1, 4], **kwargs)
     corrupted = serving_load.serve_under_load(exported[0], pool, corrupt=range(len(rows)),
-                                              **kwargs)
+                                              batch_sizes=[4], **kwargs)
     results = running.result()
   assert results["repository_modules_loaded"] == [] and results["examples"] == len(rows)
   for r in results["results"]:
     assert r["requests"] > 3 and r["wrong_responses"] == r["failed_responses"] == 0, r
   assert "wrong" in serving_load.report(results)
+  assert [r["batch_size"] for r in corrupted["results"]] == [4]
   for r in corrupted["results"]:
     assert r["requests"] > 3 and r["wrong_responses"] == r["requests"], r
     assert r["wrong_rows"] == r["requests"] * r["batch_size"]

@@ -4,7 +4,8 @@ Their inputs and outputs (serving_default and tokenize on raw text, token_ids on
 caller's ids; assets.extra/tasks.json describing the tasks), the one assertion
 naming the inputs to fix for a request the model cannot answer, and what an empty
 batch, generated hostile bytes and text longer than every task give. The export is
-serving_bank's (the bank of test_serving.py: vocab_base, runs, bank, exported, served).
+serving_bank's (the bank of test_serving.py: vocab_base, runs, bank, exported, served),
+built once per test session for both files.
 """
 
 import json
