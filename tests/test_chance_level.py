@@ -56,30 +56,42 @@ def test_no_warning_while_learning_or_during_warm_up():
   assert not _warnings([[0.69] * 4 + [1.5] * 20], _settings())
 
 
-def test_a_run_that_cannot_move_from_chance_is_warned_and_a_regression_is_not(base, tmp_path):
+@pytest.fixture(scope="module")
+def stsb_adamw_run(base, tmp_path_factory):
+  """STS-B (a regression) trained 20 steps at a learning rate of 1e-9 with
+  --optimizer=adamw: its output_dir, log lines and the optimizers
+  loop.create_optimizer made. One run for two tests: a regression has no chance
+  level whatever the optimizer, and the flag reaches the optimizer whatever the task."""
+  out = tmp_path_factory.mktemp("stsb") / "out"
+  made = []
+  create = loop.create_optimizer
+  with pytest.MonkeyPatch.context() as monkeypatch:
+    monkeypatch.setattr(loop, "create_optimizer",
+                        lambda *a, **k: made.append(create(*a, **k)) or made[-1])
+    logs = run_main(**classifier_flags(base, task_name="STS-B",
+                                       data_dir=os.path.join(GLUE, "STS-B"), output_dir=str(out),
+                                       do_train=True, num_train_epochs=10, learning_rate=1e-9,
+                                       optimizer="adamw"))
+  return out, logs, made
+
+
+def test_a_run_that_cannot_move_from_chance_is_warned_and_a_regression_is_not(base, tmp_path,
+                                                                            stsb_adamw_run):
   """The tiny BERT whose learning rate cannot move it from its random head (1e-9):
-  its loss stays at ln 2 on MRPC, and the log says so once; STS-B (a regression)
-  has no chance level."""
+  its loss stays at ln 2 on MRPC, and the log says so once; STS-B (a regression,
+  stsb_adamw_run) has no chance level."""
   logs = run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
                                      output_dir=str(tmp_path / "mrpc"), do_train=True,
                                      num_train_epochs=10, learning_rate=1e-9))
   lines = [l for l in logs if "chance level" in l]
   assert len(lines) == 1 and "against ln(labels) = 0.6931" in lines[0], lines
-  logs = run_main(**classifier_flags(base, task_name="STS-B", data_dir=os.path.join(GLUE, "STS-B"),
-                                     output_dir=str(tmp_path / "stsb"), do_train=True,
-                                     num_train_epochs=10, learning_rate=1e-9))
+  _, logs, _ = stsb_adamw_run
   assert not [l for l in logs if "chance level" in l]
 
 
-def test_the_optimizer_flag_reaches_the_optimizer_and_run_config(base, tmp_path, monkeypatch):
-  made = []
-  create = loop.create_optimizer
-  monkeypatch.setattr(loop, "create_optimizer",
-                      lambda *a, **k: made.append(create(*a, **k)) or made[-1])
-  run_main(**classifier_flags(base, task_name="MRPC", data_dir=os.path.join(GLUE, "MRPC"),
-                              output_dir=str(tmp_path / "out"), do_train=True, num_train_epochs=1,
-                              optimizer="adamw"))
+def test_the_optimizer_flag_reaches_the_optimizer_and_run_config(stsb_adamw_run):
+  out, _, made = stsb_adamw_run
   assert made and made[-1].bias_correction
-  with open(tmp_path / "out" / "run_config.json", encoding="utf-8") as f:
+  with open(out / "run_config.json", encoding="utf-8") as f:
     config = json.load(f)
   assert config["optimizer"] == "adamw"

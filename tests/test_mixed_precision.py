@@ -125,20 +125,30 @@ def _train(model, output_dir, steps=16):
   return loop.train(distribution.create_strategy(), model, loss, _dataset(), settings)
 
 
-def test_float16_training_scales_the_loss_and_matches_float32(reference, tmp_path):
+@pytest.fixture(scope="module")
+def trained(reference, tmp_path_factory):
+  """The reference trained 16 steps in each precision (_train): per precision its
+  final loss and step, its checkpoint's variables, held-out accuracy, the trained
+  layer-0 attention adapter's weights1, the model and its output_dir."""
   keras.utils.set_random_seed(5)
   features, labels = _examples(2, 128)  # Held out.
   runs = {}
   for mixed_precision in ("none", "float16", "bfloat16"):
     model = _model(mixed_precision, reference)
-    out = str(tmp_path / mixed_precision)
+    out = str(tmp_path_factory.mktemp("trained") / mixed_precision)
     result = _train(model, out)
     ckpt = run_checkpoints.latest(out)
     runs[mixed_precision] = dict(
         loss=result["loss"], step=result["global_step"],
         variables=dict(tf.train.list_variables(ckpt)),
         accuracy=float(np.mean(np.argmax(model(features).numpy(), -1) == labels)),
-        trained=model.get_layer("bert").get_layer("layer_0").attention_adapters.weights1.numpy())
+        trained=model.get_layer("bert").get_layer("layer_0").attention_adapters.weights1.numpy(),
+        model=model, output_dir=out)
+  return runs
+
+
+def test_float16_training_scales_the_loss_and_matches_float32(reference, trained):
+  runs = trained
   f32 = runs["none"]
   assert f32["step"] == 16
   assert f32["loss"] < 0.5  # Learning: chance is ln 2 = 0.69.
@@ -158,10 +168,9 @@ def test_float16_training_scales_the_loss_and_matches_float32(reference, tmp_pat
     assert moved > 1e-3
 
 
-def test_float16_checkpoint_evaluates_in_float32(reference, tmp_path):
-  model = _model("float16", reference)
-  out = str(tmp_path / "f16")
-  _train(model, out, steps=8)
+def test_float16_checkpoint_evaluates_in_float32(trained):
+  """The float16 run of `trained`: its checkpoint restored into a float32 model."""
+  model, out = trained["float16"]["model"], trained["float16"]["output_dir"]
   restored = _model("none")
   run_checkpoints.restore(restored, out)
   inputs = _inputs(2)

@@ -181,8 +181,10 @@ def test_sampled_batches_have_the_expected_proportions():
   np.testing.assert_allclose(p, np.sqrt(sizes) / np.sqrt(sizes).sum())
   datasets = [tf.data.Dataset.from_tensors(tf.fill([4], t)).repeat() for t in range(3)]
   draws = 20000
-  tasks = np.array([int(b[0]) for b in sampling.sample_batches(datasets, p, seed=7)
-                    .take(draws).as_numpy_iterator()])
+  # Each batch's task (its first element), read 5,000 at a time.
+  tasks = np.concatenate(list(sampling.sample_batches(datasets, p, seed=7).take(draws)
+                              .map(lambda b: b[0]).batch(5000).as_numpy_iterator()))
+  assert tasks.shape == (draws,)
   frequencies = np.bincount(tasks, minlength=3) / draws
   # Within 4 binomial standard deviations.
   np.testing.assert_array_less(np.abs(frequencies - p), 4 * np.sqrt(p * (1 - p) / draws))

@@ -236,11 +236,12 @@ def _sst2(base, output_dir, **flags):
 
 def test_packed_evaluation_and_prediction_give_the_unpacked_results(no_dropout_base, tmp_path):
   out = str(tmp_path / "run")
-  _sst2(no_dropout_base, out, do_train=True, num_train_epochs=2)
   results = {}
-  for packed in (False, True):
+  # Unpacked: evaluated and predicted by the run that trained, on its last step's
+  # weights (those of the checkpoint the packed run restores).
+  for packed, flags in ((False, dict(do_train=True, num_train_epochs=2)), (True, {})):
     logs = _sst2(no_dropout_base, out, do_eval=True, do_predict=True, pack_sequences=packed,
-                 eval_batch_size=4, predict_batch_size=4)
+                 eval_batch_size=4, predict_batch_size=4, **flags)
     results[packed] = (read_eval_results(os.path.join(out, "eval_results.txt")),
                        read_test_results(os.path.join(out, "test_results.tsv")), logs)
   (want_eval, want_test, _), (got_eval, got_test, logs) = results[False], results[True]
@@ -256,10 +257,22 @@ def test_packed_evaluation_and_prediction_give_the_unpacked_results(no_dropout_b
   assert rows < examples
 
 
-def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, tmp_path):
-  out = str(tmp_path / "packed")
-  logs = _sst2(no_dropout_base, out, do_train=True, do_eval=True, pack_sequences=True,
-               num_train_epochs=3, train_batch_size=3)
+# The packed training run of two tests: SST-2, 3 epochs of batches of about 3
+# examples, a checkpoint every 2 steps.
+PACKED_TRAINING = dict(do_train=True, do_eval=True, pack_sequences=True,
+                       num_train_epochs=3, train_batch_size=3, save_checkpoints_steps=2)
+
+
+@pytest.fixture(scope="module")
+def packed_run(base, tmp_path_factory):
+  """run_classifier.py trained packed (PACKED_TRAINING), uninterrupted: its output_dir
+  and log lines."""
+  out = str(tmp_path_factory.mktemp("packed") / "whole")
+  return out, _sst2(base, out, **PACKED_TRAINING)
+
+
+def test_packed_training_counts_examples_per_batch_and_epochs(packed_run):
+  out, logs = packed_run
   stats = records.packing_stats(os.path.join(out, "train.tf_record"), 32)
   assert stats.num_examples == 8 and stats.num_rows < 8  # SST-2's 8 short sentences.
   rows = -(-3 * stats.num_rows // 8)  # Rows that hold 3 examples on average.
@@ -275,7 +288,9 @@ def test_packed_training_counts_examples_per_batch_and_epochs(no_dropout_base, t
   per_step = round(rows * 8 / stats.num_rows)
   assert per_step != 3
   # progress lines count the examples a step holds on average.
-  for line in [l for l in logs if "examples/sec = " in l]:
+  lines = [l for l in logs if "examples/sec = " in l]
+  assert lines
+  for line in lines:
     steps_per_sec, examples_per_sec = map(float, re.search(
         r"steps/sec = ([\d.]+), examples/sec = ([\d.]+)", line).groups())
     assert examples_per_sec == pytest.approx(steps_per_sec * per_step, rel=0.02), line
@@ -290,24 +305,22 @@ def test_packing_refuses_per_batch_padding_flags(base, tmp_path, flag, value):
     _sst2(base, str(tmp_path), do_train=True, pack_sequences=True, **{flag: value})
 
 
-def test_an_interrupted_packed_run_resumes_to_the_uninterrupted_results(base, tmp_path,
-                                                                        monkeypatch):
+def test_an_interrupted_packed_run_resumes_to_the_uninterrupted_results(base, packed_run,
+                                                                        tmp_path, monkeypatch):
   """The device lost after step 3 (interrupted_runs.losing_the_device_at, as in
   test_interruptions): the same command resumes from checkpoint 2, skips the
-  packed batches trained on and ends where an uninterrupted run does."""
+  packed batches trained on and ends where an uninterrupted run (packed_run) does."""
   from interrupted_runs import losing_the_device_at  # pylint: disable=import-outside-toplevel
   from adapter_bert.runtime import stop_signals  # pylint: disable=import-outside-toplevel
-  flags = dict(do_train=True, do_eval=True, pack_sequences=True,
-               num_train_epochs=6, train_batch_size=4, save_checkpoints_steps=2)
-  whole, out = str(tmp_path / "whole"), str(tmp_path / "interrupted")
-  _sst2(base, whole, **flags)
+  whole, _ = packed_run
+  out = str(tmp_path / "interrupted")
   steps = json.loads(open(os.path.join(whole, "run_config.json")).read())["num_train_steps"]
   assert steps >= 6
   monkeypatch.setattr(loop, "make_train_loop", losing_the_device_at(3))
   with pytest.raises(stop_signals.Stopped):
-    _sst2(base, out, **flags)
+    _sst2(base, out, **PACKED_TRAINING)
   monkeypatch.undo()
-  logs = _sst2(base, out, **flags)
+  logs = _sst2(base, out, **PACKED_TRAINING)
   assert "Skipping the 2 batches trained on before step 2" in logs
   assert read_eval_results(os.path.join(out, "eval_results.txt")) == read_eval_results(
       os.path.join(whole, "eval_results.txt"))

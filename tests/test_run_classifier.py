@@ -184,13 +184,23 @@ def test_adapter_weights_restore_on_base(base, mrpc_run, tmp_path):
   assert not os.path.exists(tmp_path / "other_out")
 
 
-def test_eval_only_from_this_projects_checkpoint(base, mrpc_run, tmp_path):
+@pytest.fixture(scope="module")
+def run_checkpoint_evaluated(base, mrpc_run, tmp_path_factory):
+  """mrpc_run's last checkpoint evaluated and predicted as --init_checkpoint in a new
+  output_dir: its output_dir and log lines (read by two tests)."""
+  out, _ = mrpc_run
+  fresh = str(tmp_path_factory.mktemp("run_checkpoint") / "eval_only")
+  logs = run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
+                                     output_dir=fresh, do_predict=True, do_eval=True,
+                                     init_checkpoint=os.path.join(out, "model.ckpt-4")))
+  return fresh, logs
+
+
+def test_eval_only_from_this_projects_checkpoint(base, mrpc_run, run_checkpoint_evaluated,
+                                                 tmp_path):
   """A checkpoint trained elsewhere (e.g. on a Colab TPU) evaluated as --init_checkpoint."""
   out, _ = mrpc_run
-  fresh = str(tmp_path / "eval_only")
-  run_main(**classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"),
-                              output_dir=fresh, do_predict=True, do_eval=True,
-                              init_checkpoint=os.path.join(out, "model.ckpt-4")))
+  fresh, _ = run_checkpoint_evaluated
   np.testing.assert_allclose(read_test_results(os.path.join(fresh, "test_results.tsv")),
                              read_test_results(os.path.join(out, "test_results.tsv")), atol=1e-6)
   assert _checkpoint_evaluated(fresh) == os.path.join(out, "model.ckpt-4")
@@ -217,7 +227,9 @@ def test_eval_only_with_no_weights_is_refused_in_one_line(base, tmp_path, action
   assert not out.exists()
 
 
-def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run, tmp_path):
+def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run,
+                                                                run_checkpoint_evaluated,
+                                                                tmp_path):
   """Only --init_checkpoint of an encoder: one warning that the head is untrained;
   a run's checkpoint (head included) or its output_dir gives no such warning."""
   mrpc = dict(task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), do_eval=True)
@@ -226,11 +238,12 @@ def test_eval_only_on_a_base_without_head_warns_of_chance_level(base, mrpc_run, 
   assert len(untrained) == 1 and "chance-level" in untrained[0], logs[-10:]
   assert _checkpoint_evaluated(str(tmp_path / "base_only")) == base["init_checkpoint"]
   out, _ = mrpc_run
-  for flags in (dict(output_dir=str(tmp_path / "run_ckpt"),
-                     init_checkpoint=os.path.join(out, "model.ckpt-4")),
-                dict(output_dir=shutil.copytree(out, str(tmp_path / "run_dir")))):
-    logs = run_main(**classifier_flags(base, **dict(mrpc, **flags)))
-    assert not [m for m in logs if "untrained" in m], flags
+  # The run's checkpoint as --init_checkpoint: the run of run_checkpoint_evaluated.
+  _, logs = run_checkpoint_evaluated
+  assert not [m for m in logs if "untrained" in m]
+  logs = run_main(**classifier_flags(
+      base, output_dir=shutil.copytree(out, str(tmp_path / "run_dir")), **mrpc))
+  assert not [m for m in logs if "untrained" in m]
 
 
 def test_tpu_path_pads_eval_and_predict(base, mrpc_run, tmp_path, monkeypatch):
@@ -466,8 +479,8 @@ def test_output_dir_of_another_model_is_refused(base, mrpc_run):
 def test_killed_training_resumes_to_the_last_step(base, tmp_path):
   out = str(tmp_path / "out")
   f = classifier_flags(base, task_name="mrpc", data_dir=os.path.join(GLUE, "MRPC"), output_dir=out,
-                       do_train=True, max_seq_length=16, num_train_epochs=150,  # 300 steps
-                       save_checkpoints_steps=100, iterations_per_loop=10)
+                       do_train=True, max_seq_length=16, num_train_epochs=75,  # 150 steps
+                       save_checkpoints_steps=50, iterations_per_loop=10)
   argv = [f"--{k}" if v is True else f"--{k}={v}" for k, v in f.items()]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.Popen([sys.executable, os.path.join(REPO, "run_classifier.py")] + argv,
@@ -484,13 +497,13 @@ def test_killed_training_resumes_to_the_last_step(base, tmp_path):
     _, stderr = proc.communicate(timeout=60)
   assert proc.returncode == -signal.SIGKILL, stderr.decode()[-3000:]
   saved = _saved_steps(out)
-  assert saved and saved[-1] < 300, saved
+  assert saved and saved[-1] < 150, saved
 
   logs = run_main(**f)  # The same command again.
-  assert f"***** Running training from step {saved[-1]} to 300 *****" in logs
+  assert f"***** Running training from step {saved[-1]} to 150 *****" in logs
   final = _saved_steps(out)
   # 3 checkpoints in all (fewer than the 5 kept): none saved before the kill is lost.
-  assert final == [100, 200, 300]
+  assert final == [50, 100, 150]
   assert set(saved) <= set(final)
   assert _checkpoint_steps(out) == final  # Files and state agree.
 
@@ -534,13 +547,14 @@ def test_bert_hub_module_handle(base, tmp_path, monkeypatch):
   monkeypatch.setattr(tensorflow_hub, "resolve", {url: saved}.__getitem__)
   # Config inferred from the weights, vocab from the SavedModel's assets.
   run_main(bert_hub_module_handle=url, output_dir=str(tmp_path / "hub"), **common)
-  # Reference: the same encoder converted to a Google checkpoint first.
+  # Reference: the same encoder converted to a Google checkpoint first (its
+  # predictions, which are compared: no evaluation needed).
   google = str(tmp_path / "google")
   convert_checkpoint.tf2_bert_encoder_to_google(google, saved_model_dir=saved)
   run_main(bert_config_file=os.path.join(google, "bert_config.json"),
            vocab_file=os.path.join(google, "vocab.txt"),
            init_checkpoint=os.path.join(google, "bert_model.ckpt"),
-           output_dir=str(tmp_path / "ckpt"), **common)
+           output_dir=str(tmp_path / "ckpt"), **dict(common, do_eval=None))
   np.testing.assert_allclose(read_test_results(str(tmp_path / "hub" / "test_results.tsv")),
                              read_test_results(str(tmp_path / "ckpt" / "test_results.tsv")),
                              atol=1e-6)
