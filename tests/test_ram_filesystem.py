@@ -96,7 +96,10 @@ def _tiny_wordnet_task(name, train_rows=24, dev_rows=12):
 
 @pytest.fixture(scope="module", autouse=True)
 def ram_inputs(base):
-  """The tiny base, the GLUE / SQuAD samples and WordNet subsets, copied to ram://."""
+  """The tiny base, the GLUE / SQuAD samples and WordNet subsets, copied to ram://;
+  after the module, no file of the repository's virtualenvs is new or changed (each
+  test checks the rest of the repository: the virtualenvs are most of its files)."""
+  start = time.time() - 1
   _copy_dir(base["dir"], BASE)
   _copy_dir(os.path.join(REPO, "data", "glue", "MRPC"), f"{DATA}/MRPC")
   _copy_dir(os.path.join(REPO, "data", "tsv_example"), f"{DATA}/tsv_example")
@@ -109,12 +112,18 @@ def ram_inputs(base):
     tf.io.gfile.rmtree(ROOT)
   except tf.errors.OpError:  # ram:// lists names that only share a prefix, then misses them.
     pass
+  assert _repo_files_changed_since(start, virtualenvs=True) == [], "written into a virtualenv"
 
 
-def _repo_files_changed_since(start):
+def _repo_files_changed_since(start, virtualenvs=False):
+  """The repository's files new or changed since `start`: outside its virtualenvs
+  (.venv*), or with `virtualenvs` in them alone."""
   changed = []
   for directory, dirs, names in os.walk(REPO):
-    dirs[:] = [d for d in dirs if d not in (".git", "__pycache__", ".pytest_cache")]
+    dirs[:] = [d for d in dirs if d not in (".git", "__pycache__", ".pytest_cache") and (
+        virtualenvs or not d.startswith(".venv"))]
+    if virtualenvs and not any(p.startswith(".venv") for p in directory.split(os.sep)):
+      names = []  # Above the virtualenvs: the tests' own checks.
     for name in names:
       path = os.path.join(directory, name)
       try:
@@ -128,7 +137,8 @@ def _repo_files_changed_since(start):
 @contextlib.contextmanager
 def nothing_written_locally(tmp_path, monkeypatch):
   """Runs the body with cwd and TMPDIR empty directories; fails if either holds a file
-  afterwards or a file of the repository is new or changed."""
+  afterwards or a file of the repository is new or changed (its virtualenvs: once
+  for the module, ram_inputs)."""
   cwd, temp = tmp_path / "cwd", tmp_path / "tmp"
   cwd.mkdir()
   temp.mkdir()

@@ -24,7 +24,10 @@ speed, the connection) is listed in docs/tpu.md, "What is shown without a TPU".
 """
 
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -234,6 +237,11 @@ def _shapes(structure):
   return [t.shape for t in tf.nest.flatten(structure)]
 
 
+# The HLO of each (step, input signature) checked already: one step fed batches of
+# the same shapes (an eval and a predict split) is one program, compiled once.
+_COMPILED = {}
+
+
 def assert_compiles_for_tpu(step, features, labels):
   """The step compiles into one XLA program on these static shapes (module docstring)."""
   for shape in _shapes((features, labels)):
@@ -241,6 +249,12 @@ def assert_compiles_for_tpu(step, features, labels):
   # int32, not int64, as the original cast every feature for TPUs.
   for t in tf.nest.flatten((features, labels)):
     assert t.dtype in (tf.int32, tf.float32), t.dtype
+  key = (step, str(tf.nest.map_structure(tf.TensorSpec.from_tensor, (features, labels))))
+  return _COMPILED.get(key) or _COMPILED.setdefault(key, _compile(step, features, labels))
+
+
+def _compile(step, features, labels):
+  """The checks of assert_compiles_for_tpu on the traced step and its HLO; the HLO."""
   concrete = step.get_concrete_function(features, labels)
   graph_def = concrete.graph.as_graph_def()
   host = sorted({n.op for n in _graph_nodes(graph_def) if n.op in HOST_OPS})
@@ -463,19 +477,11 @@ def test_the_predict_loop_runs_the_model_outside_any_conditional():
 REPLICAS = 4
 
 
-def replica_task_ids(vocab_file, output_dir, num_steps=12):
-  """Multi-task training batches as each of REPLICAS logical CPUs reads them.
-
-  Run in a fresh interpreter (logical devices exist only if set before
-  TensorFlow starts): multitask.train_dataset's stream under --use_tpu,
-  through loop.training_iterator under MirroredStrategy, which splits each
-  global batch between the replicas as TPUStrategy does. Returns, per step,
-  each replica's task ids and input_ids shape.
-  """
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(
-      cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS)
-  strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
+def replica_task_ids(strategy, vocab_file, output_dir, num_steps=12):
+  """Multi-task training batches as each replica of `strategy` (MirroredStrategy,
+  which splits each global batch between the replicas as TPUStrategy does) reads
+  multitask.train_dataset's stream under --use_tpu through loop.training_iterator.
+  Returns, per step, each replica's task ids and input_ids shape."""
   assert strategy.num_replicas_in_sync == REPLICAS
   tasks, examples = multitask_tasks_and_examples()
   options = startup.RunOptions(output_dir=output_dir, max_seq_length=MAX_SEQ_LENGTH,
@@ -497,41 +503,10 @@ def replica_task_ids(vocab_file, output_dir, num_steps=12):
   return steps
 
 
-def test_every_replica_gets_the_same_single_task_each_step(base, tmp_path):
-  import json  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
-  done = subprocess.run([sys.executable, os.path.abspath(__file__), base["vocab_file"],
-                         str(tmp_path)], env=env, capture_output=True, text=True,
-                        timeout=300, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  from_start, resumed = json.loads(done.stdout.strip().splitlines()[-1])
-  tasks_seen = set()
-  for step in from_start:
-    assert len(step) == REPLICAS
-    ids = [i for replica, _ in step for i in replica]
-    # 2 examples a replica, all of one task: the same task on every replica.
-    assert [len(replica) for replica, _ in step] == [2] * REPLICAS
-    assert len(set(ids)) == 1, step
-    # The same (static) shape on every replica.
-    assert len({tuple(shape) for _, shape in step}) == 1, step
-    tasks_seen.add(ids[0])
-  assert tasks_seen == {0, 1}  # Both tasks are drawn (else the test shows nothing).
-  # A resumed run reads the rest of the same stream.
-  assert resumed == from_start[len(from_start) - len(resumed):]
-
-
-def replica_dropout():
-  """The tiny classifier's forward pass with dropout, XLA-compiled in each replica of
-  a two-replica MirroredStrategy (fresh interpreter, as replica_task_ids): the
-  replica-id branch of layers/ops._replica_seed is compiled, as a TPU core's step
-  compiles it. Returns each replica's HLO size and logits."""
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(
-      cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-  strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+def replica_dropout(strategy):
+  """The tiny classifier's forward pass with dropout, XLA-compiled in each replica of a
+  two-replica `strategy`: the replica-id branch of layers/ops._replica_seed is compiled, as
+  a TPU core's step compiles it. Each replica's logits and share of a packed batch's loss."""
   with strategy.scope():
     model = _design_model("houlsby")
   rng = np.random.default_rng(0)
@@ -560,22 +535,60 @@ def replica_dropout():
           "shares": [float(t) for t in strategy.experimental_local_results(shares)]}
 
 
-def test_replicas_compile_their_dropout_and_draw_distinct_masks():
+def replica_runs(vocab_file, output_dir):
+  """Both runs in one fresh interpreter (logical devices exist only if set before
+  TensorFlow starts): REPLICAS logical CPUs for replica_task_ids, two for replica_dropout."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS)
+  return {"task_ids": replica_task_ids(tf.distribute.MirroredStrategy(
+              [f"/cpu:{i}" for i in range(REPLICAS)]), vocab_file, output_dir),
+          "dropout": replica_dropout(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))}
+
+
+@pytest.fixture(scope="module")
+def replicas(base, tmp_path_factory):
+  """replica_runs' results, from a fresh interpreter that imports TensorFlow as the
+  commands do. Its CPU backend's LLVM optimizations are off: they only make the host's
+  machine code faster, and cost most of each replica's compile; XLA still compiles
+  the whole step (a TPU compiles the same HLO with its own backend)."""
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2", XLA_FLAGS=" ".join(
+      [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip(),
+             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+  code = ("from adapter_bert.cli import launch; launch.import_frameworks(); import json, sys, "
+          "test_tpu_compile; print(json.dumps(test_tpu_compile.replica_runs(*sys.argv[1:])))")
+  done = subprocess.run([sys.executable, "-c", code, base["vocab_file"],
+                         str(tmp_path_factory.mktemp("replicas"))], env=env,
+                        capture_output=True, text=True, timeout=300, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_replica_gets_the_same_single_task_each_step(replicas):
+  from_start, resumed = replicas["task_ids"]
+  tasks_seen = set()
+  for step in from_start:
+    assert len(step) == REPLICAS
+    ids = [i for replica, _ in step for i in replica]
+    # 2 examples a replica, all of one task: the same task on every replica.
+    assert [len(replica) for replica, _ in step] == [2] * REPLICAS
+    assert len(set(ids)) == 1, step
+    # The same (static) shape on every replica.
+    assert len({tuple(shape) for _, shape in step}) == 1, step
+    tasks_seen.add(ids[0])
+  assert tasks_seen == {0, 1}  # Both tasks are drawn (else the test shows nothing).
+  # A resumed run reads the rest of the same stream.
+  assert resumed == from_start[len(from_start) - len(resumed):]
+
+
+def test_replicas_compile_their_dropout_and_draw_distinct_masks(replicas):
   """Under two replicas each replica's dropout folds its replica id into the seed
   (layers/ops._replica_seed), compiled by XLA as a TPU compiles it; the same
   inputs then give each replica other logits. (The packed step's cross-replica
   mean cannot be compiled this way: MirroredStrategy's all-reduce inside a
   compiled replica function is a merge_call it does not support; it runs under
   MirroredStrategy in tests/test_distribution.py.)"""
-  import json  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
-  done = subprocess.run([sys.executable, os.path.abspath(__file__), "--replica_dropout"],
-                        env=env, capture_output=True, text=True, timeout=300, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  result = json.loads(done.stdout.strip().splitlines()[-1])
+  result = replicas["dropout"]
   first, second = (np.array(x) for x in result["logits"])
   assert first.shape == second.shape == (BATCH, 2)
   assert np.all(np.isfinite(first)) and not np.allclose(first, second)
@@ -583,11 +596,3 @@ def test_replicas_compile_their_dropout_and_draw_distinct_masks():
   # and 4 / 3, which add up to the one-device mean over the 3 examples.
   assert result["shares"] == pytest.approx([1.0, 4.0 / 3.0])
 
-
-if __name__ == "__main__":
-  import json  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  if sys.argv[1:] == ["--replica_dropout"]:
-    print(json.dumps(replica_dropout()))
-  else:
-    print(json.dumps(replica_task_ids(*sys.argv[1:])))
