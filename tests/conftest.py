@@ -91,3 +91,13 @@ def command(tmp_path_factory):
               seed=1, do_train=True, do_eval=True, do_predict=True,
               num_train_epochs=NUM_STEPS // 2, save_checkpoints_steps=SAVE_EVERY,
               iterations_per_loop=1)
+
+
+@pytest.fixture
+def zero_initializers(monkeypatch):
+  """Keras' truncated-normal initializer (every kernel of the BERT models) draws zeros:
+  for tests of BERT-base sized models that read only their variables' shapes, where
+  drawing 100M random weights would be most of the test's time."""
+  import keras  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__",
+                      lambda self, shape, dtype=None: keras.ops.zeros(shape, dtype or "float32"))

@@ -10,7 +10,6 @@ import logging as py_logging
 import os
 import shutil
 
-import keras
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -119,7 +118,7 @@ def test_predicting_takes_the_recorded_adapter_settings_and_refuses_others(base,
     assert not os.path.exists(tmp_path / flag)
 
 
-def test_accounting_is_the_parameter_arithmetic(bank, tmp_path, monkeypatch):
+def test_accounting_is_the_parameter_arithmetic(bank, tmp_path, zero_initializers):  # pylint: disable=unused-argument
   assert TINY_BASE == 19_978
   assert bank_listing.base_parameter_count(tiny_bert.TINY_CONFIG) == TINY_BASE
   shapes = tiny_bert.google_variable_shapes(tiny_bert.TINY_CONFIG)  # no adapters, no head
@@ -137,11 +136,8 @@ def test_accounting_is_the_parameter_arithmetic(bank, tmp_path, monkeypatch):
   files = file_trees.files_under(os.path.join(bank["dir"], "tasks"))
   assert acc.num_bytes == sum(len(b) for b in files.values())
 
-  # BERT-base shapes: two tasks of the README's MRPC model. The model add_task builds
-  # to check the file's shapes draws its weights as zeros (a truncated normal of 28M
-  # weights is most of the test's time; only their shapes are read).
-  monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__",
-                      lambda self, shape, dtype=None: keras.ops.zeros(shape, dtype or "float32"))
+  # BERT-base shapes: two tasks of the README's MRPC model (the model add_task builds
+  # to check the file's shapes draws zeros: zero_initializers).
   big = str(tmp_path / "big")
   adapter_bank.create_bank(big, adapter_bank.BankBase("f" * 64, BERT_BASE, None, None,
                                                       "vocab.txt", True))

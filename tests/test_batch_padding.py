@@ -236,10 +236,11 @@ def test_tpu_batches_have_static_shapes(task_records, batch_size):
 
 
 def _sst2_run(base, output_dir, **flags):
+  """SST-2 trained 2 epochs, evaluated and predicted; `flags` override (None: not given)."""
+  flags = {"do_train": True, "do_eval": True, "do_predict": True, "num_train_epochs": 2,
+           **flags}
   return run_main(**classifier_flags(base, task_name="SST-2", data_dir=os.path.join(GLUE, "SST-2"),
-                                     output_dir=output_dir, **dict(dict(
-                                         do_train=True, do_eval=True, do_predict=True,
-                                         num_train_epochs=2), **flags)))
+                                     output_dir=output_dir, **flags))
 
 
 def test_per_batch_padding_gives_the_results_of_padding_to_the_maximum(no_dropout_base,

@@ -158,12 +158,9 @@ def test_only_the_chosen_variables_change_in_training(tmp_path, mode):
   assert len(optimizer.variables) == 1 + 2 * len(model.trainable_variables)
 
 
-def test_parameter_counts_of_bert_base_with_mrpc_head(caplog, monkeypatch):
-  """The adapter-bert numbers for BERT-base, adapter size 64, two labels."""
-  # Its 110M weights drawn as zeros, not from a truncated normal (most of the
-  # test's time): what is counted and saved here are their shapes.
-  monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__",
-                      lambda self, shape, dtype=None: keras.ops.zeros(shape, dtype or "float32"))
+def test_parameter_counts_of_bert_base_with_mrpc_head(caplog, zero_initializers):  # pylint: disable=unused-argument
+  """The adapter-bert numbers for BERT-base, adapter size 64, two labels (what is
+  counted and saved are the weights' shapes: zero_initializers)."""
   base = dict(attention_probs_dropout_prob=0.1, hidden_act="gelu", hidden_dropout_prob=0.1,
               hidden_size=768, initializer_range=0.02, intermediate_size=3072,
               max_position_embeddings=512, num_attention_heads=12, num_hidden_layers=12,
